@@ -1,0 +1,200 @@
+"""The `seams` command line (contract: the command names and their meaning).
+
+Every command resolves PostgreSQL the same way (`resources.database`): `SEAMS_DATABASE_URL` when
+set, otherwise the embedded server under the data dir. Errors Seams expects (bad config, no
+database, no model) print one line saying what to do, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+
+from chunking.errors import SeamsError
+
+EXIT_ERROR = 2
+
+
+def _print_err(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+# --- seams db ----------------------------------------------------------------------------------
+
+
+def cmd_db(args: argparse.Namespace) -> int:
+    from resources.database import URL_ENV, EmbeddedPostgres, redact, resolve
+
+    external = bool(os.environ.get(URL_ENV, "").strip())
+    server = EmbeddedPostgres()
+    if args.action == "url":
+        print(resolve().data)
+    elif args.action == "start":
+        urls = resolve()
+        where = "external server" if external else f"embedded PostgreSQL in {server.pgdata}"
+        print(f"PostgreSQL is up ({where}).\ndata database: {redact(urls.data)}")
+    elif args.action == "stop":
+        if external:
+            print(f"{URL_ENV} is set: Seams does not manage that server; nothing to stop.")
+        elif server.stop():
+            print(f"stopped the embedded PostgreSQL in {server.pgdata}")
+        else:
+            print(f"the embedded PostgreSQL in {server.pgdata} was not running")
+    elif args.action == "status":
+        if external:
+            urls = resolve()
+            print(
+                f"external server (from {URL_ENV}): reachable\ndata database: {redact(urls.data)}"
+            )
+        elif server.is_running():
+            print(f"running: embedded PostgreSQL in {server.pgdata}\ndata database: {server.url()}")
+        else:
+            print(f"stopped: embedded PostgreSQL in {server.pgdata} (start: `seams db start`)")
+            return 1
+    return 0
+
+
+# --- seams dev ---------------------------------------------------------------------------------
+
+
+def _reset_signals() -> None:
+    # A shell that starts us with `&` makes us ignore SIGINT; dagster dev must not inherit that.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def cmd_dev(args: argparse.Namespace) -> int:
+    from orchestration.instance import dagster_home, prepare_environment
+    from resources.database import EmbeddedPostgres
+
+    server = EmbeddedPostgres()
+    was_running = server.is_running()
+    urls = prepare_environment()
+    command = [
+        sys.executable, "-m", "dagster", "dev", "-m", "orchestration",
+        "-h", args.host, "-p", str(args.port),
+    ]  # fmt: skip
+    print(f"Dagster UI: http://{args.host}:{args.port}  (Ctrl-C stops everything)", flush=True)
+    child = subprocess.Popen(
+        command, cwd=dagster_home(), preexec_fn=_reset_signals, start_new_session=True
+    )
+
+    def forward(signum: int, _frame: object) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(child.pid, signal.SIGINT if signum == signal.SIGINT else signal.SIGTERM)
+
+    signal.signal(signal.SIGINT, forward)
+    signal.signal(signal.SIGTERM, forward)
+    try:
+        code = child.wait()
+    finally:
+        _stop_group(child)
+        if urls.embedded and not was_running:
+            server.stop()
+    return 0 if code in (0, -signal.SIGINT, -signal.SIGTERM, 130) else code
+
+
+def _stop_group(child: subprocess.Popen) -> None:
+    """Make sure nothing dagster dev started outlives it (webserver, daemon, code servers)."""
+    for sig, grace_s in ((signal.SIGTERM, 15.0), (signal.SIGKILL, 5.0)):
+        if not _group_alive(child.pid):
+            return
+        try:
+            os.killpg(child.pid, sig)
+        except ProcessLookupError:
+            return
+        deadline = time.monotonic() + grace_s
+        while time.monotonic() < deadline and _group_alive(child.pid):
+            child.poll()  # reap the leader so it does not linger as a zombie
+            time.sleep(0.1)
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+# --- seams check -------------------------------------------------------------------------------
+
+
+def cmd_check(_args: argparse.Namespace) -> int:
+    """Prove the installation works: PostgreSQL reachable, Dagster instance and definitions load."""
+    from dagster import DagsterInstance
+
+    from orchestration.instance import dagster_home, prepare_environment
+    from resources.database import redact
+
+    urls = prepare_environment()
+    from orchestration import defs
+
+    repo = defs.get_repository_def()
+    with DagsterInstance.get() as instance:
+        storage = type(instance.run_storage).__name__
+    where = "embedded" if urls.embedded else "external"
+    print(
+        f"PostgreSQL ({where}): {redact(urls.data)}\n"
+        f"Dagster instance: {dagster_home()} ({storage})\n"
+        f"Definitions: {len(repo.assets_defs_by_key)} assets, {len(repo.get_all_jobs())} jobs, "
+        f"{len(repo.sensor_defs)} sensors, {len(repo.schedule_defs)} schedules\n"
+        "Next: `seams dev` and open the UI."
+    )
+    return 0
+
+
+# --- parser ------------------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="seams",
+        description=(
+            "Seams: semantic chunking for retrieval, as partitioned Dagster assets in PostgreSQL.\n"
+            "Data lives in $SEAMS_DATA_DIR (default ./.seams); set SEAMS_DATABASE_URL to use an "
+            "existing PostgreSQL instead of the embedded one."
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    db = sub.add_parser("db", help="start, stop or inspect PostgreSQL; print its URL")
+    db.add_argument(
+        "action",
+        choices=["url", "start", "stop", "status"],
+        help="url: print a psycopg URL of the data database (starting the embedded server if "
+        "needed); start/stop/status: manage the embedded server",
+    )
+    db.set_defaults(func=cmd_db)
+
+    check = sub.add_parser("check", help="check PostgreSQL, the Dagster instance and definitions")
+    check.set_defaults(func=cmd_check)
+
+    dev = sub.add_parser("dev", help="start PostgreSQL and the Dagster UI (dagster dev)")
+    dev.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    dev.add_argument("--port", type=int, default=3000, help="UI port (default 3000)")
+    dev.set_defaults(func=cmd_dev)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except SeamsError as exc:
+        _print_err(f"seams: error: {exc}")
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        _print_err("seams: interrupted")
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,74 @@
+"""Shared fixtures: an isolated data dir and a real PostgreSQL for every test that needs one.
+
+The server is Seams' own embedded PostgreSQL (started once per session in a temp dir, stopped and
+deleted at the end) or, when `SEAMS_TEST_DATABASE_URL` is set, that server. Each test asking for
+`database_url` gets a fresh database (~30 ms), dropped afterwards. Nothing here skips: a database
+that cannot be started fails the tests that need it, loudly.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+from psycopg import sql
+
+from resources.database import EmbeddedPostgres, database_url_for
+
+TEST_URL_ENV = "SEAMS_TEST_DATABASE_URL"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def isolated_environment() -> Iterator[Path]:
+    """Keep tests away from the user's ./.seams and from any configured server."""
+    root = Path(tempfile.mkdtemp(prefix="seams-test-"))
+    saved = {k: os.environ.get(k) for k in ("SEAMS_DATA_DIR", "SEAMS_DATABASE_URL", "DAGSTER_HOME")}
+    os.environ["SEAMS_DATA_DIR"] = str(root / "data")
+    os.environ.pop("SEAMS_DATABASE_URL", None)
+    os.environ.pop("DAGSTER_HOME", None)
+    yield root
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+
+
+@pytest.fixture(scope="session")
+def pg_server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """URL of the `postgres` database of the test server (superuser, trust auth)."""
+    external = os.environ.get(TEST_URL_ENV, "").strip()
+    if external:
+        yield external
+        return
+    # Short path outside /root: the Unix socket path must stay under ~100 bytes.
+    root = Path(tempfile.mkdtemp(prefix="seams-pg-"))
+    server = EmbeddedPostgres(root / "pgdata")
+    url = server.start()
+    try:
+        yield url
+    finally:
+        server.stop()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture
+def database_url(pg_server_url: str) -> Iterator[str]:
+    """A fresh, empty database (with pgvector) for one test, dropped afterwards."""
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(pg_server_url, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    url = database_url_for(pg_server_url, name)
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+    yield url
+    with psycopg.connect(pg_server_url, autocommit=True) as conn:
+        conn.execute(
+            sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+        )

@@ -1,0 +1,87 @@
+"""`seams` as a user runs it: help, and `seams dev` serving the UI and stopping on Ctrl-C."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import psutil
+import pytest
+
+from orchestration.cli import build_parser
+
+
+def test_help_lists_every_command() -> None:
+    text = build_parser().format_help()
+    for command in ("db", "dev"):
+        assert command in text
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _graphql(port: int, query: str) -> dict:
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{port}/graphql",
+        data=json.dumps({"query": query}).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=10) as response:
+        return json.loads(response.read())
+
+
+@pytest.mark.slow
+def test_seams_dev_serves_ui_and_ctrl_c_leaves_nothing_behind(tmp_path: Path) -> None:
+    port = _free_port()
+    env = {**os.environ, "SEAMS_DATA_DIR": str(tmp_path / "data")}
+    env.pop("SEAMS_DATABASE_URL", None)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "orchestration.cli", "dev", "--port", str(port)],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    family: set[int] = set()
+    try:
+        deadline = time.monotonic() + 120
+        answer = None
+        while time.monotonic() < deadline and answer is None:
+            assert proc.poll() is None, "seams dev exited early"
+            try:
+                answer = _graphql(
+                    port,
+                    "{ repositoriesOrError { ... on RepositoryConnection "
+                    "{ nodes { name location { name } } } } }",
+                )
+            except OSError:
+                time.sleep(0.5)
+        assert answer is not None, "the UI never answered"
+        nodes = answer["data"]["repositoriesOrError"]["nodes"]
+        assert [n["location"]["name"] for n in nodes] == ["orchestration"]
+        family = {p.pid for p in psutil.Process(proc.pid).children(recursive=True)}
+        postgres = [
+            p.pid for p in psutil.process_iter(["cmdline"])
+            if str(tmp_path) in " ".join(p.info["cmdline"] or [])
+        ]  # fmt: skip
+        assert postgres, "the embedded PostgreSQL is not running"
+        family |= set(postgres)
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    deadline = time.monotonic() + 10
+    alive = family
+    while alive and time.monotonic() < deadline:
+        alive = {pid for pid in alive if psutil.pid_exists(pid) and
+                 psutil.Process(pid).status() != psutil.STATUS_ZOMBIE}  # fmt: skip
+        time.sleep(0.2)
+    assert not alive, f"processes left behind: {alive}"
