@@ -150,6 +150,51 @@ def cmd_check(_args: argparse.Namespace) -> int:
     return 0
 
 
+# --- seams run / backfill / model -------------------------------------------------------------
+
+
+def _say(message: str) -> None:
+    print(f"seams: {message}", flush=True)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """Register PATH (default: the sample corpus) as batches and materialize them end to end."""
+    from pathlib import Path
+
+    from dagster import DagsterInstance
+
+    from orchestration import runner
+    from orchestration.instance import prepare_environment
+
+    path = Path(args.path) if args.path else runner.SAMPLE_CORPUS
+    urls = prepare_environment()
+    started = time.perf_counter()
+    with DagsterInstance.get() as instance:
+        runner.ensure_model(instance, _say)
+        keys = runner.register_path(path, _say)
+        if not keys:
+            _say(f"nothing new under {path}: every file version is already in a batch")
+            return 0
+        _say(f"registered {len(keys)} batch(es) from {path}; materializing...")
+        summary = runner.RunSummary(batches=keys)
+        runner.materialize_batches(instance, keys, _say, summary)
+    summary.seconds = time.perf_counter() - started
+    print(runner.format_summary(runner.summarize(summary), urls.data), flush=True)
+    return 0
+
+
+def cmd_model(args: argparse.Namespace) -> int:
+    from resources.model_export import export_model
+
+    manifest = export_model(force=args.force)
+    state = "exported" if manifest.exported_now else "already exported (verified)"
+    print(
+        f"{state}: {manifest.model_name} in {manifest.directory}\n"
+        f"model_id {manifest.model_id}; variants: {', '.join(sorted(manifest.variants))}"
+    )
+    return 0
+
+
 # --- parser ------------------------------------------------------------------------------------
 
 
@@ -173,6 +218,20 @@ def build_parser() -> argparse.ArgumentParser:
         "needed); start/stop/status: manage the embedded server",
     )
     db.set_defaults(func=cmd_db)
+
+    run = sub.add_parser(
+        "run", help="chunk the files under PATH (default: the bundled sample corpus) end to end"
+    )
+    run.add_argument("path", nargs="?", help="a folder of documents (default: sample corpus)")
+    run.set_defaults(func=cmd_run)
+
+    model = sub.add_parser("model", help="provision the embedding model")
+    model_sub = model.add_subparsers(dest="model_command", required=True, metavar="ACTION")
+    export = model_sub.add_parser(
+        "export", help="export the packaged all-MiniLM-L6-v2 to ONNX under the data dir (once)"
+    )
+    export.add_argument("--force", action="store_true", help="re-export even if present")
+    export.set_defaults(func=cmd_model)
 
     check = sub.add_parser("check", help="check PostgreSQL, the Dagster instance and definitions")
     check.set_defaults(func=cmd_check)

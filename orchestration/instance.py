@@ -12,10 +12,9 @@ from pathlib import Path
 
 from chunking.errors import ConfigError
 from resources.database import URL_ENV, DatabaseUrls, resolve
-from resources.paths import data_dir
+from resources.paths import PROJECT_ROOT, data_dir
 
 DAGSTER_URL_VAR = "SEAMS_DAGSTER_PG_URL"
-PROJECT_ROOT = Path(__file__).resolve().parents[1]
 INSTANCE_YAML = PROJECT_ROOT / "dagster.yaml"
 
 

@@ -10,6 +10,8 @@ import os
 from pathlib import Path
 
 DEFAULT_DATA_DIR = ".seams"
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+"""The checkout Seams runs from (it holds `dagster.yaml` and `seams.yaml`)."""
 
 
 def data_dir() -> Path:

@@ -1,0 +1,94 @@
+"""Invariants every materialization must keep, as pure functions over the stored frames.
+
+The assets run these and report them as blocking asset checks: a violation stops downstream
+steps before bad rows flow on. Each returns a list of human-readable problems (empty = pass),
+capped so a badly broken batch still gives a readable check result.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+
+from assets.frames import by_document
+
+MAX_REPORTED = 20
+_NON_SPACE = re.compile(r"\S")
+
+
+def _capped(problems: list[str]) -> list[str]:
+    if len(problems) > MAX_REPORTED:
+        return [*problems[:MAX_REPORTED], f"... and {len(problems) - MAX_REPORTED} more"]
+    return problems
+
+
+def exact_slices(texts: dict[tuple[str, str], str], chunks: pd.DataFrame) -> list[str]:
+    """Every chunk's text equals `source[start_char:end_char]`."""
+    problems = []
+    for row in chunks.itertuples(index=False):
+        source = texts.get((row.batch_key, row.document_id))
+        if source is None or source[row.start_char : row.end_char] != row.text:
+            problems.append(f"{row.document_id} chunk {row.chunk_index}: text is not its slice")
+    return _capped(problems)
+
+
+def nothing_lost(texts: dict[tuple[str, str], str], chunks: pd.DataFrame) -> list[str]:
+    """Every non-whitespace character of every document lies in some chunk's core span."""
+    problems = []
+    by_doc = dict(by_document(chunks))
+    for key, text in texts.items():
+        covered = np.zeros(len(text) + 1, dtype=np.int32)
+        group = by_doc.get(key)
+        if group is not None:
+            np.add.at(covered, group["overlap_end"].to_numpy(), 1)
+            np.add.at(covered, group["end_char"].to_numpy(), -1)
+        inside = np.cumsum(covered)[:-1] > 0
+        for match in _NON_SPACE.finditer(text):
+            if not inside[match.start()]:
+                problems.append(f"{key[1]}: character {match.start()} is in no chunk")
+                break
+    return _capped(problems)
+
+
+def sizes_within_bounds(chunks: pd.DataFrame, size_max: int) -> list[str]:
+    """No chunk is over max unless it is flagged oversized (one unsplittable unit)."""
+    problems = []
+    for row in chunks.itertuples(index=False):
+        size = (row.metadata or {}).get("size", row.token_count)
+        if size > size_max and not (row.metadata or {}).get("oversized"):
+            problems.append(f"{row.document_id} chunk {row.chunk_index}: size {size} > {size_max}")
+    return _capped(problems)
+
+
+def unique_ids(chunks: pd.DataFrame) -> list[str]:
+    duplicated = chunks[chunks.duplicated(["batch_key", "chunk_id"], keep=False)]
+    return _capped([f"chunk_id {cid} is not unique" for cid in duplicated["chunk_id"].unique()])
+
+
+def one_row_per_candidate(candidates: pd.DataFrame, embeddings: pd.DataFrame) -> list[str]:
+    """Every document has as many embedding rows as `embedding_texts` gave, indexed 0..n-1."""
+    problems = []
+    for key, group in by_document(embeddings):
+        indexes = np.sort(group["candidate_index"].to_numpy())
+        if not np.array_equal(indexes, np.arange(len(indexes))):
+            problems.append(f"{key[1]}: embedding rows are not indexed 0..{len(indexes) - 1}")
+    known = {k for k, _ in by_document(candidates)}
+    missing = known - {k for k, _ in by_document(embeddings)}
+    problems += [f"{doc}: candidates but no embedding rows" for _, doc in sorted(missing)]
+    return _capped(problems)
+
+
+def unit_vectors(embeddings: pd.DataFrame, tolerance: float = 1e-3) -> list[str]:
+    """Every stored vector is finite with unit length (NULL rows mean the lexical fallback)."""
+    problems = []
+    for row in embeddings.itertuples(index=False):
+        if row.embedding is None:
+            continue
+        vector = np.asarray(row.embedding, dtype=np.float64)
+        if not np.isfinite(vector).all() or abs(np.linalg.norm(vector) - 1.0) > tolerance:
+            problems.append(
+                f"{row.document_id} row {row.candidate_index}: not a finite unit vector"
+            )
+    return _capped(problems)

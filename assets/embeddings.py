@@ -1,0 +1,73 @@
+"""`candidate_embeddings`: one unit vector per embedded text of each document (stage 2).
+
+Texts go through the embedding cache first, so a rerun or a backfill after a non-embedding
+config change calls the model for nothing. When the model fails, the batch's rows carry no
+vector (NULL) and the boundary step falls back to lexical similarity, recorded per chunk.
+"""
+
+import dagster as dg
+import pandas as pd
+
+from assets.frames import by_document, candidates_from, frame
+from assets.model import embedding_model
+from assets.partitions import BATCH_ASSET_DEFAULTS
+from assets.versions import CONFIG, SETTINGS, code_version
+from chunking import embedding_texts
+from chunking.errors import EmbeddingError
+from resources.embedder import OnnxEmbedder
+from resources.embedding_cache import CacheStats, EmbeddingCache
+from resources.postgres import PostgresResource
+
+EMBEDDING_VERSION = "1"
+
+
+@dg.asset(
+    **BATCH_ASSET_DEFAULTS,
+    deps=[embedding_model],
+    code_version=code_version(
+        EMBEDDING_VERSION, CONFIG.fingerprint("embedding"), SETTINGS.embedder.variant
+    ),
+    description="L2-normalised embeddings of every candidate (or window text), via the cache.",
+)
+def candidate_embeddings(
+    context: dg.AssetExecutionContext,
+    embedder: OnnxEmbedder,
+    postgres: PostgresResource,
+    extracted_text: pd.DataFrame,
+    sentence_candidates: pd.DataFrame,
+) -> pd.DataFrame:
+    texts_by_doc = {
+        (d.batch_key, d.document_id): d.text for d in extracted_text.itertuples(index=False)
+    }
+    keys, texts = [], []
+    for (batch_key, document_id), group in by_document(sentence_candidates):
+        doc_texts = embedding_texts(
+            texts_by_doc[(batch_key, document_id)], candidates_from(group), CONFIG
+        )
+        keys.extend((batch_key, document_id, i) for i in range(len(doc_texts)))
+        texts.extend(doc_texts)
+    model_id = embedder.model_id
+    fallback = False
+    try:
+        vectors, stats = EmbeddingCache(postgres).get_or_embed(model_id, texts, embedder.embed)
+        rows_vectors = list(vectors)
+    except EmbeddingError as exc:
+        context.log.warning(f"embedding failed, boundaries will use the lexical fallback: {exc}")
+        fallback = True
+        rows_vectors, stats = [None] * len(texts), CacheStats(len(texts), 0, 0, 0)
+    rows = [
+        {"batch_key": b, "document_id": d, "candidate_index": i, "model_id": model_id,
+         "embedding": v}
+        for (b, d, i), v in zip(keys, rows_vectors, strict=True)
+    ]  # fmt: skip
+    context.add_output_metadata(
+        {
+            "texts": stats.texts,
+            "cache_hits": stats.hits,
+            "texts_embedded": stats.embedded,
+            "cache_hit_rate": round(stats.hit_rate, 4),
+            "model_id": model_id,
+            "fallback": fallback,
+        }
+    )
+    return frame("candidate_embeddings", rows)

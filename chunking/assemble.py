@@ -1,0 +1,451 @@
+"""Assembly: candidates + boundaries -> size-bounded chunks with ids and metadata (stage 4).
+
+Boundaries come first; size rules only add or drop cuts where `chunk_size_max`/`chunk_size_min`
+force them (a greedy "pull toward target" assembly about doubled Pk in our probes):
+
+1. Cut at every detected boundary (semantic and structural).
+2. A segment bigger than max is split at its weakest gap (lowest similarity) that leaves both
+   sides >= min, recursively, until every piece fits. `target_pull` > 0 adds a preference for
+   cuts that make pieces close to the target size (how "aiming at target" enters); by default
+   the target only matters through the count of pieces the max rule forces.
+3. A segment smaller than min (a short section, a tail) merges into the neighbour it is most
+   similar to, if the union fits max: across a semantic gap before a structural one, and a
+   heading always with what follows it. If no union fits, the cut between it and a neighbour
+   moves to the weakest gap that leaves both within [min, max]. If nothing works, it stays small
+   and is flagged `undersized` (a short document is one small chunk).
+4. Optional overlap: whole candidates from the end of the previous chunk, up to
+   `overlap_tokens` (or `overlap_ratio` of the previous chunk's tokens), only while the chunk
+   stays within max, and never across a heading.
+
+Offsets (contract): `chunk.text == text[start_char:end_char]` always. `start_char:end_char`
+includes the overlap; `overlap_start:overlap_end` is the overlapping prefix (both equal
+`start_char` without overlap), so `overlap_end:end_char` is the chunk's core. Cores partition the
+candidates: every non-whitespace character lies in exactly one core.
+
+Sizes are measured on the whole chunk (overlap included) in `size_unit`: tokens = sum of the
+candidates' token counts, chars = `end_char - start_char`, sentences = candidates. Sizes never
+exceed max except when one candidate alone cannot be cut below it (flagged `oversized`).
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from chunking.boundaries import Boundary
+from chunking.config import ChunkingConfig
+from chunking.ids import assign_chunk_ids
+from chunking.pages import PageIndex
+from chunking.segment import Candidate
+from chunking.similarity import candidate_vectors, expected_rows, normalise_rows
+from chunking.tokens import HEURISTIC_COUNTER_NAME
+
+STRATEGY = "context_aware"
+# Merge preferences: a heading belongs with what follows; structural cuts are kept over semantic.
+_AFTER_HEADING_BONUS = 10.0
+_STRUCTURAL_PENALTY = 10.0
+_TIE_BREAK = 1e-9
+
+
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    """One chunk of a document (contract). `text == source[start_char:end_char]`.
+
+    `section` is the heading path of the chunk's first core candidate ("A > B", "" if none);
+    `cohesion` is the mean pairwise cosine similarity of its candidates' embeddings (None with
+    fewer than two candidates or without embeddings); `boundary_method` is "semantic" or
+    "jaccard" (lexical fallback). `metadata` holds size_unit, size, token_counter,
+    boundary_reason (why the chunk starts where it does), oversized, undersized, split_sentence,
+    overlap_candidates and, for a continued table, table_header.
+    """
+
+    chunk_id: str
+    document_id: str
+    chunk_index: int
+    total_chunks: int
+    text: str
+    start_char: int
+    end_char: int
+    overlap_start: int
+    overlap_end: int
+    token_count: int
+    sentence_count: int
+    section: str
+    page_start: int | None
+    page_end: int | None
+    cohesion: float | None
+    boundary_method: str
+    strategy: str = STRATEGY
+    metadata: dict[str, Any] = field(default_factory=dict, hash=False, compare=True)
+
+    @property
+    def core_start(self) -> int:
+        """Where the chunk's own text begins (after the overlap)."""
+        return self.overlap_end
+
+    def to_dict(self) -> dict[str, Any]:
+        """A plain dict row (for a DataFrame)."""
+        return {name: getattr(self, name) for name in self.__dataclass_fields__}
+
+
+@dataclass(frozen=True, slots=True)
+class Segment:
+    """Candidates [first, stop) form one chunk core; `reason` says why it starts there."""
+
+    first: int
+    stop: int
+    reason: str
+
+
+class _Sizes:
+    """O(1) size of any candidate range in the configured unit."""
+
+    def __init__(self, candidates: Sequence[Candidate], unit: str):
+        self.unit = unit
+        self.tokens = np.array([c.token_count for c in candidates], dtype=np.int64)
+        self.token_prefix = np.concatenate(([0], np.cumsum(self.tokens)))
+        self.starts = np.array([c.start_char for c in candidates], dtype=np.int64)
+        self.ends = np.array([c.end_char for c in candidates], dtype=np.int64)
+        n = len(candidates)
+        if unit == "sentences":
+            self.prefix = np.arange(n + 1, dtype=np.int64)
+        else:
+            self.prefix = self.token_prefix
+
+    def of(self, first: int, stop: int) -> int:
+        if stop <= first:
+            return 0
+        if self.unit == "chars":
+            return int(self.ends[stop - 1] - self.starts[first])
+        return int(self.prefix[stop] - self.prefix[first])
+
+    def left_of_gaps(self, first: int, gaps: np.ndarray) -> np.ndarray:
+        """Sizes of [first, g) for each gap g."""
+        if self.unit == "chars":
+            return self.ends[gaps - 1] - self.starts[first]
+        return self.prefix[gaps] - self.prefix[first]
+
+    def right_of_gaps(self, gaps: np.ndarray, stop: int) -> np.ndarray:
+        """Sizes of [g, stop) for each gap g."""
+        if self.unit == "chars":
+            return self.ends[stop - 1] - self.starts[gaps]
+        return self.prefix[stop] - self.prefix[gaps]
+
+    def token_count(self, first: int, stop: int) -> int:
+        return int(self.token_prefix[stop] - self.token_prefix[first])
+
+
+def plan_segments(
+    candidates: Sequence[Candidate], boundaries: Sequence[Boundary], config: ChunkingConfig
+) -> list[Segment]:
+    """The chunk cores: boundaries first, then only the cuts min/max force (see module doc)."""
+    n = len(candidates)
+    if n == 0:
+        return []
+    if len(boundaries) != n - 1:
+        raise ValueError(
+            f"got {len(boundaries)} boundaries for {n} candidates; expected one per gap ({n - 1})"
+        )
+    planner = _Planner(candidates, boundaries, config)
+    return planner.plan()
+
+
+class _Planner:
+    def __init__(
+        self,
+        candidates: Sequence[Candidate],
+        boundaries: Sequence[Boundary],
+        config: ChunkingConfig,
+    ):
+        self.n = len(candidates)
+        self.config = config
+        self.sizes = _Sizes(candidates, config.size_unit)
+        # gap i (1..n-1) lives at index i; index 0 and n are unused sentinels
+        self.similarity = np.ones(self.n + 1, dtype=np.float64)
+        self.reasons: dict[int, str] = {}
+        self.merge_preference = np.ones(self.n + 1, dtype=np.float64)
+        for b in boundaries:
+            self.similarity[b.index] = b.similarity
+            if b.is_boundary and b.reason:
+                self.reasons[b.index] = b.reason
+        self.merge_preference[:] = self.similarity
+        self.split_score = self.similarity.copy()
+        for i in range(1, self.n):
+            if candidates[i - 1].kind == "heading":
+                self.merge_preference[i] += _AFTER_HEADING_BONUS
+                self.split_score[i] += _AFTER_HEADING_BONUS
+            elif self.reasons.get(i) == "structural":
+                self.merge_preference[i] -= _STRUCTURAL_PENALTY
+
+    def plan(self) -> list[Segment]:
+        cuts = sorted(self.reasons)
+        bounded: list[int] = []
+        for first, stop in zip([0, *cuts], [*cuts, self.n], strict=True):
+            if first > 0:
+                bounded.append(first)
+            bounded.extend(self._split_to_max(first, stop))
+        cuts = self._merge_small(bounded)
+        return [
+            Segment(
+                first, stop, "document_start" if first == 0 else self.reasons.get(first, "size")
+            )
+            for first, stop in zip([0, *cuts], [*cuts, self.n], strict=True)
+        ]
+
+    # -- max --------------------------------------------------------------------------------
+    def _split_to_max(self, first: int, stop: int) -> list[int]:
+        config = self.config
+        sizes = self.sizes
+        out: list[int] = []
+        stack = [(first, stop)]
+        while stack:
+            a, b = stack.pop()
+            total = sizes.of(a, b)
+            if b - a < 2 or total <= config.chunk_size_max:
+                continue
+            gaps = np.arange(a + 1, b)
+            left = sizes.left_of_gaps(a, gaps)
+            right = sizes.right_of_gaps(gaps, b)
+            # Distance of each cut from the nearest multiple of the ideal piece size (pieces
+            # near target): `target_pull` weighs it against similarity; a tiny weight always
+            # breaks exact ties (flat similarities, lexical zeros) toward even, target-sized
+            # pieces instead of peeling off minimum-sized ones.
+            pieces = max(2, math.ceil(total / config.chunk_size_target))
+            ratio = left / (total / pieces)
+            off_target = 2 * np.abs(ratio - np.round(ratio))
+            score = self.split_score[a + 1 : b] + (config.target_pull + _TIE_BREAK) * off_target
+            both_big = (left >= config.chunk_size_min) & (right >= config.chunk_size_min)
+            if both_big.any():
+                score = np.where(both_big, score, np.inf)
+            cut = a + 1 + int(np.argmin(score))
+            out.append(cut)
+            stack.append((a, cut))
+            stack.append((cut, b))
+        return sorted(out)
+
+    # -- min --------------------------------------------------------------------------------
+    def _merge_small(self, cuts: list[int]) -> list[int]:
+        config = self.config
+        sizes = self.sizes
+        lo, hi = config.chunk_size_min, config.chunk_size_max
+        starts = [0, *cuts]
+        stop_of = dict(zip(starts, [*cuts, self.n], strict=True))
+        start_of_stop = {stop: start for start, stop in stop_of.items()}
+        heap = [(sizes.of(a, b), a) for a, b in stop_of.items() if sizes.of(a, b) < lo]
+        heapq.heapify(heap)
+
+        def push_if_small(a: int | None) -> None:
+            if a is not None and a in stop_of and sizes.of(a, stop_of[a]) < lo:
+                heapq.heappush(heap, (sizes.of(a, stop_of[a]), a))
+
+        def replace(old: list[int], new: list[tuple[int, int]]) -> None:
+            for a in old:
+                b = stop_of.pop(a)
+                start_of_stop.pop(b, None)
+            for a, b in new:
+                stop_of[a] = b
+                start_of_stop[b] = a
+                push_if_small(a)
+            # A neighbour that was too small before may now be able to merge (a rebalance can
+            # shrink the segment next to it): look at it again.
+            push_if_small(start_of_stop.get(new[0][0]))
+            push_if_small(new[-1][1] if new[-1][1] < self.n else None)
+
+        while heap:
+            size, a = heapq.heappop(heap)
+            b = stop_of.get(a)
+            if b is None or sizes.of(a, b) != size or size >= lo:
+                continue
+            left = start_of_stop.get(a)  # start of the segment before
+            right = stop_of.get(b) if b < self.n else None  # stop of the segment after
+            options = []
+            if left is not None:
+                options.append((self.merge_preference[a], "left"))
+            if right is not None:
+                options.append((self.merge_preference[b], "right"))
+            options.sort(reverse=True)
+            merged = False
+            for _, side in options:
+                if side == "left" and left is not None and sizes.of(left, b) <= hi:
+                    replace([left, a], [(left, b)])
+                    merged = True
+                    break
+                if side == "right" and right is not None and sizes.of(a, right) <= hi:
+                    replace([a, b], [(a, right)])
+                    merged = True
+                    break
+            if merged:
+                continue
+            for _, side in options:  # no union fits: move the shared cut instead
+                union = (left, b) if side == "left" else (a, right)
+                if union[0] is None or union[1] is None:
+                    continue
+                cut = self._rebalance(union[0], union[1])
+                if cut is not None:
+                    old = [left, a] if side == "left" else [a, b]
+                    replace([x for x in old if x is not None], [(union[0], cut), (cut, union[1])])
+                    break
+        return sorted(a for a in stop_of if a > 0)
+
+    def _rebalance(self, first: int, stop: int) -> int | None:
+        """The weakest gap in [first, stop) leaving both sides within [min, max], if any."""
+        if stop - first < 2:
+            return None
+        config = self.config
+        gaps = np.arange(first + 1, stop)
+        left = self.sizes.left_of_gaps(first, gaps)
+        right = self.sizes.right_of_gaps(gaps, stop)
+        lo, hi = config.chunk_size_min, config.chunk_size_max
+        ok = (left >= lo) & (left <= hi) & (right >= lo) & (right <= hi)
+        if not ok.any():
+            return None
+        score = np.where(ok, self.split_score[first + 1 : stop], np.inf)
+        return first + 1 + int(np.argmin(score))
+
+
+def assemble_chunks(
+    text: str,
+    candidates: Sequence[Candidate],
+    boundaries: Sequence[Boundary],
+    config: ChunkingConfig,
+    *,
+    document_id: str,
+    embeddings: np.ndarray | None = None,
+    page_spans: Sequence[tuple[int, int, int]] | None = None,
+    boundary_method: str = "semantic",
+    token_counter_name: str = HEURISTIC_COUNTER_NAME,
+) -> list[Chunk]:
+    """Chunks of `text` from its candidates and per-gap boundaries (see module doc).
+
+    `embeddings`: the candidates' unit vectors (n, d) for cohesion (in "text" window mode, the
+    window vectors are accepted too). `page_spans`: `(page, start_char, end_char)` per page.
+    """
+    segments = plan_segments(candidates, boundaries, config)
+    if not segments:
+        return []
+    sizes = _Sizes(candidates, config.size_unit)
+    vectors = _cohesion_vectors(embeddings, len(candidates), config)
+    pages = PageIndex(page_spans) if page_spans is not None else None
+    lo, hi = config.chunk_size_min, config.chunk_size_max
+
+    spans: list[tuple[int, int, int]] = []  # (overlap first, core first, stop)
+    for k, seg in enumerate(segments):
+        first = seg.first
+        if k > 0 and (config.overlap_tokens or config.overlap_ratio):
+            first = _overlap_start(segments[k - 1], seg, candidates, sizes, config)
+        spans.append((first, seg.first, seg.stop))
+
+    texts = [text[candidates[o].start_char : candidates[b - 1].end_char] for o, _, b in spans]
+    cohesions = _cohesions(vectors, spans) if vectors is not None else [None] * len(spans)
+    ids = assign_chunk_ids(document_id, texts)
+    total = len(spans)
+    chunks = []
+    for k, ((o, a, b), seg, chunk_text, cid, cohesion) in enumerate(
+        zip(spans, segments, texts, ids, cohesions, strict=True)
+    ):
+        start = candidates[o].start_char
+        end = candidates[b - 1].end_char
+        size = sizes.of(o, b)
+        metadata: dict[str, Any] = {
+            "size_unit": config.size_unit,
+            "size": size,
+            "token_counter": token_counter_name,
+            "boundary_reason": seg.reason,
+            "oversized": size > hi,
+            "undersized": size < lo,
+            "split_sentence": any(candidates[i].split for i in range(o, b)),
+            "overlap_candidates": a - o,
+        }
+        head = candidates[a]
+        if head.header_start is not None and head.header_end is not None:
+            metadata["table_header"] = text[head.header_start : head.header_end]
+        chunks.append(
+            Chunk(
+                chunk_id=cid,
+                document_id=document_id,
+                chunk_index=k,
+                total_chunks=total,
+                text=chunk_text,
+                start_char=start,
+                end_char=end,
+                overlap_start=start,
+                overlap_end=candidates[a].start_char if o < a else start,
+                token_count=sizes.token_count(o, b),
+                sentence_count=b - o,
+                section=head.section,
+                page_start=pages.page_at(start) if pages else None,
+                page_end=pages.page_at(end - 1) if pages else None,
+                cohesion=cohesion,
+                boundary_method=boundary_method,
+                metadata=metadata,
+            )
+        )
+    return chunks
+
+
+def _overlap_start(
+    previous: Segment,
+    segment: Segment,
+    candidates: Sequence[Candidate],
+    sizes: _Sizes,
+    config: ChunkingConfig,
+) -> int:
+    """First candidate of the overlap taken from `previous` (== segment.first for none)."""
+    if segment.reason == "structural" or candidates[segment.first].kind == "heading":
+        return segment.first
+    budget = config.overlap_tokens or math.floor(
+        config.overlap_ratio * sizes.token_count(previous.first, previous.stop)
+    )
+    first = segment.first
+    used = 0
+    while first - 1 > previous.first:  # keep at least one candidate the previous chunk's own
+        tokens = int(sizes.tokens[first - 1])
+        if used + tokens > budget or sizes.of(first - 1, segment.stop) > config.chunk_size_max:
+            break
+        if candidates[first - 1].kind == "heading":
+            break
+        first -= 1
+        used += tokens
+    return first
+
+
+def _cohesion_vectors(
+    embeddings: np.ndarray | None, n: int, config: ChunkingConfig
+) -> np.ndarray | None:
+    if embeddings is None:
+        return None
+    array = np.asarray(embeddings, dtype=np.float32)
+    if array.ndim != 2:
+        raise ValueError(f"embeddings must be 2-D (n, d); got shape {array.shape}")
+    if array.shape[0] != n:
+        if config.window_mode == "text" and array.shape[0] == expected_rows(n, config):
+            array = candidate_vectors(array, n, config)
+        else:
+            raise ValueError(f"embeddings has {array.shape[0]} rows for {n} candidates")
+    return normalise_rows(array)
+
+
+def _cohesions(vectors: np.ndarray, spans: Sequence[tuple[int, int, int]]) -> list[float | None]:
+    """Mean pairwise cosine of each chunk's candidate vectors (unit rows), all chunks at once:
+    for rows v_1..v_m, (|sum v|^2 - sum |v|^2) / (m (m - 1)); None for m < 2."""
+    d = vectors.shape[1]
+    cumulative = np.zeros((len(vectors) + 1, d), dtype=np.float64)
+    np.cumsum(vectors, axis=0, out=cumulative[1:])
+    squares = np.concatenate(([0.0], np.cumsum(np.einsum("ij,ij->i", vectors, vectors))))
+    firsts = np.array([o for o, _, _ in spans])
+    stops = np.array([b for _, _, b in spans])
+    sums = cumulative[stops] - cumulative[firsts]
+    m = stops - firsts
+    pair_sums = np.einsum("ij,ij->i", sums, sums) - (squares[stops] - squares[firsts])
+    out: list[float | None] = []
+    for count, value in zip(m.tolist(), pair_sums.tolist(), strict=True):
+        if count < 2 or not math.isfinite(value):
+            out.append(None)
+        else:
+            out.append(max(-1.0, min(1.0, value / (count * (count - 1)))))
+    return out

@@ -1,0 +1,251 @@
+"""`ChunkingConfig`: every parameter of the chunking algorithm in one validated, frozen object.
+
+Why one object: the pipeline fingerprints it (whole, or one slice per stage) to decide what needs
+recomputing after a change, so every knob that changes output must live here and nowhere else.
+
+Defaults (size unit = tokens of the embedding model's tokenizer), chosen for all-MiniLM-L6-v2
+and checked with `benchmarks/topic_shift.py` (dev split; see the README table):
+
+- `chunk_size_max=254`: the model reads at most 256 tokens including [CLS] and [SEP], so 254 is
+  the largest chunk it embeds whole (design.md section 9: MiniLM truncates, and 400-token chunks
+  retrieved worse than 200-token ones).
+- `chunk_size_target=200`: ~200-token chunks retrieved best in our evaluation.
+- `chunk_size_min=48`: a one-paragraph topic (~50-80 tokens) may stand alone, while fragments
+  (a lone heading, a one-line tail) merge into a neighbour. Min 64 nearly doubled Pk on the
+  topic-shift set (0.048 vs 0.023) by merging short topics into their neighbours; 96 tripled it.
+- Boundaries: "pooled" windows of 4 candidates per side, cut at local minima below the 40th
+  percentile of the document's own gap similarities. Pooled windows beat single-sentence
+  similarity by ~3x in Pk, and a document-relative threshold adapts across models and documents
+  as well as the best fixed one did.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from chunking.errors import ConfigError
+
+SizeUnit = Literal["tokens", "chars", "sentences"]
+ThresholdType = Literal["fixed", "percentile", "stddev", "interquartile", "gradient"]
+WindowMode = Literal["single", "pooled", "text"]
+
+#: Version of the fingerprint payload layout; bump only if the canonical form itself changes.
+FINGERPRINT_SCHEMA = 1
+
+#: Which fields shape which pipeline stage. `fingerprint(section)` hashes exactly these, so a
+#: Dagster asset's code_version changes only when a parameter it reads changes. The "embedding"
+#: slice is derived (see `ChunkingConfig.section_params`): pooled/single windows reuse the same
+#: candidate embeddings, only text windows change what is embedded.
+CONFIG_SECTIONS: dict[str, tuple[str, ...]] = {
+    "segmentation": (
+        "size_unit",
+        "chunk_size_max",
+        "max_candidate_chars",
+        "min_sentence_length",
+        "detect_headings",
+        "detect_lists",
+        "detect_tables",
+        "detect_code",
+        "indented_code",
+        "extra_abbreviations",
+    ),
+    "embedding": ("window_mode", "window_size"),
+    "boundaries": (
+        "threshold_type",
+        "boundary_threshold",
+        "percentile",
+        "stddev_factor",
+        "iqr_factor",
+        "gradient_percentile",
+        "local_minima",
+        "window_mode",
+        "window_size",
+        "split_on_headings",
+    ),
+    "assembly": (
+        "size_unit",
+        "chunk_size_min",
+        "chunk_size_target",
+        "chunk_size_max",
+        "overlap_tokens",
+        "overlap_ratio",
+        "target_pull",
+    ),
+}
+
+
+class ChunkingConfig(BaseModel):
+    """All chunking parameters (contract). Immutable; invalid values raise `ConfigError`.
+
+    Sizes are measured in `size_unit`; `overlap_tokens` is always in tokens because every chunk
+    carries a token count whatever the unit.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    # --- sizes -------------------------------------------------------------------------------
+    size_unit: SizeUnit = "tokens"
+    chunk_size_min: int = Field(48, ge=1, le=1_000_000)
+    chunk_size_target: int = Field(200, ge=1, le=1_000_000)
+    chunk_size_max: int = Field(254, ge=1, le=1_000_000)
+    overlap_tokens: int = Field(0, ge=0, le=100_000)
+    overlap_ratio: float = Field(0.0, ge=0.0, le=0.5)
+    target_pull: float = Field(0.0, ge=0.0, le=1.0)
+
+    # --- boundaries --------------------------------------------------------------------------
+    threshold_type: ThresholdType = "percentile"
+    boundary_threshold: float = Field(1.0, ge=-1.0, le=1.0)
+    percentile: float = Field(40.0, ge=0.0, le=100.0)
+    stddev_factor: float = Field(0.5, ge=0.0, le=10.0)
+    iqr_factor: float = Field(0.0, ge=0.0, le=10.0)
+    gradient_percentile: float = Field(60.0, ge=0.0, le=100.0)
+    local_minima: bool = True
+    window_mode: WindowMode = "pooled"
+    window_size: int = Field(4, ge=1, le=32)
+
+    # --- segmentation and structure ------------------------------------------------------------
+    min_sentence_length: int = Field(12, ge=1, le=10_000)
+    max_candidate_chars: int = Field(2000, ge=16, le=1_000_000)
+    detect_headings: bool = True
+    detect_lists: bool = True
+    detect_tables: bool = True
+    detect_code: bool = True
+    indented_code: bool = True
+    split_on_headings: bool = True
+    extra_abbreviations: tuple[str, ...] = ()
+
+    PRESETS: ClassVar[tuple[str, ...]] = ("default", "technical_docs", "narrative")
+
+    def __init__(self, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            raise ConfigError(describe_validation_error(exc)) from None
+
+    @classmethod
+    def model_validate(cls, obj: Any, **kwargs: Any) -> ChunkingConfig:  # type: ignore[override]
+        """Like pydantic's, but raising `ConfigError` (a ValueError) that names the field."""
+        try:
+            return super().model_validate(obj, **kwargs)
+        except ValidationError as exc:
+            raise ConfigError(describe_validation_error(exc)) from None
+
+    @model_validator(mode="after")
+    def _check_relations(self) -> ChunkingConfig:
+        if not self.chunk_size_min <= self.chunk_size_target <= self.chunk_size_max:
+            raise ValueError(
+                f"chunk_size_target={self.chunk_size_target} must lie in "
+                f"[chunk_size_min={self.chunk_size_min}, chunk_size_max={self.chunk_size_max}]"
+                " (and chunk_size_min <= chunk_size_max)"
+            )
+        if self.overlap_tokens and self.overlap_ratio:
+            raise ValueError(
+                "set at most one of overlap_tokens (absolute) and overlap_ratio (relative); "
+                f"got overlap_tokens={self.overlap_tokens}, overlap_ratio={self.overlap_ratio}"
+            )
+        for abbreviation in self.extra_abbreviations:
+            if not abbreviation.strip() or any(ch.isspace() for ch in abbreviation.strip()):
+                raise ValueError(
+                    f"extra_abbreviations: {abbreviation!r} must be one non-empty word "
+                    "without spaces (the trailing period is optional)"
+                )
+        return self
+
+    # --- presets -----------------------------------------------------------------------------
+    @classmethod
+    def preset(cls, name: str, **overrides: Any) -> ChunkingConfig:
+        """A named preset ("default", "technical_docs", "narrative"), optionally overridden.
+
+        technical_docs: larger minimum so code, tables and their explanation stay together, and a
+        threshold that cuts less often (technical text drifts in vocabulary within one topic).
+        narrative: no indented-code detection (indented prose paragraphs are common in books),
+        slightly smaller chunks, more cuts, and one sentence of context carried over.
+        """
+        try:
+            base = _PRESETS[name]
+        except (KeyError, TypeError):
+            raise ConfigError(
+                f"preset: unknown preset {name!r}; choose one of {', '.join(cls.PRESETS)}"
+            ) from None
+        return cls(**{**base, **overrides})
+
+    def with_overrides(self, **overrides: Any) -> ChunkingConfig:
+        """A validated copy with some fields changed (pydantic's model_copy does not validate)."""
+        return type(self)(**{**self.model_dump(), **overrides})
+
+    # --- fingerprints ------------------------------------------------------------------------
+    def section_params(self, section: str) -> dict[str, Any]:
+        """The parameters one pipeline stage reads (see `CONFIG_SECTIONS`), as plain JSON data."""
+        if section not in CONFIG_SECTIONS:
+            raise ConfigError(
+                f"section: unknown config section {section!r}; "
+                f"choose one of {', '.join(CONFIG_SECTIONS)}"
+            )
+        if section == "embedding":
+            # Pooled and single windows pool candidate embeddings after the fact: the embedded
+            # texts (and so the cached vectors) do not depend on the window at all.
+            if self.window_mode == "text":
+                return {"embed_input": "text_windows", "window_size": self.window_size}
+            return {"embed_input": "candidates"}
+        dumped = self.model_dump(mode="json")
+        return {name: dumped[name] for name in CONFIG_SECTIONS[section]}
+
+    def fingerprint(self, section: str | None = None) -> str:
+        """Stable sha256 hex of the config (or of one section's slice).
+
+        Canonical JSON (sorted keys, no whitespace, ASCII) of plain values, so the same config
+        gives the same digest in any process and any Python version. Section digests differ from
+        the whole-config digest even when the values coincide.
+        """
+        if section is None:
+            payload: dict[str, Any] = {
+                "schema": FINGERPRINT_SCHEMA,
+                "config": self.model_dump(mode="json"),
+            }
+        else:
+            payload = {
+                "schema": FINGERPRINT_SCHEMA,
+                "section": section,
+                "params": self.section_params(section),
+            }
+        canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+        return hashlib.sha256(canonical.encode("ascii")).hexdigest()
+
+    def fingerprints(self) -> dict[str, str]:
+        """Every section's fingerprint plus the whole config's (key "config")."""
+        result = {name: self.fingerprint(name) for name in CONFIG_SECTIONS}
+        result["config"] = self.fingerprint()
+        return result
+
+
+_PRESETS: dict[str, dict[str, Any]] = {
+    "default": {},
+    "technical_docs": {
+        "chunk_size_min": 64,
+        "chunk_size_target": 220,
+        "percentile": 30.0,
+    },
+    "narrative": {
+        "chunk_size_min": 40,
+        "chunk_size_target": 160,
+        "indented_code": False,
+        "overlap_tokens": 32,
+    },
+}
+
+
+def describe_validation_error(exc: ValidationError) -> str:
+    """One line per problem: `field=value: what is allowed`, for humans and logs."""
+    problems = []
+    for error in exc.errors():
+        field = ".".join(str(part) for part in error.get("loc", ())) or "ChunkingConfig"
+        message = error.get("msg", "invalid value").removeprefix("Value error, ")
+        if error.get("type") in {"value_error", "assertion_error"} or not error.get("loc"):
+            problems.append(message)
+        else:
+            problems.append(f"{field}={error.get('input')!r}: {message}")
+    return "invalid ChunkingConfig: " + "; ".join(problems)

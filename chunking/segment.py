@@ -1,0 +1,591 @@
+"""Candidates: sentences and structural units with exact character offsets (stage 1).
+
+A candidate is the smallest unit the chunker may place a boundary around. Offsets are exact:
+`text[c.start_char:c.end_char]` is the candidate, candidates are in order, never overlap, start
+and end at non-whitespace, and everything between two candidates is whitespace. So anyone can
+rebuild the text from the offsets, and "no text lost" is checkable.
+
+How it is fast: one compiled block-level regex finds the Markdown structure (fenced/indented code,
+headings, tables, list items, rules) over the whole text; the prose between them goes through one
+sentence-end regex, and Python only looks at each potential sentence end (a few per sentence).
+
+Sentence rules: a sentence ends at `.`, `!`, `?` (plus closing quotes/brackets) followed by
+whitespace and a word that does not start in lower case, or at CJK `。！？` (no space needed).
+Not at abbreviations (Dr., e.g., U.S., No. 5), single-letter initials, ellipses, inside brackets
+or quotes that close soon after, nor at `.` without following whitespace (decimals, versions,
+URLs, e-mail addresses). A single line break is not a sentence end (hard-wrapped text); a blank
+line ends a paragraph. Sentences shorter than `min_sentence_length` characters are joined to a
+neighbour in the same paragraph, never dropped.
+
+A unit bigger than the limit (`chunk_size_max` in the size unit, or `max_candidate_chars`) is
+split into length-bounded pieces: tables by rows (the header span is recorded on each later
+piece), code by lines, sentences at clause punctuation, then at whitespace, then between
+characters (text without spaces, e.g. CJK or Thai). Pieces are flagged `split=True`.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from chunking.config import ChunkingConfig
+from chunking.tokens import count_tokens, resolve_token_counter
+
+KINDS = ("sentence", "heading", "list_item", "table", "code", "rule", "fragment")
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """One sentence or structural unit: `text[start_char:end_char]`.
+
+    `section` is the heading path ("Intro > Setup", "" before the first heading); `paragraph`
+    counts blocks and blank-line paragraphs, so a change of value means a paragraph break before
+    this candidate. `split` marks a piece of a longer unit cut to fit the size limit; for a piece
+    of a table after the first, `header_start:header_end` is the table header it belongs under.
+    """
+
+    index: int
+    start_char: int
+    end_char: int
+    kind: str
+    section: str
+    token_count: int
+    paragraph: int
+    split: bool = False
+    header_start: int | None = None
+    header_end: int | None = None
+
+    def text_of(self, text: str) -> str:
+        """This candidate's text in the document it came from."""
+        return text[self.start_char : self.end_char]
+
+
+def candidate_texts(text: str, candidates: Sequence[Candidate]) -> list[str]:
+    """The candidates' texts, in order."""
+    return [text[c.start_char : c.end_char] for c in candidates]
+
+
+# --- block structure -------------------------------------------------------------------------
+_FENCE = r"""(?P<fence>^[ ]{0,3}(?P<fchar>`{3,}|~{3,})[^\r\n]*
+        (?:\r?\n(?:(?s:.*?)\r?\n)?[ ]{0,3}(?P=fchar)[`~]*[ \t]*(?=\r?$)|(?s:.*)\Z))"""
+_HEADING = r"(?P<heading>^[ ]{0,3}\#{1,6}(?:[ \t][^\r\n]*)?(?=\r?$))"
+_TABLE = r"(?P<table>^[ ]{0,3}\|[^\r\n]*(?:\r?\n[ ]{0,3}\|[^\r\n]*)+)"
+_GFM_TABLE = r"""(?P<gfmtable>^[ ]{0,3}[^\s|][^\r\n]*\|[^\r\n]*\r?\n
+        [ ]{0,3}\|?[ \t]*:?-+:?[ \t]*(?:\|[ \t]*:?-+:?[ \t]*)+\|?[ \t]*(?=\r?$)
+        (?:\r?\n(?![ \t]*\r?$)[^\r\n]*\|[^\r\n]*)*)"""
+_RULE = r"(?P<rule>^[ ]{0,3}(?:(?:-[ \t]*){3,}|(?:\*[ \t]*){3,}|(?:_[ \t]*){3,})(?=\r?$))"
+_ITEM = r"""(?P<item>^[ \t]*(?:[-*+•‣◦]|\d{1,3}[.)])[ \t]+\S[^\r\n]*
+        (?:\r?\n
+           (?![ \t]*\r?$)
+           (?![ \t]*(?:[-*+•‣◦]|\d{1,3}[.)])[ \t]+\S)
+           (?![ ]{0,3}(?:\#{1,6}(?:[ \t]|\r?$)|`{3}|~{3}|\|))
+           (?![ ]{0,3}(?:(?:-[ \t]*){3,}|(?:\*[ \t]*){3,}|(?:_[ \t]*){3,})\r?$)
+           [^\r\n]*)*)"""
+_SETEXT = r"(?P<setext>^[ ]{0,3}\S[^\r\n]*\r?\n[ ]{0,3}(?:=+|-+)[ \t]*(?=\r?$))"
+_INDENTED = r"""(?P<indented>^(?:[ ]{4}|[ ]{0,3}\t)[^\r\n]*\S[^\r\n]*
+        (?:\r?\n(?:(?:[ ]{4}|[ ]{0,3}\t)[^\r\n]*|[ \t]*(?=\r?\n(?:[ ]{4}|[ ]{0,3}\t))))*)"""
+# Tried at the start of a line that looks structural (see _LINE_HINT), in this order.
+_BLOCK = re.compile(
+    "|".join((_FENCE, _HEADING, _TABLE, _RULE, _ITEM, _SETEXT, _INDENTED)),
+    re.MULTILINE | re.VERBOSE,
+)
+# Blocks whose marker is on their second line: tried at the line before a structural-looking one.
+_TWO_LINE_BLOCK = re.compile("|".join((_GFM_TABLE, _SETEXT)), re.MULTILINE | re.VERBOSE)
+# Lines that may start a block: a marker character after indentation, or code indentation.
+# Scanning for these (a literal newline first, so the regex engine skips fast) instead of trying
+# the block regex at every position keeps segmentation linear and quick on prose.
+_LINE_HINT = re.compile(r"\n(?=[ \t]*[#`~|*+_•‣◦=:\d-]|[ ]{4}|[ ]{0,3}\t)")
+_TABLE_DELIMITER = re.compile(r"[ ]{0,3}\|?[ \t]*:?-+:?[ \t]*(?:\|[ \t]*:?-+:?[ \t]*)*\|?[ \t]*\r?")
+_HEADING_TITLE = re.compile(r"^[ \t]*#{1,6}[ \t]*|[ \t]+#+[ \t]*$|[ \t]*$")
+_BLANK_BEFORE = re.compile(r"(?:\A|\n)[^\S\n]*\n[^\S\n]*\Z")
+
+# --- sentences -------------------------------------------------------------------------------
+_SENTENCE_END = re.compile(
+    r"""
+    (?=[\n.!?…‼⁇⁈⁉。！？｡])  # a first-character class lets the regex engine skip ahead fast
+    (?:(?P<para>\n[^\S\n]*\n\s*)
+    |(?P<term>\.{2,}|…+|[.!?‼⁇⁈⁉]+)(?P<close>["'”’»)\]}›]*)(?P<ws>\s+)
+    |(?P<cjk>[。！？｡]+[」』”’）】〕〉》"']*))
+    """,
+    re.VERBOSE,
+)
+_PARA_BREAK = re.compile(r"\n[^\S\n]*\n")
+_NON_SPACE = re.compile(r"\S")
+_OPENERS = "\"'“‘([{«¿¡‹"
+_DOTTED_ABBREVIATION = re.compile(r"(?:[^\W\d_]{1,3}\.)+[^\W\d_]{1,3}")
+_ABBREVIATIONS_WORDS = """
+mr mrs ms mx dr prof sr jr st mt ft gen col lt maj sgt capt cmdr adm gov rev hon pres
+sen rep messrs mme mlle esq vs cf viz approx ca dept est inc ltd co corp llc bros al ed
+eds trans jan feb mar apr jun jul aug sep sept oct nov dec
+"""
+_ABBREVIATIONS = frozenset(_ABBREVIATIONS_WORDS.split())
+# Abbreviations that are ordinary words unless a number follows ("No. 5", "p. 12", "Fig. 3").
+_NUMBER_ABBREVIATIONS_WORDS = """
+no nos nr fig figs p pp vol vols ch sec eq art op ref
+"""
+_NUMBER_ABBREVIATIONS = frozenset(_NUMBER_ABBREVIATIONS_WORDS.split())
+_BRACKETS = (("(", ")"), ("[", "]"), ("“", "”"), ("«", "»"))
+_OPENING = re.compile(r'[(\[“«"]')
+_LOOKAHEAD_CHARS = 300
+
+# --- oversize splitting: where a too-long unit may be cut, best first ------------------------
+_LINE_GAP = re.compile(r"[^\S\n]*\n\s*")
+_SENTENCE_GAP = re.compile(r"(?<=[.!?。！？])\s+")
+# Gaps are whitespace only (possibly empty): a cut never drops a visible character.
+_CLAUSE_GAP = re.compile(r"(?<=[,;:，；：、])\s*|(?<=[)\]])\s+|\s+(?=[(\[])|(?<=\s[-–—])\s+")
+_SPACE_GAP = re.compile(r"\s+")
+_SPLIT_LEVELS: dict[str, tuple[re.Pattern[str], ...]] = {
+    "table": (_LINE_GAP, _SPACE_GAP),
+    "code": (_LINE_GAP, _SPACE_GAP),
+    "list_item": (_SENTENCE_GAP, _CLAUSE_GAP, _SPACE_GAP),
+    "heading": (_CLAUSE_GAP, _SPACE_GAP),
+    "sentence": (_CLAUSE_GAP, _SPACE_GAP),
+    "rule": (_SPACE_GAP,),
+}
+
+Span = tuple[int, int]
+TokenCounterFn = Callable[[list[str]], list[int]]
+
+
+@dataclass(slots=True)
+class _Raw:
+    start: int
+    end: int
+    kind: str
+    section: str
+    paragraph: int
+    header: Span | None = None
+
+
+def segment(
+    text: str,
+    config: ChunkingConfig | None = None,
+    token_counter: TokenCounterFn | None = None,
+) -> list[Candidate]:
+    """Split `text` into candidates (sentences and structural units) with exact offsets.
+
+    `token_counter` counts tokens without special tokens (see `chunking.tokens`); without one the
+    conservative heuristic is used. Empty or whitespace-only text gives no candidates.
+    """
+    config = config or ChunkingConfig()
+    counter = resolve_token_counter(token_counter)
+    raws = _Segmenter(text, config).run()
+    if not raws:
+        return []
+    counts = count_tokens(counter, [text[r.start : r.end] for r in raws])
+    return _bound_sizes(text, raws, counts, config, counter)
+
+
+class _Segmenter:
+    """Block structure first, then sentences inside prose blocks."""
+
+    def __init__(self, text: str, config: ChunkingConfig):
+        self.text = text
+        self.config = config
+        self.raws: list[_Raw] = []
+        self.paragraph = -1
+        self.headings: list[tuple[int, str]] = []
+        self.section = ""
+        self.abbreviations = _ABBREVIATIONS | {
+            a.strip().rstrip(".").lower() for a in config.extra_abbreviations
+        }
+        self.last_block_kind = ""
+
+    def run(self) -> list[_Raw]:
+        text = self.text
+        pos = 0  # end of the last accepted block
+        line_starts = [0, *(m.end() for m in _LINE_HINT.finditer(text))] if text else []
+        for line_start in line_starts:
+            if line_start < pos:
+                continue
+            match = None
+            if line_start > 0:
+                previous = text.rfind("\n", 0, line_start - 1) + 1
+                if previous >= pos:
+                    two_line = _TWO_LINE_BLOCK.match(text, previous)
+                    if two_line and self._accept(two_line.lastgroup or "", two_line, pos):
+                        match = two_line
+            if match is None:
+                one = _BLOCK.match(text, line_start)
+                if one and self._accept(one.lastgroup or "", one, pos):
+                    match = one
+            if match is None:
+                continue
+            if match.start() > pos:
+                self._prose(pos, match.start())
+            self._block(match.lastgroup or "", match)
+            pos = match.end()
+        if pos < len(text):
+            self._prose(pos, len(text))
+        return self.raws
+
+    # -- structural blocks ------------------------------------------------------------------
+    def _accept(self, kind: str, match: re.Match[str], pos: int) -> bool:
+        config = self.config
+        if kind == "fence":
+            return config.detect_code
+        if kind in {"heading", "setext"}:
+            if not config.detect_headings:
+                return False
+            if kind == "heading" or self._blank_before(match.start()):
+                return True
+            # Directly under another block (a rule, a table): nothing of a paragraph above it.
+            return bool(self.raws) and not _NON_SPACE.search(self.text, pos, match.start())
+        if kind in {"table", "gfmtable"}:
+            return config.detect_tables
+        if kind == "item":
+            return config.detect_lists
+        if kind == "rule":
+            return True
+        if kind == "indented":
+            if not (config.detect_code and config.indented_code):
+                return False
+            if not self._blank_before(match.start()):
+                return False
+            after_item = self.last_block_kind == "list_item" and not _NON_SPACE.search(
+                self.text, pos, match.start()
+            )
+            if after_item:
+                return False  # an indented paragraph continuing a list item
+            # A paragraph whose first line is indented goes on in the next, unindented line.
+            return _next_line_blank(self.text, match.end())
+        return False
+
+    def _blank_before(self, start: int) -> bool:
+        return start == 0 or bool(_BLANK_BEFORE.search(self.text, max(0, start - 64), start))
+
+    def _block(self, kind: str, match: re.Match[str]) -> None:
+        text = self.text
+        start, end = _trim(text, match.start(), match.end())
+        if start >= end:
+            return
+        self.paragraph += 1
+        if kind in {"heading", "setext"}:
+            line_end = text.find("\n", start, end)
+            first_line = text[start : line_end if line_end != -1 else end]
+            if kind == "heading":
+                marks = first_line.lstrip(" ")
+                level = len(marks) - len(marks.lstrip("#"))
+            else:
+                level = 1 if text[line_end + 1 : end].strip().startswith("=") else 2
+            title = _HEADING_TITLE.sub("", first_line).strip()
+            while self.headings and self.headings[-1][0] >= level:
+                self.headings.pop()
+            if title:
+                self.headings.append((level, title))
+            self.section = " > ".join(t for _, t in self.headings)
+            self._emit(start, end, "heading")
+        elif kind == "fence" or kind == "indented":
+            self._emit(start, end, "code")
+        elif kind in {"table", "gfmtable"}:
+            self._emit(start, end, "table", header=_table_header(text, start, end))
+        elif kind == "item":
+            self._emit(start, end, "list_item")
+        else:
+            self._emit(start, end, "rule")
+        self.last_block_kind = self.raws[-1].kind if self.raws else ""
+
+    def _emit(self, start: int, end: int, kind: str, header: Span | None = None) -> None:
+        self.raws.append(_Raw(start, end, kind, self.section, self.paragraph, header))
+
+    # -- prose ------------------------------------------------------------------------------
+    def _prose(self, begin: int, stop: int) -> None:
+        """Sentences of the prose between two blocks (may hold several paragraphs)."""
+        text = self.text
+        first = _NON_SPACE.search(text, begin, stop)
+        if first is None:
+            return
+        self.last_block_kind = "sentence"
+        min_len = self.config.min_sentence_length
+        sentence_start = first.start()
+        self.paragraph += 1
+        paragraph_first = len(self.raws)  # index of this paragraph's first sentence
+
+        def close(cut: int, next_start: int) -> None:
+            nonlocal sentence_start
+            end = cut
+            while end > sentence_start and text[end - 1].isspace():
+                end -= 1
+            if end > sentence_start:
+                if end - sentence_start < min_len and len(self.raws) > paragraph_first:
+                    self.raws[-1].end = end  # too short: join the previous sentence
+                else:
+                    self._emit(sentence_start, end, "sentence")
+            sentence_start = next_start
+
+        for match in _SENTENCE_END.finditer(text, sentence_start, stop):
+            group = match.lastgroup
+            if group == "para":
+                close(match.start(), match.end())
+                if match.end() >= stop:
+                    break
+                self.paragraph += 1
+                paragraph_first = len(self.raws)
+                continue
+            if group == "cjk":
+                cut = match.end()
+                if cut - sentence_start >= min_len:
+                    close(cut, _skip_space(text, cut, stop))
+                continue
+            # group == "term": punctuation, closing quotes/brackets, whitespace
+            cut = match.end("close")
+            next_start = match.end()
+            whitespace = match.group("ws")
+            if "\n" in whitespace and _PARA_BREAK.search(whitespace):
+                close(cut, next_start)
+                if next_start >= stop:
+                    break
+                self.paragraph += 1
+                paragraph_first = len(self.raws)
+                continue
+            if next_start >= stop or cut - sentence_start < min_len:
+                continue
+            if not self._is_sentence_end(match, sentence_start, cut, next_start, stop):
+                continue
+            close(cut, next_start)
+        close(stop, stop)
+
+    def _is_sentence_end(
+        self, match: re.Match[str], sentence_start: int, cut: int, next_start: int, stop: int
+    ) -> bool:
+        text = self.text
+        punct = match.group("term")
+        if "…" in punct or punct.startswith(".."):
+            return False  # ellipses do not end a sentence
+        # The next word: skip opening quotes and brackets.
+        j = next_start
+        while j < stop and text[j] in _OPENERS:
+            j += 1
+        following = text[j] if j < stop else ""
+        if following.islower():
+            return False
+        if punct == ".":
+            word_start = match.start()
+            floor = max(sentence_start, word_start - 40)
+            while word_start > floor and not text[word_start - 1].isspace():
+                word_start -= 1
+            word = text[word_start : match.start()].lstrip(_OPENERS)
+            lower = word.lower()
+            if lower in self.abbreviations:
+                return False
+            if lower == "etc":
+                return following.isupper()
+            if lower in _NUMBER_ABBREVIATIONS and following.isdigit():
+                return False
+            if len(word) == 1 and word.isalpha():
+                return False  # an initial: "J. R. R. Tolkien"
+            if _DOTTED_ABBREVIATION.fullmatch(word):
+                return False  # "e.g", "U.S", "Ph.D", "a.m"
+        # Inside brackets or quotes that close soon after: not the end of the outer sentence.
+        if _OPENING.search(text, sentence_start, cut) is None:
+            return True
+        segment = text[sentence_start:cut]
+        horizon = min(stop, cut + _LOOKAHEAD_CHARS)
+        for opener, closer in _BRACKETS:
+            if (
+                segment.count(opener) > segment.count(closer)
+                and text.find(closer, cut, horizon) >= 0
+            ):
+                return False
+        return not (segment.count('"') % 2 == 1 and text.find('"', cut, horizon) >= 0)
+
+
+def _next_line_blank(text: str, pos: int) -> bool:
+    """Whether the line after the one ending at `pos` is blank or absent."""
+    newline = text.find("\n", pos)
+    if newline == -1:
+        return True
+    following = text.find("\n", newline + 1)
+    return not text[newline + 1 : following if following != -1 else len(text)].strip()
+
+
+def _skip_space(text: str, pos: int, stop: int) -> int:
+    found = _NON_SPACE.search(text, pos, stop)
+    return found.start() if found else stop
+
+
+def _trim(text: str, start: int, end: int) -> Span:
+    while start < end and text[start].isspace():
+        start += 1
+    while end > start and text[end - 1].isspace():
+        end -= 1
+    return start, end
+
+
+def _table_header(text: str, start: int, end: int) -> Span | None:
+    """Header row + delimiter row of a pipe table, when the second line is a delimiter row."""
+    first_nl = text.find("\n", start, end)
+    if first_nl == -1:
+        return None
+    second_nl = text.find("\n", first_nl + 1, end)
+    second_end = end if second_nl == -1 else second_nl
+    if _TABLE_DELIMITER.fullmatch(text, first_nl + 1, second_end):
+        return _trim(text, start, second_end)
+    return None
+
+
+# --- size bounds -----------------------------------------------------------------------------
+def _bound_sizes(
+    text: str,
+    raws: list[_Raw],
+    counts: list[int],
+    config: ChunkingConfig,
+    counter: TokenCounterFn,
+) -> list[Candidate]:
+    """Candidates from raw spans, splitting any unit bigger than the limits."""
+    unit = config.size_unit
+    limit = config.chunk_size_max
+    max_chars = config.max_candidate_chars
+    if unit == "chars":
+        max_chars = min(max_chars, limit)
+    candidates: list[Candidate] = []
+    for raw, count in zip(raws, counts, strict=True):
+        length = raw.end - raw.start
+        too_big = length > max_chars or (unit == "tokens" and count > limit)
+        if not too_big:
+            candidates.append(
+                Candidate(
+                    len(candidates),
+                    raw.start,
+                    raw.end,
+                    raw.kind,
+                    raw.section,
+                    count,
+                    raw.paragraph,
+                )
+            )
+            continue
+        splitter = _PieceSplitter(text, unit, limit, max_chars, counter)
+        pieces = splitter.split(raw.start, raw.end, raw.kind, raw.header)
+        piece_counts = count_tokens(counter, [text[s:e] for s, e in pieces])
+        kind = "fragment" if raw.kind == "sentence" else raw.kind
+        for number, ((s, e), piece_count) in enumerate(zip(pieces, piece_counts, strict=True)):
+            header = raw.header if raw.kind == "table" and number > 0 else None
+            candidates.append(
+                Candidate(
+                    len(candidates),
+                    s,
+                    e,
+                    kind,
+                    raw.section,
+                    piece_count,
+                    raw.paragraph,
+                    split=True,
+                    header_start=header[0] if header else None,
+                    header_end=header[1] if header else None,
+                )
+            )
+    return candidates
+
+
+class _PieceSplitter:
+    """Cuts one too-long unit into the fewest greedy pieces that fit, at the best gaps."""
+
+    def __init__(
+        self, text: str, unit: str, limit: int, max_chars: int, counter: TokenCounterFn
+    ) -> None:
+        self.text = text
+        self.unit = unit
+        self.limit = limit
+        self.max_chars = max_chars
+        self.counter = counter
+
+    def fits(self, start: int, end: int, tokens: int) -> bool:
+        if end - start > self.max_chars:
+            return False
+        return not (self.unit == "tokens" and tokens > self.limit)
+
+    def split(self, start: int, end: int, kind: str, header: Span | None) -> list[Span]:
+        levels = _SPLIT_LEVELS.get(kind, (_SPACE_GAP,))
+        if kind == "table" and header is not None:
+            # The header and its delimiter row are one row: never separated from each other.
+            rows = [header, *_pieces_between(self.text, header[1], end, levels[0])]
+            return self._pack(rows, levels[1:])
+        return self._split(start, end, levels)
+
+    def _fits_span(self, start: int, end: int) -> bool:
+        tokens = count_tokens(self.counter, [self.text[start:end]])[0]
+        return self.fits(start, end, tokens)
+
+    def _split(self, start: int, end: int, levels: Sequence[re.Pattern[str]]) -> list[Span]:
+        start, end = _trim(self.text, start, end)
+        if start >= end:
+            return []
+        if not levels:
+            return self._split_chars(start, end)
+        pieces = _pieces_between(self.text, start, end, levels[0])
+        if len(pieces) <= 1:
+            return self._split(start, end, levels[1:])
+        return self._pack(pieces, levels[1:])
+
+    def _pack(self, pieces: list[Span], finer: Sequence[re.Pattern[str]]) -> list[Span]:
+        """Greedy: consecutive pieces share a span while it fits; too-big pieces go finer."""
+        counts = count_tokens(self.counter, [self.text[s:e] for s, e in pieces])
+        out: list[Span] = []
+        group_start = group_end = -1
+        group_tokens = 0
+        for (s, e), tokens in zip(pieces, counts, strict=True):
+            if not self.fits(s, e, tokens):
+                if group_start >= 0:
+                    out.append((group_start, group_end))
+                    group_start = -1
+                out.extend(self._split(s, e, finer))
+                continue
+            if group_start >= 0 and self.fits(group_start, e, group_tokens + tokens):
+                group_end = e
+                group_tokens += tokens
+            else:
+                if group_start >= 0:
+                    out.append((group_start, group_end))
+                group_start, group_end, group_tokens = s, e, tokens
+        if group_start >= 0:
+            out.append((group_start, group_end))
+        return out
+
+    def _split_chars(self, start: int, end: int) -> list[Span]:
+        """Last resort for text without usable gaps: the longest prefix that fits, repeatedly."""
+        text = self.text
+        out: list[Span] = []
+        while start < end:
+            lo, hi = start + 1, min(end, start + self.max_chars)
+            if self._fits_span(start, hi):
+                cut = hi
+            else:
+                while lo < hi:  # largest cut in [start+1, hi) that fits
+                    mid = (lo + hi + 1) // 2
+                    if self._fits_span(start, mid):
+                        lo = mid
+                    else:
+                        hi = mid - 1
+                cut = lo
+            if cut < end:
+                cut = _safe_cut(text, start, cut)
+            piece = _trim(text, start, cut)
+            if piece[0] < piece[1]:
+                out.append(piece)
+            start = _skip_space(text, cut, end)
+        return out
+
+
+def _safe_cut(text: str, start: int, cut: int) -> int:
+    """Move a cut back so it does not separate a combining mark or CRLF from what precedes it."""
+    probe = cut
+    while probe > start + 1 and (
+        unicodedata.category(text[probe])[0] == "M" or (text[probe - 1 : probe + 1] == "\r\n")
+    ):
+        probe -= 1
+    return probe
+
+
+def _pieces_between(text: str, start: int, end: int, gap: re.Pattern[str]) -> list[Span]:
+    pieces: list[Span] = []
+    position = start
+    for match in gap.finditer(text, start, end):
+        if match.start() > position:
+            pieces.append((position, match.start()))
+        position = max(position, match.end())
+    if position < end:
+        pieces.append((position, end))
+    return [p for p in (_trim(text, s, e) for s, e in pieces) if p[0] < p[1]]

@@ -1,0 +1,179 @@
+"""Token counting: the default size unit is tokens of the embedding model's tokenizer.
+
+`chunking/` never locates model files: callers pass a token counter (any callable
+`list[str] -> list[int]`) or build one from a `tokenizer.json` path with `load_token_counter`.
+Without one, `HeuristicTokenCounter` over-estimates WordPiece counts so chunks still fit the model.
+
+Chunk token counts are sums of candidate counts. That is exact for tokenizers whose pre-tokenizer
+splits at whitespace and drops it (BERT/WordPiece, `Whitespace`, `WhitespaceSplit`), because
+candidates and chunks are cut at whitespace; for other tokenizers it is a close estimate.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from chunking.errors import ConfigError
+
+HEURISTIC_COUNTER_NAME = "heuristic-v1"
+
+
+@runtime_checkable
+class TokenCounter(Protocol):
+    """Counts tokens (without special tokens) of each text, in order."""
+
+    def __call__(self, texts: list[str], /) -> list[int]: ...
+
+
+def counter_name(counter: Callable[[list[str]], list[int]] | None) -> str:
+    """The name recorded in chunk metadata: the counter's `name`, else its qualified name."""
+    if counter is None:
+        return HEURISTIC_COUNTER_NAME
+    name = getattr(counter, "name", None)
+    if isinstance(name, str) and name:
+        return name
+    return getattr(counter, "__qualname__", None) or type(counter).__qualname__
+
+
+class HeuristicTokenCounter:
+    """A tokenizer-free, conservative estimate of WordPiece token counts.
+
+    Counts every run of up to 4 ASCII letters, every run of up to 3 digits and every other
+    non-space character (punctuation, CJK, accented and other non-ASCII letters) as one token.
+    WordPiece keeps most English words whole, so this over-estimates by ~1.3-1.6x on prose:
+    chunks sized with it stay inside the model's window when the real tokenizer is not at hand.
+    """
+
+    name = HEURISTIC_COUNTER_NAME
+    _pattern = re.compile(r"[A-Za-z]{1,4}|[0-9]{1,3}|\S")
+
+    def __call__(self, texts: list[str], /) -> list[int]:
+        findall = self._pattern.findall
+        return [len(findall(text)) for text in texts]
+
+
+# Characters where Python's `str.split()` and a BERT-style normalizer/pre-tokenizer may disagree
+# about word boundaries (control/format characters that BERT deletes, exotic spaces), and lone
+# surrogates, which the tokenizer cannot encode. Texts containing one are counted whole.
+_UNSAFE_FOR_WORD_CACHE = re.compile(
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u00a0\u00ad\u0600-\u0605\u061c\u06dd\u070f\u1680\u180e"
+    "\u2000-\u200f\u2028-\u202f\u205f-\u206f\u3000\ufeff\ufff9-\ufffb\ud800-\udfff]"
+)
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+# Pre-tokenizers that split at whitespace and drop it, and normalizers that act per character:
+# with these, count(text) == sum(count(word) for word in text.split()).
+_WORD_ADDITIVE_PRE_TOKENIZERS = {"BertPreTokenizer", "Whitespace", "WhitespaceSplit"}
+_CHAR_LOCAL_NORMALIZERS = {
+    "BertNormalizer",
+    "Lowercase",
+    "StripAccents",
+    "NFC",
+    "NFD",
+    "NFKC",
+    "NFKD",
+}
+
+
+class TokenizerCounter:
+    """Exact token counts from a Hugging Face `tokenizers.Tokenizer`, without special tokens.
+
+    Truncation and padding are switched off (MiniLM's tokenizer.json truncates at 128).
+    For whitespace-splitting tokenizers (the BERT family) counts are memoised per
+    whitespace-delimited word: prose reuses few distinct words, so after the first documents
+    counting costs a dictionary lookup per word instead of a tokenizer call; exactness is kept
+    because such tokenizers never join across whitespace. Other tokenizers count whole texts.
+    """
+
+    def __init__(self, tokenizer: Any, *, name: str | None = None, max_cache: int = 500_000):
+        tokenizer.no_truncation()
+        tokenizer.no_padding()
+        self._tokenizer = tokenizer
+        spec = json.loads(tokenizer.to_str())
+        digest = hashlib.sha256(tokenizer.to_str().encode("utf-8")).hexdigest()[:16]
+        self.name = name or f"tokenizers:sha256:{digest}"
+        self.word_cached = _is_word_additive(spec)
+        self._cache: dict[str, int] = {}
+        self._max_cache = max_cache
+
+    def clear_cache(self) -> None:
+        """Forget memoised word counts (memory, or a cold-start measurement)."""
+        self._cache.clear()
+
+    def _encode(self, texts: list[str]) -> list[int]:
+        if not texts:
+            return []
+        clean = [_SURROGATE.sub("\ufffd", t) for t in texts]
+        encode = getattr(self._tokenizer, "encode_batch_fast", self._tokenizer.encode_batch)
+        return [len(e.ids) for e in encode(clean, add_special_tokens=False)]
+
+    def __call__(self, texts: list[str], /) -> list[int]:
+        if not self.word_cached:
+            return self._encode(list(texts))
+        cache = self._cache
+        if len(cache) > self._max_cache:
+            cache.clear()
+        unsafe = _UNSAFE_FOR_WORD_CACHE.search
+        splits: list[list[str] | None] = [None if unsafe(t) else t.split() for t in texts]
+        missing = {w for words in splits if words is not None for w in words if w not in cache}
+        if missing:
+            ordered = sorted(missing)
+            cache.update(zip(ordered, self._encode(ordered), strict=True))
+        whole = [t for t, words in zip(texts, splits, strict=True) if words is None]
+        whole_counts = iter(self._encode(whole))
+        get = cache.__getitem__
+        return [next(whole_counts) if words is None else sum(map(get, words)) for words in splits]
+
+
+def _is_word_additive(spec: dict[str, Any]) -> bool:
+    def names(node: Any, key: str) -> list[str]:
+        if node is None:
+            return []
+        if node.get("type") == "Sequence":
+            return [n for child in node.get(key, []) for n in names(child, key)]
+        return [node.get("type", "")]
+
+    pre = names(spec.get("pre_tokenizer"), "pretokenizers")
+    norm = names(spec.get("normalizer"), "normalizers")
+    return (
+        bool(pre)
+        and all(p in _WORD_ADDITIVE_PRE_TOKENIZERS for p in pre)
+        and all(n in _CHAR_LOCAL_NORMALIZERS for n in norm)
+    )
+
+
+def load_token_counter(tokenizer_json: str | Path) -> TokenizerCounter:
+    """A `TokenizerCounter` for a `tokenizer.json` file (the embedding model's tokenizer)."""
+    from tokenizers import Tokenizer
+
+    path = Path(tokenizer_json)
+    if not path.is_file():
+        raise ConfigError(
+            f"tokenizer_json: {path} is not a file; pass the embedding model's tokenizer.json"
+        )
+    data = path.read_bytes()
+    digest = hashlib.sha256(data).hexdigest()[:16]
+    return TokenizerCounter(Tokenizer.from_str(data.decode("utf-8")), name=f"tokenizer:{digest}")
+
+
+def resolve_token_counter(
+    counter: Callable[[list[str]], list[int]] | None,
+) -> Callable[[list[str]], list[int]]:
+    """The counter to use: the given one, else the heuristic."""
+    return counter if counter is not None else HeuristicTokenCounter()
+
+
+def count_tokens(counter: Callable[[list[str]], list[int]], texts: Sequence[str]) -> list[int]:
+    """Call a counter and check its answer (one non-negative int per text)."""
+    counts = counter(list(texts))
+    if len(counts) != len(texts):
+        raise ConfigError(
+            f"token_counter returned {len(counts)} counts for {len(texts)} texts; "
+            "it must return one count per text"
+        )
+    return [int(c) for c in counts]

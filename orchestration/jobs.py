@@ -1,0 +1,11 @@
+"""Jobs: one partitioned job that runs every per-batch step of a document batch."""
+
+import dagster as dg
+
+from assets.partitions import PIPELINE_GROUP
+
+chunk_batches_job = dg.define_asset_job(
+    name="chunk_batches",
+    selection=dg.AssetSelection.groups(PIPELINE_GROUP),
+    description="Extract, segment, embed, find boundaries and assemble chunks for one batch.",
+)

@@ -1,0 +1,214 @@
+"""Document batches: frozen manifests of source files, registered once, never changed.
+
+A batch is what one partition of every per-batch asset reads. Registering one stores, in a single
+transaction, the manifest rows (`seams.batches`, `seams.batch_documents`) and the bytes of each
+file version (`seams.source_files`, content-addressed by sha256). So a rerun or backfill reads
+exactly the inputs of the first run, even after the inbox changed, and no step hands data through
+local files (the code location runs unchanged on k8s or celery executors).
+
+The unique (document_id, source_sha256) constraint makes registration idempotent: the same file
+version never lands in two batches, whoever (sensor, schedule, CLI) races to register it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+import psycopg
+
+from chunking.errors import InputError
+
+HASH_BLOCK = 1 << 20
+
+
+@dataclass(frozen=True)
+class SourceFile:
+    """One file version found in an inbox."""
+
+    path: Path
+    source_uri: str
+    document_id: str
+    sha256: str
+    size_bytes: int
+    mtime: float
+
+
+@dataclass(frozen=True)
+class RefusedFile:
+    path: Path
+    reason: str
+
+
+@dataclass(frozen=True)
+class ManifestEntry:
+    document_id: str
+    source_uri: str
+    source_sha256: str
+    size_bytes: int
+
+
+def document_id_for(source_uri: str) -> str:
+    """Stable per source: a new version of the same file keeps its document id."""
+    return "doc-" + hashlib.sha256(source_uri.encode("utf-8")).hexdigest()[:24]
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        while block := handle.read(HASH_BLOCK):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def scan_inbox(root: Path) -> tuple[list[SourceFile], list[RefusedFile]]:
+    """Every regular file under `root` (sorted), and the entries refused with the reason why.
+
+    Symlinks are followed only while they stay inside `root`; hidden files (`.name`) are skipped,
+    as editors and sync tools leave them half-written.
+    """
+    root = root.expanduser()
+    if not root.is_dir():
+        raise InputError(f"the inbox {root} is not a folder: create it or pass another path")
+    real_root = root.resolve()
+    found: list[SourceFile] = []
+    refused: list[RefusedFile] = []
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        for name in sorted(filenames):
+            if name.startswith("."):
+                continue
+            path = Path(dirpath) / name
+            target = path.resolve()
+            if not target.is_relative_to(real_root):
+                refused.append(RefusedFile(path, f"symlink leaves the inbox (to {target})"))
+                continue
+            if not target.is_file():
+                refused.append(RefusedFile(path, "not a regular file"))
+                continue
+            try:
+                stat = target.stat()
+                digest = file_sha256(target)
+            except OSError as exc:
+                refused.append(RefusedFile(path, f"unreadable: {exc.strerror or exc}"))
+                continue
+            uri = path.absolute().as_uri()
+            found.append(
+                SourceFile(path, uri, document_id_for(uri), digest, stat.st_size, stat.st_mtime)
+            )
+    return found, refused
+
+
+def unregistered(conn: psycopg.Connection, files: Sequence[SourceFile]) -> list[SourceFile]:
+    """The files whose (document_id, sha256) no batch holds yet, in input order."""
+    if not files:
+        return []
+    rows = conn.execute(
+        "SELECT document_id, source_sha256 FROM seams.batch_documents WHERE document_id = ANY(%s)",
+        ([f.document_id for f in files],),
+    ).fetchall()
+    known = set(rows)
+    seen: set[tuple[str, str]] = set()
+    fresh = []
+    for f in files:
+        key = (f.document_id, f.sha256)
+        if key not in known and key not in seen:
+            seen.add(key)
+            fresh.append(f)
+    return fresh
+
+
+def batch_key_for(files: Iterable[SourceFile], now: datetime | None = None) -> str:
+    """Sortable by creation time, unique by content: `20261122-190512-1a2b3c4d`."""
+    digest = hashlib.sha256()
+    for f in sorted(files, key=lambda f: (f.document_id, f.sha256)):
+        digest.update(f"{f.document_id}:{f.sha256}\n".encode())
+    stamp = (now or datetime.now(UTC)).strftime("%Y%m%d-%H%M%S")
+    return f"{stamp}-{digest.hexdigest()[:8]}"
+
+
+def register_batch(
+    conn: psycopg.Connection, files: Sequence[SourceFile], *, source: str
+) -> str | None:
+    """Freeze the not-yet-registered `files` into a new batch; None when nothing is new.
+
+    One transaction: a crash leaves either the whole batch or nothing. A concurrent registrar
+    that got some of the same file versions first wins them; we retry with what is left.
+    """
+    for _attempt in range(3):
+        fresh = unregistered(conn, files)
+        if not fresh:
+            return None
+        key = batch_key_for(fresh)
+        try:
+            with conn.transaction():
+                conn.execute(
+                    "INSERT INTO seams.batches (batch_key, source, document_count)"
+                    " VALUES (%s, %s, %s)",
+                    (key, source, len(fresh)),
+                )
+                for f in fresh:
+                    _store_file(conn, f)
+                with conn.cursor() as cur:
+                    cur.executemany(
+                        "INSERT INTO seams.batch_documents"
+                        " (batch_key, document_id, source_uri, source_sha256, size_bytes)"
+                        " VALUES (%s, %s, %s, %s, %s)",
+                        [(key, f.document_id, f.source_uri, f.sha256, f.size_bytes) for f in fresh],
+                    )
+            return key
+        except psycopg.errors.UniqueViolation:
+            continue  # someone registered part of it meanwhile: recompute what is left
+    raise InputError(
+        f"could not register a batch from {source}: concurrent registrations kept winning"
+    )
+
+
+def _store_file(conn: psycopg.Connection, f: SourceFile) -> None:
+    """Copy the file's bytes into the database, checking they still hash to what we scanned."""
+    content = f.path.read_bytes()
+    if hashlib.sha256(content).hexdigest() != f.sha256:
+        raise InputError(f"{f.path} changed while it was being registered: register it again")
+    conn.execute(
+        "INSERT INTO seams.source_files (sha256, size_bytes, content) VALUES (%s, %s, %s)"
+        " ON CONFLICT (sha256) DO NOTHING",
+        (f.sha256, f.size_bytes, content),
+    )
+
+
+def batch_manifest(conn: psycopg.Connection, batch_key: str) -> list[ManifestEntry]:
+    """The frozen manifest of one batch, ordered by document id; an unknown key is an error."""
+    rows = conn.execute(
+        "SELECT document_id, source_uri, source_sha256, size_bytes"
+        " FROM seams.batch_documents WHERE batch_key = %s ORDER BY document_id",
+        (batch_key,),
+    ).fetchall()
+    if not rows:
+        exists = conn.execute(
+            "SELECT 1 FROM seams.batches WHERE batch_key = %s", (batch_key,)
+        ).fetchone()
+        if not exists:
+            raise InputError(
+                f"batch {batch_key!r} is not registered: register it with `seams run PATH` "
+                "or let the inbox sensor do it"
+            )
+    return [ManifestEntry(*row) for row in rows]
+
+
+def source_bytes(conn: psycopg.Connection, sha256: str) -> bytes:
+    row = conn.execute(
+        "SELECT content FROM seams.source_files WHERE sha256 = %s", (sha256,)
+    ).fetchone()
+    if row is None:
+        raise InputError(
+            f"the stored source with sha256 {sha256} is missing from seams.source_files"
+        )
+    return bytes(row[0])
+
+
+def all_batch_keys(conn: psycopg.Connection) -> list[str]:
+    return [r[0] for r in conn.execute("SELECT batch_key FROM seams.batches ORDER BY batch_key")]

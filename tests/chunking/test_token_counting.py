@@ -1,0 +1,64 @@
+"""Token counters: the exact tokenizer counter (word-memoised) and the heuristic."""
+
+from __future__ import annotations
+
+import pytest
+from chunking_doubles import CATS, ROCKETS
+
+from chunking import ConfigError, HeuristicTokenCounter, load_token_counter
+from chunking.tokens import HEURISTIC_COUNTER_NAME, counter_name
+
+SAMPLES = [
+    "",
+    "Hello, world!",
+    "Internationalization of photosynthesis-driven bioreactors, v1.2.3 (beta).",
+    "Ünïcödé façade naïve café — “quotes” and ‘single’ ones…",
+    "混合テキスト with 中文字符 and 한국어 텍스트.",
+    "tabs\tand\nnew\r\nlines  and\u00a0non-breaking\u2009thin spaces",
+    "control\x01chars\x1fjoined\u200bzero-width\ufeffbom",
+    "x" * 150,  # longer than WordPiece's max word length: one [UNK]
+    *CATS,
+    *ROCKETS,
+]
+
+
+def test_tokenizer_counter_matches_the_tokenizer_exactly(minilm_tokenizer_json):
+    counter = load_token_counter(minilm_tokenizer_json)
+    reference = counter._tokenizer  # the same tokenizer, asked text by text
+    expected = [len(reference.encode(t, add_special_tokens=False).ids) for t in SAMPLES]
+    assert counter(SAMPLES) == expected
+    assert counter(SAMPLES) == expected  # second call from the word cache
+    counter.clear_cache()
+    assert counter(list(reversed(SAMPLES))) == list(reversed(expected))
+
+
+def test_tokenizer_counter_is_not_truncated(minilm_tokenizer_json):
+    # MiniLM's tokenizer.json truncates at 128 tokens; counting must not.
+    counter = load_token_counter(minilm_tokenizer_json)
+    assert counter([" ".join(["word"] * 500)]) == [500]
+
+
+def test_tokenizer_counter_name_identifies_the_file(minilm_tokenizer_json):
+    counter = load_token_counter(minilm_tokenizer_json)
+    assert counter.name.startswith("tokenizer:") and len(counter.name) == len("tokenizer:") + 16
+    assert counter_name(counter) == counter.name
+    assert counter_name(None) == HEURISTIC_COUNTER_NAME
+    assert counter_name(lambda texts: [0] * len(texts)).endswith("<lambda>")
+
+
+def test_missing_tokenizer_file_is_a_config_error(tmp_path):
+    with pytest.raises(ConfigError, match=r"tokenizer\.json"):
+        load_token_counter(tmp_path / "missing.json")
+
+
+def test_heuristic_over_estimates_wordpiece_on_prose(minilm_tokenizer_json):
+    exact = load_token_counter(minilm_tokenizer_json)
+    heuristic = HeuristicTokenCounter()
+    prose = [*CATS, *ROCKETS, SAMPLES[2]]
+    for got, real in zip(heuristic(prose), exact(prose), strict=True):
+        assert got >= real
+    assert sum(heuristic(prose)) <= 2 * sum(exact(prose))  # conservative, not absurd
+
+
+def test_heuristic_counts_cjk_per_character():
+    assert HeuristicTokenCounter()(["漢字かな", ""]) == [4, 0]
