@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 demo: install
-	$(BIN)/seams check
+	$(BIN)/seams run
 
 test: install
 	$(BIN)/python -m pytest

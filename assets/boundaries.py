@@ -5,7 +5,7 @@ import pandas as pd
 
 from assets.frames import boundary_rows, by_document, candidates_from, embedding_matrix, frame
 from assets.partitions import BATCH_ASSET_DEFAULTS
-from assets.versions import CONFIG, code_version
+from assets.versions import BOUNDARY_PARTS, CONFIG, code_version
 from chunking import detect_boundaries, gap_similarities, jaccard_similarities
 
 BOUNDARY_VERSION = "1"
@@ -13,7 +13,7 @@ BOUNDARY_VERSION = "1"
 
 @dg.asset(
     **BATCH_ASSET_DEFAULTS,
-    code_version=code_version(BOUNDARY_VERSION, CONFIG.fingerprint("boundaries")),
+    code_version=code_version(BOUNDARY_VERSION, *BOUNDARY_PARTS),
     description="Similarity across every gap between candidates, the threshold it was held to, "
     "and whether it is a boundary (semantic, structural, or lexical fallback).",
 )

@@ -5,7 +5,7 @@ import pandas as pd
 
 from assets.frames import candidate_rows, extracted, frame
 from assets.partitions import BATCH_ASSET_DEFAULTS
-from assets.versions import CONFIG, SETTINGS, code_version
+from assets.versions import CONFIG, SEGMENTATION_PARTS, code_version
 from chunking import segment
 from chunking.pages import PageIndex
 from resources.embedder import OnnxEmbedder
@@ -15,9 +15,7 @@ SEGMENTATION_VERSION = "1"
 
 @dg.asset(
     **BATCH_ASSET_DEFAULTS,
-    code_version=code_version(
-        SEGMENTATION_VERSION, CONFIG.fingerprint("segmentation"), SETTINGS.embedder.variant
-    ),
+    code_version=code_version(SEGMENTATION_VERSION, *SEGMENTATION_PARTS),
     description="Sentences, headings, list items, tables and code blocks of every document, "
     "with exact character offsets and token counts (the embedding model's tokenizer).",
 )

@@ -17,11 +17,11 @@ from assets.frames import (
     frame,
 )
 from assets.partitions import BATCH_ASSET_DEFAULTS
-from assets.versions import CONFIG, code_version
+from assets.versions import ASSEMBLY_PARTS, CONFIG, code_version
 from chunking import assemble_chunks, candidate_vectors
 
 CHUNKS_VERSION = "1"
-CHUNKS_CODE_VERSION = code_version(CHUNKS_VERSION, CONFIG.fingerprint("assembly"))
+CHUNKS_CODE_VERSION = code_version(CHUNKS_VERSION, *ASSEMBLY_PARTS)
 PREVIEW_CHUNKS = 5
 
 CHECKS = {
@@ -74,7 +74,7 @@ def chunks(
         )
         model_id = vectors_frame["model_id"].iloc[0] if vectors is not None else "none"
         lineage = {
-            "run_id": context.run_id,
+            "run_id": context.run.run_id,
             "config_hash": CONFIG.fingerprint(),
             "model_id": model_id,
             "source_sha256": doc.source_sha256,

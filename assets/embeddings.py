@@ -11,7 +11,7 @@ import pandas as pd
 from assets.frames import by_document, candidates_from, frame
 from assets.model import embedding_model
 from assets.partitions import BATCH_ASSET_DEFAULTS
-from assets.versions import CONFIG, SETTINGS, code_version
+from assets.versions import CONFIG, EMBEDDING_PARTS, code_version
 from chunking import embedding_texts
 from chunking.errors import EmbeddingError
 from resources.embedder import OnnxEmbedder
@@ -24,9 +24,7 @@ EMBEDDING_VERSION = "1"
 @dg.asset(
     **BATCH_ASSET_DEFAULTS,
     deps=[embedding_model],
-    code_version=code_version(
-        EMBEDDING_VERSION, CONFIG.fingerprint("embedding"), SETTINGS.embedder.variant
-    ),
+    code_version=code_version(EMBEDDING_VERSION, *EMBEDDING_PARTS),
     description="L2-normalised embeddings of every candidate (or window text), via the cache.",
 )
 def candidate_embeddings(

@@ -183,6 +183,29 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_backfill(args: argparse.Namespace) -> int:
+    """Recompute, for every batch, the assets a settings or code change made unsynced."""
+    import json
+
+    from dagster import DagsterInstance
+
+    from orchestration import runner
+    from orchestration.instance import prepare_environment
+
+    urls = prepare_environment()
+    started = time.perf_counter()
+    report = (lambda _m: None) if args.json else _say
+    with DagsterInstance.get() as instance:
+        summary = runner.backfill(instance, report)
+    summary.seconds = time.perf_counter() - started
+    if args.json:
+        fields = ("batches", "run_ids", "texts_embedded", "cache_hits", "seconds")
+        print(json.dumps({name: getattr(summary, name) for name in fields}))
+    elif summary.batches:
+        print(runner.format_summary(runner.summarize(summary), urls.data), flush=True)
+    return 0
+
+
 def cmd_model(args: argparse.Namespace) -> int:
     from resources.model_export import export_model
 
@@ -224,6 +247,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("path", nargs="?", help="a folder of documents (default: sample corpus)")
     run.set_defaults(func=cmd_run)
+
+    backfill = sub.add_parser(
+        "backfill", help="recompute the unsynced assets of every batch (after a settings change)"
+    )
+    backfill.add_argument("--json", action="store_true", help="print a JSON summary")
+    backfill.set_defaults(func=cmd_backfill)
 
     model = sub.add_parser("model", help="provision the embedding model")
     model_sub = model.add_subparsers(dest="model_command", required=True, metavar="ACTION")

@@ -177,3 +177,48 @@ def format_summary(summary: RunSummary, data_url: str) -> str:
         " left(text, 60) FROM seams.current_chunks LIMIT 10'",
     ]
     return "\n".join(lines)
+
+
+def unsynced_assets(
+    instance: dg.DagsterInstance, partition_keys: Sequence[str]
+) -> dict[str, list[dg.AssetKey]]:
+    """Per partition, the per-batch assets Dagster considers stale (code, config or inputs)."""
+    # Dagster's own staleness resolver, as the UI uses it (no public wrapper in 1.13).
+    from dagster._core.asset_graph_view.asset_graph_view import AssetGraphView, TemporalContext
+    from dagster._core.definitions.data_version import CachingStaleStatusResolver, StaleStatus
+    from dagster._time import get_current_datetime
+
+    from orchestration import defs
+
+    graph = defs.resolve_asset_graph()
+    view = AssetGraphView(
+        temporal_context=TemporalContext(effective_dt=get_current_datetime(), last_event_id=None),
+        instance=instance,
+        asset_graph=graph,
+    )
+    resolver = CachingStaleStatusResolver(
+        instance=instance, asset_graph=graph, loading_context=view
+    )
+    job_keys = defs.resolve_job_def(JOB_NAME).asset_layer.executable_asset_keys
+    ordered = [k for k in graph.toposorted_asset_keys if k in job_keys]
+    return {
+        partition: [k for k in ordered if resolver.get_status(k, partition) != StaleStatus.FRESH]
+        for partition in partition_keys
+    }
+
+
+def backfill(instance: dg.DagsterInstance, report: Report) -> RunSummary:
+    """Re-materialize, for every batch, exactly the assets that are unsynced."""
+    partitions = instance.get_dynamic_partitions(document_batches.name)
+    stale = unsynced_assets(instance, partitions)
+    summary = RunSummary()
+    for partition, keys in stale.items():
+        if not keys:
+            continue
+        names = ", ".join(k.to_user_string() for k in keys)
+        report(f"batch {partition}: unsynced {names}")
+        summary.batches.append(partition)
+        materialize_batches(instance, [partition], report, summary, asset_selection=keys)
+    if not summary.batches:
+        report(f"all {len(partitions)} batch(es) are up to date: nothing to backfill")
+    return summary

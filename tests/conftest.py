@@ -20,6 +20,8 @@ import pytest
 from psycopg import sql
 
 from resources.database import EmbeddedPostgres, database_url_for
+from resources.model_store import ModelManifest
+from resources.postgres import close_pool
 
 TEST_URL_ENV = "SEAMS_TEST_DATABASE_URL"
 
@@ -68,7 +70,16 @@ def database_url(pg_server_url: str) -> Iterator[str]:
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
     yield url
+    close_pool(url)
     with psycopg.connect(pg_server_url, autocommit=True) as conn:
         conn.execute(
             sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
         )
+
+
+@pytest.fixture(scope="session")
+def exported_model(isolated_environment: Path) -> ModelManifest:
+    """The real ONNX export in the session's data dir, where the pipeline's embedder looks."""
+    from resources.model_export import export_model
+
+    return export_model()

@@ -1,0 +1,247 @@
+"""The pipeline against real PostgreSQL, a real ONNX model and a PostgreSQL-backed Dagster instance.
+
+Each test gets a fresh database; the model is exported once per session into the isolated data
+dir. Runs go through `orchestration.runner`, exactly as `seams run` / `seams backfill` do.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import dagster as dg
+import psycopg
+import pytest
+
+from assets.chunks import CHUNKS_CODE_VERSION
+from assets.partitions import document_batches
+from assets.versions import CONFIG
+from chunking import ChunkingConfig
+from orchestration import runner
+from orchestration.instance import DAGSTER_URL_VAR, prepare_environment
+from orchestration.sensors import inbox_sensor, look_at_inbox, seal_inbox_schedule
+from resources import database
+from resources.model_store import ModelManifest
+from resources.postgres import PostgresResource
+from resources.settings import InboxSettings
+
+SAMPLES = ("field_notes.md", "history_of_maps.txt")
+
+
+@pytest.fixture
+def instance(
+    database_url: str, monkeypatch: pytest.MonkeyPatch, exported_model: ModelManifest
+) -> Iterator[dg.DagsterInstance]:
+    monkeypatch.setenv(database.URL_ENV, database_url)
+    for variable in ("DAGSTER_HOME", DAGSTER_URL_VAR, "SEAMS_DATA_DIR"):  # restored afterwards
+        monkeypatch.setenv(variable, os.environ.get(variable, ""))
+    prepare_environment()
+    with dg.DagsterInstance.get() as dagster_instance:
+        yield dagster_instance
+
+
+@pytest.fixture
+def inbox(tmp_path: Path) -> Path:
+    folder = tmp_path / "inbox"
+    folder.mkdir()
+    for name in SAMPLES:
+        shutil.copy(runner.SAMPLE_CORPUS / name, folder / name)
+    return folder
+
+
+def _run(instance: dg.DagsterInstance, path: Path) -> runner.RunSummary:
+    keys = runner.register_path(path, print)
+    summary = runner.RunSummary(batches=keys)
+    runner.materialize_batches(instance, keys, print, summary)
+    return summary
+
+
+def _rows(database_url: str, query: str, *params: object) -> list[tuple]:
+    with psycopg.connect(database_url) as conn:
+        return conn.execute(query, params).fetchall()
+
+
+CHUNK_SNAPSHOT = (
+    "SELECT chunk_id, document_id, chunk_index, total_chunks, text, start_char, end_char,"
+    " overlap_start, overlap_end, token_count, section, boundary_method, config_hash"
+    " FROM seams.chunks ORDER BY batch_key, document_id, chunk_index"
+)
+
+
+def test_a_batch_materializes_end_to_end_with_lineage(
+    instance: dg.DagsterInstance, inbox: Path, database_url: str, exported_model: ModelManifest
+) -> None:
+    summary = _run(instance, inbox)
+    assert len(summary.batches) == 1 and len(summary.run_ids) == 1
+    (batch,) = summary.batches
+    assert batch in instance.get_dynamic_partitions(document_batches.name)
+    sources = dict(
+        _rows(
+            database_url, "SELECT document_id, text FROM seams.extracted_text WHERE error IS NULL"
+        )
+    )
+    assert len(sources) == len(SAMPLES)
+    chunks = _rows(
+        database_url,
+        "SELECT document_id, text, start_char, end_char, run_id, config_hash, model_id,"
+        " source_sha256, code_version, boundary_method FROM seams.chunks",
+    )
+    assert len(chunks) >= 2 * len(SAMPLES)  # several topics per document
+    for doc, text, start, end, run_id, config_hash, model_id, _sha, code_version, method in chunks:
+        assert sources[doc][start:end] == text
+        assert run_id == summary.run_ids[0]
+        assert config_hash == CONFIG.fingerprint()
+        assert model_id == exported_model.model_id
+        assert code_version == CHUNKS_CODE_VERSION
+        assert method == "semantic"
+    file_hashes = {r[0] for r in _rows(database_url, "SELECT source_sha256 FROM seams.chunks")}
+    manifest = {
+        r[0] for r in _rows(database_url, "SELECT source_sha256 FROM seams.batch_documents")
+    }
+    assert file_hashes == manifest
+    current = _rows(database_url, "SELECT count(*) FROM seams.current_chunks")[0][0]
+    assert current == len(chunks)
+    # The blocking checks ran and passed.
+    checks = instance.event_log_storage.get_asset_check_execution_history(
+        dg.AssetCheckKey(dg.AssetKey("chunks"), "nothing_lost"), limit=1
+    )
+    assert checks and checks[0].status.value == "SUCCEEDED"
+
+
+def test_rerun_gives_byte_identical_chunks_from_the_cache(
+    instance: dg.DagsterInstance, inbox: Path, database_url: str
+) -> None:
+    first = _run(instance, inbox)
+    before = _rows(database_url, CHUNK_SNAPSHOT)
+    again = runner.RunSummary(batches=first.batches)
+    runner.materialize_batches(instance, first.batches, print, again)
+    after = _rows(database_url, CHUNK_SNAPSHOT)
+    assert after == before  # same ids, same bytes, no duplicates
+    assert again.texts_embedded == 0
+    assert again.cache_hits == first.texts_embedded > 0
+
+
+def test_registering_the_same_files_twice_makes_no_new_batch(
+    instance: dg.DagsterInstance, inbox: Path, database_url: str
+) -> None:
+    _run(instance, inbox)
+    assert runner.register_path(inbox, print) == []
+    (inbox / SAMPLES[0]).write_text("# Changed\n\nA new version of the notes.\n", encoding="utf-8")
+    (new_batch,) = runner.register_path(inbox, print)
+    rows = _rows(
+        database_url,
+        "SELECT document_id, source_sha256 FROM seams.batch_documents WHERE batch_key = %s",
+        new_batch,
+    )
+    assert len(rows) == 1  # only the changed file, as a new version of the same document
+
+
+@pytest.mark.slow
+def test_threshold_change_marks_boundaries_and_chunks_unsynced_and_backfill_uses_the_cache(
+    instance: dg.DagsterInstance, inbox: Path, database_url: str, tmp_path: Path
+) -> None:
+    (batch,) = _run(instance, inbox).batches
+    before = _rows(database_url, "SELECT is_boundary FROM seams.semantic_boundaries ORDER BY 1")
+    assert runner.unsynced_assets(instance, [batch]) == {batch: []}
+
+    changed = CONFIG.percentile + 20.0
+    settings = tmp_path / "seams.yaml"
+    settings.write_text(f"chunking:\n  overrides: {{percentile: {changed}}}\n", encoding="utf-8")
+    env = {**os.environ, "SEAMS_CONFIG": str(settings)}
+    probe = (
+        "import json, dagster as dg; from orchestration import runner;"
+        "i = dg.DagsterInstance.get();"
+        f"print(json.dumps({{p: [k.to_user_string() for k in v] for p, v in "
+        f"runner.unsynced_assets(i, [{batch!r}]).items()}}))"
+    )
+    stale = subprocess.run(
+        [sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert stale.returncode == 0, stale.stderr[-3000:]
+    assert json.loads(stale.stdout.strip().splitlines()[-1]) == {
+        batch: ["semantic_boundaries", "chunks"]
+    }
+
+    done = subprocess.run(
+        [sys.executable, "-m", "orchestration.cli", "backfill", "--json"],
+        env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["batches"] == [batch]
+    assert result["texts_embedded"] == 0  # candidate_embeddings was not even re-run
+    new_hash = ChunkingConfig.preset("default", percentile=changed).fingerprint()
+    hashes = {r[0] for r in _rows(database_url, "SELECT DISTINCT config_hash FROM seams.chunks")}
+    assert hashes == {new_hash}  # no stale rows left behind
+    after = _rows(database_url, "SELECT is_boundary FROM seams.semantic_boundaries ORDER BY 1")
+    assert sum(r[0] for r in after) > sum(r[0] for r in before)
+
+
+# --- sensor and schedule -----------------------------------------------------------------------
+
+
+def _age(folder: Path, minutes: float) -> None:
+    then = time.time() - minutes * 60
+    for path in folder.iterdir():
+        os.utime(path, (then, then))
+
+
+def test_inbox_thresholds_count_and_age(instance: dg.DagsterInstance, inbox: Path) -> None:
+    postgres = PostgresResource()
+    settings = InboxSettings(path=str(inbox), min_files=3, max_wait_minutes=5)
+    young = look_at_inbox(postgres, settings, set(), seal=False)
+    assert young.new_batch is None and "2 file(s) waiting" in young.reason
+    _age(inbox, 6)
+    old = look_at_inbox(postgres, settings, set(), seal=False)
+    assert old.new_batch and "waited" in old.reason
+    again = look_at_inbox(postgres, settings, {old.new_batch}, seal=False)
+    assert again.batch_keys == []  # idempotent: the same file versions never batch twice
+    recovered = look_at_inbox(postgres, settings, set(), seal=False)
+    assert recovered.orphaned == [old.new_batch]  # a batch whose partition was never added
+
+
+def test_sensor_registers_a_batch_once_and_again_for_a_new_version(
+    instance: dg.DagsterInstance, tmp_path: Path
+) -> None:
+    from resources.settings import current_settings
+
+    folder = current_settings().inbox.folder()
+    folder.mkdir(parents=True, exist_ok=True)
+    for path in folder.iterdir():
+        path.unlink()
+    note = folder / "note.md"
+    note.write_text("# Note\n\nFirst version of a note about tides.\n", encoding="utf-8")
+    _age(folder, 60)
+    resources = {"postgres": PostgresResource()}
+
+    with dg.build_sensor_context(instance=instance, resources=resources) as context:
+        first = inbox_sensor(context)
+    assert isinstance(first, dg.SensorResult)
+    (request,) = first.run_requests
+    (add,) = first.dynamic_partitions_requests
+    assert list(add.partition_keys) == [request.partition_key]
+    instance.add_dynamic_partitions(document_batches.name, list(add.partition_keys))
+
+    with dg.build_sensor_context(instance=instance, resources=resources) as context:
+        assert isinstance(inbox_sensor(context), dg.SkipReason)
+
+    note.write_text("# Note\n\nSecond version: now about the moon.\n", encoding="utf-8")
+    _age(folder, 60)
+    with dg.build_sensor_context(instance=instance, resources=resources) as context:
+        second = inbox_sensor(context)
+    assert isinstance(second, dg.SensorResult)
+    assert second.run_requests[0].partition_key != request.partition_key
+
+    note.write_text("# Note\n\nA third version, sealed by the schedule.\n", encoding="utf-8")
+    with dg.build_schedule_context(instance=instance, resources=resources) as context:
+        sealed = seal_inbox_schedule(context)
+    assert isinstance(sealed, list) and len(sealed) == 2  # the sensor's unlaunched + the new one
+    assert set(instance.get_dynamic_partitions(document_batches.name)) >= {
+        r.partition_key for r in sealed
+    }
