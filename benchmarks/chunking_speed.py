@@ -8,10 +8,11 @@ token counter with a warm word cache (steady state of a worker that has seen sim
 a cold one (cache emptied before each run: every distinct word goes through the tokenizer), and
 the heuristic counter; plus the median time of each stage.
 
-Part 2 (with the real model, all cores): `chunk_text` with the embedder, against (a) embedding
-each candidate once with the same model and settings (`encode` of the candidates' texts; target
+Part 2 (with the real model): `chunk_text` with the embedder, against (a) embedding each
+candidate once with the same model and settings (`encode` of the candidates' texts; target
 <= 1.1x) and (b) LangChain's SemanticChunker (buffer_size=1, same model and settings; target
-<= 0.5x), measured interleaved in the same run. Medians of --rounds rounds.
+<= 0.5x), measured interleaved in the same run, wall and CPU time, medians of --rounds rounds.
+torch runs with --threads intra-op threads (default 1) for every system alike.
 
     .venv/bin/python benchmarks/chunking_speed.py
     .venv/bin/python benchmarks/chunking_speed.py --skip-model            # part 1 only
@@ -274,6 +275,13 @@ def main(argv: list[str] | None = None) -> int:
         "--embedder", choices=("sentence-transformers", "onnx"), default="sentence-transformers"
     )
     parser.add_argument("--onnx-model-dir", type=Path, help="exported model for --embedder onnx")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch intra-op threads in part 2 (same for every system; default 1: on a shared "
+        "machine one thread keeps CPU time a stable measure of work)",
+    )
     parser.add_argument("--json", type=Path, help="write the results here")
     args = parser.parse_args(argv)
     logging.getLogger("chunking").setLevel(logging.ERROR)
@@ -281,8 +289,13 @@ def main(argv: list[str] | None = None) -> int:
 
     config = ChunkingConfig()
     model = None if args.skip_model else load_minilm()
+    if model is not None and args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
     results: dict = {
         "machine": {"python": platform.python_version(), "cpus": os.cpu_count()},
+        "torch_threads": args.threads,
         "config_fingerprint": config.fingerprint(),
     }
     results["non_model_path"] = part_one(prose(args.copies), config, model, args.runs)
