@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 
+import dagster as dg
 import numpy as np
 import pandas as pd
 
@@ -22,6 +23,14 @@ def _capped(problems: list[str]) -> list[str]:
     if len(problems) > MAX_REPORTED:
         return [*problems[:MAX_REPORTED], f"... and {len(problems) - MAX_REPORTED} more"]
     return problems
+
+
+def check_result(name: str, problems: list[str]) -> dg.AssetCheckResult:
+    """A Dagster check result: passed when there are no problems, else they are listed."""
+    metadata = {"problems": dg.MetadataValue.md("\n".join(f"- {p}" for p in problems))}
+    return dg.AssetCheckResult(
+        check_name=name, passed=not problems, metadata=metadata if problems else {}
+    )
 
 
 def exact_slices(texts: dict[tuple[str, str], str], chunks: pd.DataFrame) -> list[str]:

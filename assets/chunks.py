@@ -7,6 +7,7 @@ import numpy as np
 import pandas as pd
 
 from assets import checks
+from assets.checks import check_result
 from assets.frames import (
     boundaries_from,
     by_document,
@@ -91,14 +92,7 @@ def chunks(
         "unique_chunk_ids": checks.unique_ids(df),
     }
     for name, problems in results.items():
-        yield dg.AssetCheckResult(
-            check_name=name,
-            asset_key="chunks",
-            passed=not problems,
-            metadata={"problems": dg.MetadataValue.md("\n".join(f"- {p}" for p in problems))}
-            if problems
-            else {},
-        )
+        yield check_result(name, problems)
 
 
 def chunk_metadata(df: pd.DataFrame) -> dict[str, object]:

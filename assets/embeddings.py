@@ -5,9 +5,13 @@ config change calls the model for nothing. When the model fails, the batch's row
 vector (NULL) and the boundary step falls back to lexical similarity, recorded per chunk.
 """
 
+from collections.abc import Iterator
+
 import dagster as dg
 import pandas as pd
 
+from assets import checks
+from assets.checks import check_result
 from assets.frames import by_document, candidates_from, frame
 from assets.model import embedding_model
 from assets.partitions import BATCH_ASSET_DEFAULTS
@@ -19,12 +23,20 @@ from resources.embedding_cache import CacheStats, EmbeddingCache
 from resources.postgres import PostgresResource
 
 EMBEDDING_VERSION = "1"
+CHECKS = {
+    "one_row_per_text": "every document has one row per embedded text, indexed 0..n-1",
+    "finite_unit_vectors": "every embedding is finite with length 1 (NULL = lexical fallback)",
+}
 
 
 @dg.asset(
     **BATCH_ASSET_DEFAULTS,
     deps=[embedding_model],
     code_version=code_version(EMBEDDING_VERSION, *EMBEDDING_PARTS),
+    check_specs=[
+        dg.AssetCheckSpec(name, asset="candidate_embeddings", blocking=True, description=text)
+        for name, text in CHECKS.items()
+    ],
     description="L2-normalised embeddings of every candidate (or window text), via the cache.",
 )
 def candidate_embeddings(
@@ -33,7 +45,7 @@ def candidate_embeddings(
     postgres: PostgresResource,
     extracted_text: pd.DataFrame,
     sentence_candidates: pd.DataFrame,
-) -> pd.DataFrame:
+) -> Iterator[dg.Output | dg.AssetCheckResult]:
     texts_by_doc = {
         (d.batch_key, d.document_id): d.text for d in extracted_text.itertuples(index=False)
     }
@@ -58,14 +70,17 @@ def candidate_embeddings(
          "embedding": v}
         for (b, d, i), v in zip(keys, rows_vectors, strict=True)
     ]  # fmt: skip
-    context.add_output_metadata(
-        {
+    df = frame("candidate_embeddings", rows)
+    yield dg.Output(
+        df,
+        metadata={
             "texts": stats.texts,
             "cache_hits": stats.hits,
             "texts_embedded": stats.embedded,
             "cache_hit_rate": round(stats.hit_rate, 4),
             "model_id": model_id,
             "fallback": fallback,
-        }
+        },
     )
-    return frame("candidate_embeddings", rows)
+    yield check_result("one_row_per_text", checks.one_row_per_candidate(sentence_candidates, df))
+    yield check_result("finite_unit_vectors", checks.unit_vectors(df))

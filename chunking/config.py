@@ -11,12 +11,12 @@ and checked with `benchmarks/topic_shift.py` (dev split; see the README table):
   retrieved worse than 200-token ones).
 - `chunk_size_target=200`: ~200-token chunks retrieved best in our evaluation.
 - `chunk_size_min=48`: a one-paragraph topic (~50-80 tokens) may stand alone, while fragments
-  (a lone heading, a one-line tail) merge into a neighbour. Min 64 nearly doubled Pk on the
-  topic-shift set (0.048 vs 0.023) by merging short topics into their neighbours; 96 tripled it.
-- Boundaries: "pooled" windows of 4 candidates per side, cut at local minima below the 40th
-  percentile of the document's own gap similarities. Pooled windows beat single-sentence
-  similarity by ~3x in Pk, and a document-relative threshold adapts across models and documents
-  as well as the best fixed one did.
+  (a lone heading, a one-line tail) merge into a neighbour. On the topic-shift set min 96 made
+  Pk ~7x worse by merging short topics into their neighbours.
+- Boundaries: "pooled" windows of 4 candidates per side (symmetric near the edges), cut at local
+  minima below the 30th percentile of the document's own gap similarities. Pooled windows cut
+  Pk ~10x against single-sentence similarity; a document-relative threshold did as well as the
+  best fixed one (0.3 for MiniLM) without being tied to one model's similarity scale.
 """
 
 from __future__ import annotations
@@ -99,7 +99,7 @@ class ChunkingConfig(BaseModel):
     # --- boundaries --------------------------------------------------------------------------
     threshold_type: ThresholdType = "percentile"
     boundary_threshold: float = Field(1.0, ge=-1.0, le=1.0)
-    percentile: float = Field(40.0, ge=0.0, le=100.0)
+    percentile: float = Field(30.0, ge=0.0, le=100.0)
     stddev_factor: float = Field(0.5, ge=0.0, le=10.0)
     iqr_factor: float = Field(0.0, ge=0.0, le=10.0)
     gradient_percentile: float = Field(60.0, ge=0.0, le=100.0)
@@ -227,7 +227,7 @@ _PRESETS: dict[str, dict[str, Any]] = {
     "technical_docs": {
         "chunk_size_min": 64,
         "chunk_size_target": 220,
-        "percentile": 30.0,
+        "percentile": 20.0,
     },
     "narrative": {
         "chunk_size_min": 40,

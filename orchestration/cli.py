@@ -168,7 +168,6 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     path = Path(args.path) if args.path else runner.SAMPLE_CORPUS
     urls = prepare_environment()
-    started = time.perf_counter()
     with DagsterInstance.get() as instance:
         runner.ensure_model(instance, _say)
         keys = runner.register_path(path, _say)
@@ -177,6 +176,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             return 0
         _say(f"registered {len(keys)} batch(es) from {path}; materializing...")
         summary = runner.RunSummary(batches=keys)
+        started = time.perf_counter()
         runner.materialize_batches(instance, keys, _say, summary)
     summary.seconds = time.perf_counter() - started
     print(runner.format_summary(runner.summarize(summary), urls.data), flush=True)

@@ -1,0 +1,136 @@
+"""Plain text and Markdown: decode bytes of unknown encoding into `str`, character for character.
+
+The text is kept exactly as decoded (only NUL and lone surrogates become U+FFFD, one character
+each), so what the chunker sees is the file and offsets mean the same thing everywhere.
+"""
+
+from __future__ import annotations
+
+import codecs
+import re
+from dataclasses import dataclass
+
+from resources.extraction.document import (
+    MIME_MARKDOWN,
+    ExtractedDocument,
+    clean,
+    failed,
+    first_line_title,
+)
+
+_BINARY_SAMPLE = 8192
+_CONTROL = re.compile(r"[\x00-\x08\x0e-\x1f]")
+_UNREADABLE = re.compile(r"[\ufffd\x00-\x08\x0e-\x1f]")
+_MD_TITLE = re.compile(r"^\s{0,3}#\s+(.+?)\s*#*\s*$", re.MULTILINE)
+_BOMS = (
+    (codecs.BOM_UTF8, "utf-8-sig"),
+    (codecs.BOM_UTF32_LE, "utf-32"),  # before UTF-16 LE: it starts with the same two bytes
+    (codecs.BOM_UTF32_BE, "utf-32"),
+    (codecs.BOM_UTF16_LE, "utf-16"),
+    (codecs.BOM_UTF16_BE, "utf-16"),
+)
+_LEGACY_SAMPLE = 1 << 20
+# More undecodable or control characters than this share: not text in any encoding we tried.
+_MAX_UNREADABLE_SHARE = 0.10
+
+
+@dataclass(frozen=True)
+class Decoded:
+    """Text decoded from bytes: the encoding used and how many characters became U+FFFD."""
+
+    text: str
+    encoding: str
+    replaced: int
+
+
+def decode_text(content: bytes) -> Decoded:
+    """Decode bytes of unknown encoding: BOM, UTF-16 without BOM, UTF-8, a detector, cp1252.
+
+    UTF-8 with a few corrupt bytes stays UTF-8 (bad bytes become U+FFFD) rather than being
+    re-read as a legacy code page, which would garble every correct multi-byte character.
+    """
+    for bom, encoding in _BOMS:
+        if content.startswith(bom):
+            return _decode(content, encoding)
+    utf16 = _bomless_utf16(content)
+    if utf16:
+        return _decode(content, utf16)
+    try:
+        return Decoded(content.decode("utf-8"), "utf-8", 0)
+    except UnicodeDecodeError:
+        pass
+    as_utf8 = _decode(content, "utf-8")
+    valid_non_ascii = sum(1 for ch in as_utf8.text if ch > "\x7f") - as_utf8.replaced
+    if valid_non_ascii > as_utf8.replaced:
+        return as_utf8
+    return _decode_legacy(content)
+
+
+def _decode(content: bytes, encoding: str) -> Decoded:
+    text = content.decode(encoding, errors="replace")
+    return Decoded(text, encoding, text.count("\ufffd"))
+
+
+def _bomless_utf16(content: bytes) -> str | None:
+    """UTF-16 without a BOM: NUL in nearly every other byte (Latin-script text), one side only."""
+    sample = content[:_BINARY_SAMPLE]
+    half = len(sample) // 2
+    if half < 4:
+        return None
+    even = sample[0 : 2 * half : 2].count(0) / half
+    odd = sample[1 : 2 * half : 2].count(0) / half
+    if odd > 0.4 and even < 0.05:
+        return "utf-16-le"
+    if even > 0.4 and odd < 0.05:
+        return "utf-16-be"
+    return None
+
+
+def _decode_legacy(content: bytes) -> Decoded:
+    try:
+        from charset_normalizer import from_bytes
+
+        best = from_bytes(content[:_LEGACY_SAMPLE]).best()
+        if best is not None and best.encoding:
+            return _decode(content, best.encoding)
+    except (ImportError, LookupError):  # pragma: no cover - detector missing or odd codec name
+        pass
+    return _decode(content, "cp1252")
+
+
+def looks_binary(content: bytes) -> bool:
+    """Many control characters in the head of the file: an image, archive or executable."""
+    sample = content[:_BINARY_SAMPLE]
+    if not sample or sample.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        return False
+    if _bomless_utf16(sample):
+        return False
+    controls = len(_CONTROL.findall(sample.decode("latin-1")))
+    return controls / len(sample) > 0.05
+
+
+def extract_plain(content: bytes, name: str, mime: str) -> ExtractedDocument:
+    """Plain text or Markdown (`mime` decides only the title rule and the recorded type)."""
+    decoded = decode_text(content)
+    text = decoded.text
+    unreadable = len(_UNREADABLE.findall(text))
+    if text and unreadable / len(text) > _MAX_UNREADABLE_SHARE:
+        return failed(
+            mime,
+            f"{name}: not readable as text ({unreadable} of {len(text)} characters undecodable "
+            f"as {decoded.encoding}); save it as UTF-8 text or in a supported format "
+            "(PDF, DOCX, HTML)",
+        )
+    warnings = []
+    if decoded.replaced:
+        warnings.append(
+            f"{decoded.replaced} undecodable byte sequence(s) replaced with U+FFFD "
+            f"(read as {decoded.encoding}); re-save the file as UTF-8 to keep them"
+        )
+    text = clean(text)
+    title = None
+    if mime == MIME_MARKDOWN and (match := _MD_TITLE.search(text)):
+        title = match.group(1)[:200]
+    else:
+        title = first_line_title(text)
+    return ExtractedDocument(text=text, mime=mime, title=title, warnings=warnings)
