@@ -169,7 +169,7 @@ def load_passages() -> dict[str, str]:
 
 
 def build_documents(
-    passages: dict[str, str], split: str, count: int = 16, seed: int = SEED
+    passages: dict[str, str], split: str, count: int = 40, seed: int = SEED
 ) -> list[Document]:
     """Deterministic documents of 4-8 passages on distinct topics from one half of the topics.
 
@@ -326,7 +326,7 @@ def variant_grid() -> list[tuple[str, dict]]:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--grid", action="store_true", help="also score the tuning grid")
-    parser.add_argument("--docs", type=int, default=16, help="documents per split")
+    parser.add_argument("--docs", type=int, default=40, help="documents per split")
     parser.add_argument("--json", type=Path, help="write the results here")
     parser.add_argument(
         "--cache-dir",
@@ -349,7 +349,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             ours(default.with_overrides(window_mode="single"), embed, counter),
         ),
         ("seams no embedder (jaccard fallback)", ours(default, None, counter)),
+        (
+            "seams text windows (w=3, re-embedded)",
+            ours(default.with_overrides(window_mode="text", window_size=3), embed, counter),
+        ),
         ("langchain SemanticChunker buffer_size=1", _langchain_system(embed)),
+        (
+            "langchain SemanticChunker buffer_size=1, percentile 80",
+            _langchain_system(embed, breakpoint_threshold_amount=80.0),
+        ),
         ("fixed-size 200 tokens", lambda text: fixed_size_starts(text, counter)),
     ]
     if args.grid:
@@ -374,12 +382,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{args.docs} docs per split, {len(passages)} topics, model all-MiniLM-L6-v2\n"
     )
     print(
-        f"{'system':52s} {'split':5s} {'Pk':>6s} {'WD':>6s} {'chunks/doc':>10s} "
+        f"{'system':58s} {'split':5s} {'Pk':>6s} {'WD':>6s} {'chunks/doc':>10s} "
         f"{'passages/doc':>12s}"
     )
     for row in sorted(results, key=lambda r: (r["split"] != "dev", r["pk"])):
         print(
-            f"{row['system']:52s} {row['split']:5s} {row['pk']:6.3f} {row['windowdiff']:6.3f} "
+            f"{row['system']:58s} {row['split']:5s} {row['pk']:6.3f} {row['windowdiff']:6.3f} "
             f"{row['chunks_per_doc']:10.1f} {row['passages_per_doc']:12.1f}"
         )
     print(f"\n({time.perf_counter() - started:.0f} s, {embed.embedded} texts embedded)")
@@ -390,8 +398,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-def _langchain_system(embed) -> Callable[[str], list[int]]:
-    chunker = langchain_chunker(embed)
+def _langchain_system(embed, **kwargs) -> Callable[[str], list[int]]:
+    chunker = langchain_chunker(embed, **kwargs)
 
     def run(text: str) -> list[int]:
         return langchain_starts(text, chunker.split_text(text))

@@ -38,6 +38,10 @@ from resources.embedder import (
 RetrievalMode = Literal["text", "pooled", "late"]
 MODES: tuple[RetrievalMode, ...] = ("text", "pooled", "late")
 
+RETRIEVAL_MODE: RetrievalMode = "text"
+"""The mode `chunk_index` builds and `search` reads (chosen by benchmarks/retrieval_eval.py).
+A module constant until it moves into seams.yaml (`retrieval.mode`)."""
+
 LATE_OVERLAP_TOKENS = 64
 """Tokens shared by consecutive late-chunking windows: each token is then owned by the window
 where it has at least 32 tokens of context on both sides (except at the document's edges)."""

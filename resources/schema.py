@@ -294,7 +294,7 @@ CHUNK_INDEX = Table(
         ("embedding", f"vector({EMBEDDING_DIM})"),
     ),
     key=("document_id", "chunk_id", "model_id", "mode"),
-    description="Retrieval embeddings of chunks (an HNSW index is the retrieval issue's job).",
+    description="Retrieval embeddings of chunks; HNSW (cosine) index: `chunk_index_hnsw()`.",
 )
 
 ASSET_TABLES: dict[str, Table] = {
@@ -406,6 +406,39 @@ def current_chunks_view() -> sql.Composable:
     )
 
 
+CHUNK_INDEX_HNSW = "chunk_index_embedding_hnsw"
+CHUNK_PARENTS_VIEW = "chunk_parents"
+
+
+def chunk_index_hnsw() -> sql.Composable:
+    """The HNSW index (cosine distance, pgvector's defaults m=16, ef_construction=64) that makes
+    `ORDER BY embedding <=> q LIMIT n` over `seams.chunk_index` logarithmic, not a full scan."""
+    return sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} USING hnsw ({} vector_cosine_ops)").format(
+        sql.Identifier(CHUNK_INDEX_HNSW),
+        CHUNK_INDEX.identifier(),
+        sql.Identifier("embedding"),
+    )
+
+
+def chunk_parents_view() -> sql.Composable:
+    """`seams.chunk_parents`: the parent record of every chunk (parent-child retrieval).
+
+    A parent is a section of one document version (the chunks sharing a heading path), or the
+    whole document where it has no headings (section ''). Derived from `chunks`, so it can never
+    disagree with them: span, chunk range and count per (batch_key, document_id, section).
+    """
+    return sql.SQL(
+        """CREATE OR REPLACE VIEW {view} AS
+        SELECT batch_key, document_id, source_sha256, section,
+               CASE WHEN section = '' THEN 'document' ELSE 'section' END AS parent_kind,
+               min(start_char) AS start_char, max(end_char) AS end_char,
+               min(chunk_index) AS first_chunk_index, max(chunk_index) AS last_chunk_index,
+               count(*) AS chunk_count
+        FROM {chunks}
+        GROUP BY batch_key, document_id, source_sha256, section"""
+    ).format(view=sql.Identifier(SCHEMA, CHUNK_PARENTS_VIEW), chunks=CHUNKS.identifier())
+
+
 def ddl() -> list[sql.Composable]:
     """Every statement that creates the `seams` schema, idempotently, in dependency order."""
     statements: list[sql.Composable] = [
@@ -415,6 +448,8 @@ def ddl() -> list[sql.Composable]:
     for table in TABLES:
         statements.extend(table.create_statements())
     statements.append(current_chunks_view())
+    statements.append(chunk_index_hnsw())
+    statements.append(chunk_parents_view())
     return statements
 
 

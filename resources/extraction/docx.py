@@ -55,11 +55,7 @@ def extract_docx(content: bytes, name: str) -> ExtractedDocument:
     marked = builder.text()
     text, page_spans = _pages(marked)
     text = clean(text)
-    title = (
-        short_title(document.core_properties.title)
-        or builder.title
-        or first_line_title(text)
-    )
+    title = short_title(document.core_properties.title) or builder.title or first_line_title(text)
     return ExtractedDocument(text=text, mime=MIME_DOCX, title=title, page_spans=page_spans)
 
 

@@ -30,15 +30,64 @@ from resources.extraction.document import (
 from resources.extraction.text import decode_text
 
 _DROP = frozenset(
-    """script style noscript template svg math iframe object embed canvas video audio map
-    form button select input textarea label nav aside dialog menu head title meta link base""".split()
+    [
+        "script",
+        "style",
+        "noscript",
+        "template",
+        "svg",
+        "math",
+        "iframe",
+        "object",
+        "embed",
+        "canvas",
+        "video",
+        "audio",
+        "map",
+        "form",
+        "button",
+        "select",
+        "input",
+        "textarea",
+        "label",
+        "nav",
+        "aside",
+        "dialog",
+        "menu",
+        "head",
+        "title",
+        "meta",
+        "link",
+        "base",
+    ]
 )
 _CHROME = frozenset({"header", "footer"})  # dropped unless inside the main content
 _CHROME_ROLES = frozenset({"navigation", "banner", "contentinfo", "complementary", "search"})
 _HEADINGS = {f"h{n}": n for n in range(1, 7)}
 _BLOCKS = frozenset(
-    """p div section article main header footer blockquote figure figcaption address details
-    summary dl dt dd center fieldset legend caption hgroup""".split()
+    [
+        "p",
+        "div",
+        "section",
+        "article",
+        "main",
+        "header",
+        "footer",
+        "blockquote",
+        "figure",
+        "figcaption",
+        "address",
+        "details",
+        "summary",
+        "dl",
+        "dt",
+        "dd",
+        "center",
+        "fieldset",
+        "legend",
+        "caption",
+        "hgroup",
+    ]
 )
 _HIDDEN_STYLE = re.compile(r"display\s*:\s*none|visibility\s*:\s*hidden", re.IGNORECASE)
 _META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9_.:-]+)""", re.I)

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import io
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from resources.extraction.document import (
     MIME_PDF,
@@ -131,13 +133,13 @@ def _corrupt(name: str, exc: Exception) -> ExtractedDocument:
     )
 
 
-class _quiet_pypdf:  # noqa: N801 - used like a function in `with`
+@contextmanager
+def _quiet_pypdf() -> Iterator[None]:
     """Silence pypdf's per-object warnings for broken files: the outcome is reported instead."""
-
-    def __enter__(self) -> None:
-        self._logger = logging.getLogger("pypdf")
-        self._level = self._logger.level
-        self._logger.setLevel(logging.ERROR)
-
-    def __exit__(self, *exc: object) -> None:
-        self._logger.setLevel(self._level)
+    logger = logging.getLogger("pypdf")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)

@@ -1,0 +1,122 @@
+"""The whole pipeline on a 100-document, ~300k-word batch: Dagster + storage overhead, backfill.
+
+    .venv/bin/python -m benchmarks.pipeline [--documents 100] [--words 3000]
+
+Measures, in one process on a fresh embedded PostgreSQL and Dagster instance:
+1. `chunk_text` alone on every document with the real ONNX embedder (the reference);
+2. the `chunk_batches` job over the same documents as one batch, one run, all assets
+   (extraction, segmentation, embedding through the cache, boundaries, chunks, checks, storage);
+3. `seams backfill` after a boundary-threshold change (a new process, as after a code-location
+   reload): only `semantic_boundaries` and `chunks` recompute, embeddings come from the cache.
+Writes benchmarks/results/pipeline.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+RESULTS = Path(__file__).parent / "results" / "pipeline.json"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--documents", type=int, default=100)
+    parser.add_argument("--words", type=int, default=3000, help="words per document")
+    args = parser.parse_args()
+
+    work = Path(tempfile.mkdtemp(prefix="seams-bench-"))
+    os.environ["SEAMS_DATA_DIR"] = str(work / "data")
+    os.environ.pop("SEAMS_DATABASE_URL", None)
+    existing = Path(".seams/models").resolve()
+    if existing.is_dir():  # reuse an export (it is verified by sha256 on load)
+        (work / "data").mkdir(parents=True)
+        (work / "data" / "models").symlink_to(existing)
+
+    from benchmarks.synthetic import document
+
+    inbox = work / "inbox"
+    inbox.mkdir()
+    texts = [document(seed, args.words) for seed in range(args.documents)]
+    for number, text in enumerate(texts):
+        (inbox / f"doc{number:03d}.md").write_text(text, encoding="utf-8")
+    words = sum(len(t.split()) for t in texts)
+
+    import dagster as dg
+
+    from chunking import chunk_text
+    from orchestration import runner
+    from orchestration.instance import prepare_environment
+    from resources.embedder import OnnxEmbedder
+    from resources.model_export import export_model
+
+    prepare_environment()
+    export_model()
+    embedder = OnnxEmbedder()
+    embedder.embed(["warm up the session"])
+
+    started = time.perf_counter()
+    reference_chunks = 0
+    for number, text in enumerate(texts):
+        reference_chunks += len(
+            chunk_text(
+                text, document_id=f"doc{number}", embed=embedder.embed,
+                token_counter=embedder.token_count,
+            )
+        )  # fmt: skip
+    reference_s = time.perf_counter() - started
+
+    with dg.DagsterInstance.get() as instance:
+        keys = runner.register_path(inbox, print)
+        summary = runner.RunSummary(batches=keys)
+        started = time.perf_counter()
+        runner.materialize_batches(instance, keys, print, summary)
+        pipeline_s = time.perf_counter() - started
+    runner.summarize(summary)
+
+    settings = work / "seams.yaml"
+    settings.write_text("chunking:\n  overrides: {percentile: 35.0}\n", encoding="utf-8")
+    started = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "-m", "orchestration.cli", "backfill", "--json"],
+        env={**os.environ, "SEAMS_CONFIG": str(settings)},
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    backfill_wall_s = time.perf_counter() - started
+    backfill = json.loads(done.stdout.strip().splitlines()[-1])
+
+    result = {
+        "documents": args.documents,
+        "words": words,
+        "cores": os.cpu_count(),
+        "chunk_text_s": round(reference_s, 2),
+        "chunk_text_chunks": reference_chunks,
+        "pipeline_s": round(pipeline_s, 2),
+        "pipeline_chunks": summary.chunks,
+        "pipeline_words_per_s": round(words / pipeline_s),
+        "overhead_vs_chunk_text": round(pipeline_s / reference_s - 1, 3),
+        "backfill_s": round(backfill["seconds"], 2),
+        "backfill_wall_s": round(backfill_wall_s, 2),
+        "backfill_fraction_of_first_run": round(backfill["seconds"] / pipeline_s, 3),
+        "backfill_texts_embedded": backfill["texts_embedded"],
+    }
+    print(
+        "\n| measure | value |\n|---|---|\n"
+        + "\n".join(f"| {k} | {v} |" for k, v in result.items())
+    )
+    RESULTS.parent.mkdir(exist_ok=True)
+    RESULTS.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    from resources.database import EmbeddedPostgres
+
+    EmbeddedPostgres().stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
