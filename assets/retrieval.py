@@ -8,8 +8,6 @@ versions included: search reads only `current_chunks`, so an older batch's rows 
 matching once a newer version of its document is chunked.
 """
 
-from __future__ import annotations
-
 import time
 
 import dagster as dg

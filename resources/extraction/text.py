@@ -36,11 +36,16 @@ _MAX_UNREADABLE_SHARE = 0.10
 
 @dataclass(frozen=True)
 class Decoded:
-    """Text decoded from bytes: the encoding used and how many characters became U+FFFD."""
+    """Text decoded from bytes: the encoding used and how many characters became U+FFFD.
+
+    `plausible` is False when no encoding fitted and cp1252 was used as a last resort: the bytes
+    are mis-encoded text or binary, and the text is likely garbage.
+    """
 
     text: str
     encoding: str
     replaced: int
+    plausible: bool = True
 
 
 def decode_text(content: bytes) -> Decoded:
@@ -87,15 +92,18 @@ def _bomless_utf16(content: bytes) -> str | None:
 
 
 def _decode_legacy(content: bytes) -> Decoded:
-    try:
-        from charset_normalizer import from_bytes
+    """charset-normalizer's least chaotic reading; among equally clean ones cp1252 (on short
+    text the detector cannot tell Western code pages apart, and cp1252 is the common one)."""
+    from charset_normalizer import from_bytes
 
-        best = from_bytes(content[:_LEGACY_SAMPLE]).best()
-        if best is not None and best.encoding:
-            return _decode(content, best.encoding)
-    except (ImportError, LookupError):  # pragma: no cover - detector missing or odd codec name
-        pass
-    return _decode(content, "cp1252")
+    matches = list(from_bytes(content[:_LEGACY_SAMPLE]))
+    if not matches:
+        fallback = _decode(content, "cp1252")
+        return Decoded(fallback.text, fallback.encoding, fallback.replaced, plausible=False)
+    cleanest = min(m.chaos for m in matches)
+    tied = [m.encoding for m in matches if m.chaos <= cleanest]
+    encoding = "cp1252" if "cp1252" in tied else tied[0]
+    return _decode(content, encoding)
 
 
 def looks_binary(content: bytes) -> bool:
@@ -112,6 +120,12 @@ def looks_binary(content: bytes) -> bool:
 def extract_plain(content: bytes, name: str, mime: str) -> ExtractedDocument:
     """Plain text or Markdown (`mime` decides only the title rule and the recorded type)."""
     decoded = decode_text(content)
+    if not decoded.plausible:
+        return failed(
+            mime,
+            f"{name}: mis-encoded text: no character encoding fits its bytes; save it as UTF-8 "
+            "text and add it again",
+        )
     text = decoded.text
     unreadable = len(_UNREADABLE.findall(text))
     if text and unreadable / len(text) > _MAX_UNREADABLE_SHARE:

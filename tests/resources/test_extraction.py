@@ -88,6 +88,7 @@ def test_utf8_markdown_keeps_its_text_and_title():
         ("Grüße aus Köln.".encode("utf-16"), "utf-16 (BOM)"),
         ("Grüße aus Köln.".encode("utf-16-le"), "utf-16-le (no BOM)"),
         ("Grüße aus Köln, schöne Straße, Bäckerei.".encode("cp1252"), "cp1252"),
+        ("Grüße aus Köln: 5 € — très cher, déjà vu.".encode("cp1252"), "cp1252 (French)"),
     ],
 )
 def test_plain_text_in_any_encoding_decodes_to_the_same_str(content, encoding):
@@ -319,7 +320,8 @@ def test_docx_headings_lists_and_tables_become_markdown():
     )
     candidates = segment(doc.text)
     assert [c.kind for c in candidates].count("table") == 1
-    assert [c.kind for c in candidates[5:10]] == ["list_item"] * 5
+    lead = next(i for i, c in enumerate(candidates) if "three things" in c.text_of(doc.text))
+    assert [c.kind for c in candidates[lead + 1 : lead + 7]] == ["list_item"] * 5 + ["table"]
 
 
 def test_docx_list_stays_with_its_lead_in_sentence_in_one_chunk():
@@ -391,9 +393,14 @@ def test_bad_files_give_a_clear_error_and_no_text(content, name, message):
 
 
 def test_mis_encoded_text_is_an_error_not_mojibake():
-    content = "ok ".encode() + b"\xc3\x28\xa0\xa1\xe2\x28\xa1\xf0\x28\x8c\xbc" * 30
-    doc = extract_document(content, "garbled.txt")
-    assert doc.text == "" and "not readable as text" in doc.error
+    doc = extract_document(b"Title: " + bytes(range(128, 256)) * 3, "garbled.txt")
+    assert doc.text == "" and doc.error.startswith("garbled.txt: mis-encoded text:")
+
+
+def test_undecodable_utf8_beyond_repair_is_an_error():
+    content = "Grüße ".encode() + b"\xc3\x28\xa0\xa1\xe2\x28\xa1\xf0\x28\x8c\xbc\xff" * 30
+    doc = extract_document(content, "broken.txt")
+    assert doc.text == "" and "not readable as text" in doc.error, doc
 
 
 def test_huge_file_is_refused_by_size_before_any_parsing(monkeypatch):

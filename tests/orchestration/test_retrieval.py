@@ -1,0 +1,308 @@
+"""Retrieval against real PostgreSQL + pgvector and the real ONNX model: `chunk_index` and search.
+
+The pipeline runs in-process with `dagster.materialize` on an ephemeral instance (the data goes
+to a fresh PostgreSQL database per test); documents are small, so a whole batch takes seconds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import dagster as dg
+import psycopg
+import pytest
+
+from assets import retrieval
+from assets.boundaries import semantic_boundaries
+from assets.candidates import sentence_candidates
+from assets.chunks import chunks
+from assets.embeddings import candidate_embeddings
+from assets.extraction import extracted_text
+from assets.model import embedding_model
+from assets.partitions import document_batches
+from assets.retrieval import chunk_index
+from chunking.errors import InputError
+from resources.batches import register_batch, scan_inbox
+from resources.chunk_vectors import MODES
+from resources.embedder import OnnxEmbedder
+from resources.io_manager import PostgresIOManager
+from resources.model_store import ModelManifest
+from resources.postgres import PostgresResource
+from resources.search import MAX_QUERY_CHARS, search, search_response
+
+PIPELINE = [
+    embedding_model, extracted_text, sentence_candidates, candidate_embeddings,
+    semantic_boundaries, chunks, chunk_index,
+]  # fmt: skip
+PER_BATCH = PIPELINE[1:]
+
+GARDEN = """# Garden Notes
+
+## Tomatoes
+
+Tomato plants need at least six hours of direct sunlight every day and a deep, loose soil rich in
+organic matter. Gardeners pinch out the side shoots that grow in the angle between the stem and a
+leaf, so the plant puts its energy into fruit rather than foliage. Tall varieties are tied to a
+stake or grown inside a wire cage, because a heavy truss of green fruit can snap an unsupported
+stem after a summer storm. Blossom end rot, a dark sunken patch on the fruit, comes from uneven
+watering that starves the fruit of calcium.
+
+## Compost
+
+A compost heap turns kitchen scraps and garden waste into crumbly dark humus. It works best with
+a mix of green material such as grass clippings and vegetable peelings and brown material such as
+dry leaves, straw and shredded cardboard. A heap that smells of ammonia or rotten eggs is too wet
+and has too little air: turning it with a fork and adding brown material fixes the smell within a
+few days. Finished compost is spread as a mulch or dug into the beds before planting.
+
+## Irrigation
+
+Drip irrigation delivers water slowly through thin tubes with small emitters placed next to each
+plant, so almost nothing is lost to evaporation or runoff. A timer opens the valve early in the
+morning, before the heat of the day. Rain barrels connected to the downpipes of a shed can feed
+the system by gravity, which saves mains water during dry summers and keeps the hose pipe coiled.
+"""
+
+HARBOUR_V1 = """The old harbour lighthouse was built from granite blocks in 1841. Its keepers climbed
+one hundred and twelve steps every evening to light the paraffin lamp and wind the clockwork that
+turned the great glass lens. The beam could be seen twenty nautical miles out at sea, and each
+lighthouse along the coast flashed its own pattern so that sailors could tell them apart.
+
+Fog was the keepers' worst enemy. On thick nights they sounded a fog horn driven by compressed
+air every thirty seconds until dawn, and they logged every ship that passed the point. The light
+was automated in 1982 and the keepers' cottages became a small museum of maritime history.
+"""
+
+HARBOUR_V2 = """The harbour authority replaced the old lighthouse station with a radar tower in 2019.
+The tower tracks container ships with a rotating radar antenna and broadcasts their positions to
+pilots on the harbour launch, who guide every large vessel through the narrow dredged channel.
+Automatic identification system receivers pick up the name, speed and heading of each ship.
+
+During storms the harbour master closes the channel when the swell at the breakwater exceeds four
+metres, and ships wait at anchor in the bay until the sea calms down and the pilots can board.
+"""
+
+
+@pytest.fixture
+def resources(database_url: str, exported_model: ModelManifest) -> dict[str, object]:
+    postgres = PostgresResource(url=database_url)
+    return {
+        "postgres": postgres,
+        "io_manager": PostgresIOManager(postgres=postgres),
+        "embedder": OnnxEmbedder(),
+    }
+
+
+@pytest.fixture
+def instance() -> Iterator[dg.DagsterInstance]:
+    with dg.DagsterInstance.ephemeral() as ephemeral:
+        yield ephemeral
+
+
+def _register(postgres: PostgresResource, folder: Path) -> str:
+    files, _ = scan_inbox(folder)
+    postgres.ensure_schema()
+    with postgres.connection() as conn:
+        key = register_batch(conn, files, source="test")
+    assert key
+    return key
+
+
+def _materialize(
+    instance: dg.DagsterInstance,
+    resources: dict[str, object],
+    key: str,
+    selection: list[dg.AssetsDefinition] | None = None,
+) -> dg.ExecuteInProcessResult:
+    instance.add_dynamic_partitions(document_batches.name, [key])
+    result = dg.materialize(
+        PIPELINE,
+        selection=selection or PER_BATCH,
+        partition_key=key,
+        instance=instance,
+        resources=resources,
+    )
+    assert result.success
+    return result
+
+
+def _rows(url: str, query: str, *params: object) -> list[tuple]:
+    with psycopg.connect(url) as conn:
+        return conn.execute(query, params).fetchall()
+
+
+@pytest.fixture
+def corpus(tmp_path: Path) -> Path:
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "garden.md").write_text(GARDEN, encoding="utf-8")
+    (folder / "harbour.txt").write_text(HARBOUR_V1, encoding="utf-8")
+    return folder
+
+
+@pytest.fixture
+def indexed(
+    instance: dg.DagsterInstance, resources: dict[str, object], corpus: Path
+) -> tuple[str, dg.ExecuteInProcessResult]:
+    key = _register(resources["postgres"], corpus)  # type: ignore[arg-type]
+    return key, _materialize(instance, resources, key)
+
+
+INDEX_SNAPSHOT = (
+    "SELECT batch_key, document_id, chunk_id, mode, model_id, embedding::text"
+    " FROM seams.chunk_index ORDER BY batch_key, document_id, chunk_id"
+)
+
+
+def _index_metadata(result: dg.ExecuteInProcessResult) -> dict[str, object]:
+    (event,) = [
+        e
+        for e in result.get_asset_materialization_events()
+        if e.asset_key == dg.AssetKey("chunk_index")
+    ]
+    meta = event.step_materialization_data.materialization.metadata
+    return {name: value.value for name, value in meta.items()}
+
+
+def test_index_is_built_and_rebuilt_idempotently_per_partition(
+    indexed: tuple[str, dg.ExecuteInProcessResult],
+    instance: dg.DagsterInstance,
+    resources: dict[str, object],
+    database_url: str,
+) -> None:
+    key, first = indexed
+    chunk_ids = _rows(database_url, "SELECT chunk_id FROM seams.chunks WHERE batch_key = %s", key)
+    before = _rows(database_url, INDEX_SNAPSHOT)
+    assert len(before) == len(chunk_ids) >= 4  # one row per chunk
+    assert {r[2] for r in before} == {r[0] for r in chunk_ids}
+    assert {r[3] for r in before} == {retrieval.RETRIEVAL_MODE}
+
+    again = _materialize(instance, resources, key, selection=[chunk_index])
+    assert _rows(database_url, INDEX_SNAPSHOT) == before  # same rows, no duplicates
+    meta = _index_metadata(again)
+    assert meta["chunks_indexed"] == len(before)
+    if retrieval.RETRIEVAL_MODE != "pooled":  # pooled never calls the model
+        assert meta["texts_embedded"] == 0 and meta["cache_hits"] == len(before)
+    (index,) = _rows(
+        database_url,
+        "SELECT indexdef FROM pg_indexes WHERE schemaname = 'seams' AND tablename = 'chunk_index'"
+        " AND indexdef LIKE '%%hnsw%%'",
+    )
+    assert "vector_cosine_ops" in index[0]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_every_mode_finds_planted_queries_in_the_right_section(
+    mode: str,
+    indexed: tuple[str, dg.ExecuteInProcessResult],
+    instance: dg.DagsterInstance,
+    resources: dict[str, object],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    key, _ = indexed
+    if mode != retrieval.RETRIEVAL_MODE:
+        monkeypatch.setattr(retrieval, "RETRIEVAL_MODE", mode)
+        _materialize(instance, resources, key, selection=[chunk_index])
+    postgres, embedder = resources["postgres"], resources["embedder"]
+    planted = {
+        "why does my compost heap smell of ammonia": "Compost",
+        "drip emitters and a timer to water plants": "Irrigation",
+        "pinching out tomato side shoots": "Tomatoes",
+        "fog horn and keepers climbing steps to light the lamp": "",
+    }
+    for query, section in planted.items():
+        hits = search(postgres, embedder, query, k=3, mode=mode)  # type: ignore[arg-type]
+        assert hits, query
+        best = hits[0]
+        assert best.section.rsplit(" > ", 1)[-1] == section, (mode, query, best.section)
+        assert [h.rank for h in hits] == list(range(1, len(hits) + 1))
+        assert all(a.score >= b.score - 1e-6 for a, b in zip(hits, hits[1:], strict=False))
+
+
+def test_hits_carry_parent_section_neighbours_and_the_exact_source(
+    indexed: tuple[str, dg.ExecuteInProcessResult], resources: dict[str, object]
+) -> None:
+    postgres, embedder = resources["postgres"], resources["embedder"]
+    (hit,) = search(postgres, embedder, "turning the compost heap with a fork", k=1)  # type: ignore[arg-type]
+    assert hit.source_uri.endswith("garden.md") and hit.title
+    assert GARDEN[hit.start_char : hit.end_char] == hit.text
+    parent = hit.context.parent
+    assert parent.kind == "section" and parent.title == "Compost"
+    assert parent.start_char <= hit.start_char and hit.end_char <= parent.end_char
+    assert GARDEN[parent.text_start : parent.text_end] == parent.text
+    assert "crumbly dark humus" in parent.text and "Drip irrigation" not in parent.text
+    assert parent.first_chunk_index <= hit.chunk_index <= parent.last_chunk_index
+    previous, following = hit.context.previous, hit.context.next
+    assert previous is not None and previous.chunk_index == hit.chunk_index - 1
+    assert following is not None and following.chunk_index == hit.chunk_index + 1
+    assert "Tomato" in previous.text and "Drip irrigation" in following.text
+    window = hit.context.window_text
+    assert window == GARDEN[previous.start_char : following.end_char]
+    assert hit.to_dict()["context"]["parent"]["truncated"] is False
+
+    (doc_hit,) = search(postgres, embedder, "granite lighthouse built in 1841", k=1)  # type: ignore[arg-type]
+    assert doc_hit.source_uri.endswith("harbour.txt")
+    whole = doc_hit.context.parent
+    assert whole.kind == "document" and whole.section == ""
+    assert whole.chunk_count == doc_hit.total_chunks
+    assert HARBOUR_V1[whole.text_start : whole.text_end] == whole.text
+
+    capped = search(postgres, embedder, "granite lighthouse", k=1, parent_chars=50)[0]  # type: ignore[arg-type]
+    assert capped.context.parent.truncated and len(capped.context.parent.text) <= 50
+
+
+def test_stale_versions_are_never_returned(
+    indexed: tuple[str, dg.ExecuteInProcessResult],
+    instance: dg.DagsterInstance,
+    resources: dict[str, object],
+    corpus: Path,
+    database_url: str,
+) -> None:
+    old_key, _ = indexed
+    postgres, embedder = resources["postgres"], resources["embedder"]
+    old_query = "keepers climbed steps to light the paraffin lamp in the granite lighthouse"
+    assert search(postgres, embedder, old_query, k=1)[0].batch_key == old_key  # type: ignore[arg-type]
+
+    (corpus / "harbour.txt").write_text(HARBOUR_V2, encoding="utf-8")
+    new_key = _register(postgres, corpus)  # type: ignore[arg-type]
+    _materialize(instance, resources, new_key)
+    stale = {
+        r[0]
+        for r in _rows(database_url, "SELECT chunk_id FROM seams.chunks WHERE batch_key = %s "
+                       "AND document_id IN (SELECT document_id FROM seams.batch_documents "
+                       "WHERE batch_key = %s)", old_key, new_key)
+    }  # fmt: skip
+    assert stale  # the old version's rows are still stored (and indexed) ...
+    for query in (old_query, "fog horn every thirty seconds", "radar tower tracks container ships"):
+        hits = search(postgres, embedder, query, k=10)  # type: ignore[arg-type]
+        assert hits and not stale & {h.chunk_id for h in hits}  # ... but never returned
+        harbour = [h for h in hits if h.source_uri.endswith("harbour.txt")]
+        assert harbour and all(h.batch_key == new_key for h in harbour)
+    best = search(postgres, embedder, "radar tower tracks container ships", k=1)[0]  # type: ignore[arg-type]
+    assert best.batch_key == new_key and "radar" in best.text
+
+
+def test_bad_queries_get_clear_errors_or_notes_never_crashes(
+    indexed: tuple[str, dg.ExecuteInProcessResult], resources: dict[str, object]
+) -> None:
+    postgres, embedder = resources["postgres"], resources["embedder"]
+    for empty in ("", "   \n\t ", "\x00\x01"):
+        with pytest.raises(InputError, match="empty"):
+            search(postgres, embedder, empty)  # type: ignore[arg-type]
+    for bad_k in (0, -1, 101, True, 2.5):
+        with pytest.raises(InputError, match="k must be"):
+            search(postgres, embedder, "compost", k=bad_k)  # type: ignore[arg-type]
+    with pytest.raises(InputError, match="string"):
+        search(postgres, embedder, b"compost")  # type: ignore[arg-type]
+
+    huge = ("compost heap smells of ammonia, turn it with a fork. " * 20_000)[: 1 << 20]
+    response = search_response(postgres, embedder, huge, k=2)  # type: ignore[arg-type]
+    assert response.hits and "truncated" in response.notes[0]
+    assert len(response.query) <= MAX_QUERY_CHARS
+    assert response.hits[0].section.endswith("Compost")
+
+    for odd in ("東京の港の灯台 🙂", "naïve café ☕ with compost", "\ud800 lone surrogate fog",
+                "RTL: מגדלור", "emoji only 🌊🌊🌊"):  # fmt: skip
+        hits = search(postgres, embedder, odd, k=2)  # type: ignore[arg-type]
+        assert 1 <= len(hits) <= 2
