@@ -131,8 +131,8 @@ def extract_plain(content: bytes, name: str, mime: str) -> ExtractedDocument:
     if text and unreadable / len(text) > _MAX_UNREADABLE_SHARE:
         return failed(
             mime,
-            f"{name}: not readable as text ({unreadable} of {len(text)} characters undecodable "
-            f"as {decoded.encoding}); save it as UTF-8 text or in a supported format "
+            f"{name}: mis-encoded text: {unreadable} of {len(text)} characters are undecodable "
+            f"as {decoded.encoding} or control codes; save it as UTF-8 text or in a supported format "
             "(PDF, DOCX, HTML)",
         )
     warnings = []

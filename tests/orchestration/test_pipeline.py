@@ -245,3 +245,35 @@ def test_sensor_registers_a_batch_once_and_again_for_a_new_version(
     assert set(instance.get_dynamic_partitions(document_batches.name)) >= {
         r.partition_key for r in sealed
     }
+
+
+def test_one_run_materializes_several_batches(
+    instance: dg.DagsterInstance, inbox: Path, tmp_path: Path, database_url: str
+) -> None:
+    """What a single-run backfill does: one run, a partition range, one transaction each."""
+    first = runner.register_path(inbox, print)
+    other = tmp_path / "other"
+    other.mkdir()
+    shutil.copy(runner.SAMPLE_CORPUS / "city_notes.txt", other)
+    second = runner.register_path(other, print)
+    keys = [*first, *second]
+    instance.add_dynamic_partitions(document_batches.name, keys)
+    from orchestration import defs
+
+    result = defs.resolve_job_def(runner.JOB_NAME).execute_in_process(
+        instance=instance,
+        tags={
+            "dagster/asset_partition_range_start": keys[0],
+            "dagster/asset_partition_range_end": keys[-1],
+        },
+        run_config=runner.QUIET,
+    )
+    assert result.success
+    per_batch = dict(
+        _rows(
+            database_url,
+            "SELECT batch_key, count(DISTINCT document_id) FROM seams.chunks GROUP BY batch_key",
+        )  # fmt: skip
+    )
+    assert per_batch == {keys[0]: len(SAMPLES), keys[1]: 1}
+    assert runner.unsynced_assets(instance, keys) == {k: [] for k in keys}
