@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import logging
 import os
 import platform
 import statistics
@@ -195,6 +196,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--no-model", action="store_true", help="skip the embedder rows")
     parser.add_argument("--json", type=Path, default=DEFAULT_JSON)
     args = parser.parse_args(argv)
+    logging.getLogger("chunking").setLevel(logging.ERROR)  # the Jaccard notice, once per round
     report = run(args)
     print_table(report)
     args.json.parent.mkdir(parents=True, exist_ok=True)
