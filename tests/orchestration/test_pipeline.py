@@ -273,7 +273,7 @@ def test_one_run_materializes_several_batches(
         _rows(
             database_url,
             "SELECT batch_key, count(DISTINCT document_id) FROM seams.chunks GROUP BY batch_key",
-        )  # fmt: skip
+        )
     )
     assert per_batch == {keys[0]: len(SAMPLES), keys[1]: 1}
     assert runner.unsynced_assets(instance, keys) == {k: [] for k in keys}
