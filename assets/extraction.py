@@ -28,8 +28,8 @@ def extracted_text(context: dg.AssetExecutionContext, postgres: PostgresResource
         for batch_key in context.partition_keys:
             for entry in batch_manifest(conn, batch_key):
                 doc = extract_document(source_bytes(conn, entry.source_sha256), entry.source_uri)
-                if doc.error:
-                    context.log.warning(f"{entry.source_uri}: {doc.error}")
+                for problem in [doc.error, *doc.warnings] if doc.error else doc.warnings:
+                    context.log.warning(f"{entry.source_uri}: {problem}")
                 rows.append(
                     {
                         "batch_key": batch_key,
@@ -42,6 +42,7 @@ def extracted_text(context: dg.AssetExecutionContext, postgres: PostgresResource
                         "page_spans": doc.page_spans,
                         "char_count": len(doc.text),
                         "error": doc.error,
+                        "warnings": list(doc.warnings) or None,
                     }
                 )
     df = frame("extracted_text", rows)

@@ -162,4 +162,3 @@ def _late(
         new_vectors.append(vectors)
     stored = cache.put(cache_id, new_keys, np.vstack(new_vectors)) if new_vectors else 0
     return out, CacheStats(len(keys), len(keys) - len(new_keys), len(new_keys), stored)
-

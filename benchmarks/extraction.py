@@ -97,6 +97,7 @@ def load_embedders(model_dir: str | None) -> tuple[dict[str, Any], str]:
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
+    load_before = os.getloadavg()[0]
     content, words = make_pdf(args.pages, args.words_per_page)
     probe = extract_document(content, "bench.pdf")
     assert probe.error is None and probe.page_spans and len(probe.page_spans) == args.pages
@@ -166,6 +167,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "platform": platform.platform(),
             "python": platform.python_version(),
             "pypdf": pypdf.__version__,
+            # Other work on a 2-core machine skews every row: compare rows of one run only.
+            "load_average_1m": [round(load_before, 1), round(os.getloadavg()[0], 1)],
         },
         "results": results,
     }
@@ -175,7 +178,8 @@ def print_table(report: dict[str, Any]) -> None:
     print(
         f"\n{report['pages']}-page PDF, {report['words']} words, {report['characters']} chars, "
         f"median of {report['rounds']} rounds, {report['machine']['cpus']} CPUs "
-        f"(model: {report['model']})\n"
+        f"(model: {report['model']}; load average before/after "
+        f"{report['machine']['load_average_1m']})\n"
     )
     print("| contender | median s | pages/s | x pypdf | chunks | < 5 s |")
     print("|---|---:|---:|---:|---:|:---:|")

@@ -43,7 +43,13 @@ from chunking.ids import assign_chunk_ids
 from chunking.pages import PageIndex
 from chunking.segment import Candidate
 from chunking.similarity import candidate_vectors, expected_rows, normalise_rows
-from chunking.tokens import HEURISTIC_COUNTER_NAME
+from chunking.tokens import (
+    CL100K_NAME,
+    HEURISTIC_COUNTER_NAME,
+    HeuristicTokenCounter,
+    TokenCounter,
+    count_tokens,
+)
 
 STRATEGY = "context_aware"
 # Merge preferences: a heading belongs with what follows; structural cuts are kept over semantic.
@@ -59,9 +65,11 @@ class Chunk:
     `section` is the heading path of the chunk's first core candidate ("A > B", "" if none);
     `cohesion` is the mean pairwise cosine similarity of its candidates' embeddings (None with
     fewer than two candidates or without embeddings); `boundary_method` is "semantic" or
-    "jaccard" (lexical fallback). `metadata` holds size_unit, size, token_counter,
-    boundary_reason (why the chunk starts where it does), oversized, undersized, split_sentence,
-    overlap_candidates and, for a continued table, table_header.
+    "jaccard" (lexical fallback). `metadata` holds size_unit, size, token_counter (the unit of
+    `token_count`), boundary_reason (why the chunk starts where it does), oversized, undersized,
+    split_sentence, overlap_candidates and, for a continued table, table_header. With
+    `tokenizer="cl100k_base"` it also holds model_tokens (the chunk in the embedding model's
+    tokens) and exceeds_model_window (model_tokens > `model_window_tokens`).
     """
 
     chunk_id: str
@@ -319,11 +327,14 @@ def assemble_chunks(
     page_spans: Sequence[tuple[int, int, int]] | None = None,
     boundary_method: str = "semantic",
     token_counter_name: str = HEURISTIC_COUNTER_NAME,
+    window_counter: TokenCounter | None = None,
 ) -> list[Chunk]:
     """Chunks of `text` from its candidates and per-gap boundaries (see module doc).
 
     `embeddings`: the candidates' unit vectors (n, d) for cohesion (in "text" window mode, the
     window vectors are accepted too). `page_spans`: `(page, start_char, end_char)` per page.
+    `window_counter`: the embedding model's token counter; with `tokenizer="cl100k_base"` every
+    chunk is measured with it against `model_window_tokens` (the conservative heuristic if None).
     """
     segments = plan_segments(candidates, boundaries, config)
     if not segments:
@@ -344,6 +355,11 @@ def assemble_chunks(
     cohesions = _cohesions(vectors, spans) if vectors is not None else [None] * len(spans)
     ids = assign_chunk_ids(document_id, texts)
     total = len(spans)
+    window_counts: list[int] | None = None
+    if config.tokenizer == CL100K_NAME:
+        token_counter_name = CL100K_NAME
+        measure = window_counter if window_counter is not None else HeuristicTokenCounter()
+        window_counts = count_tokens(measure, texts)
     chunks = []
     for k, ((o, a, b), seg, chunk_text, cid, cohesion) in enumerate(
         zip(spans, segments, texts, ids, cohesions, strict=True)
@@ -361,6 +377,9 @@ def assemble_chunks(
             "split_sentence": any(candidates[i].split for i in range(o, b)),
             "overlap_candidates": a - o,
         }
+        if window_counts is not None:
+            metadata["model_tokens"] = window_counts[k]
+            metadata["exceeds_model_window"] = window_counts[k] > config.model_window_tokens
         head = candidates[a]
         if head.header_start is not None and head.header_end is not None:
             metadata["table_header"] = text[head.header_start : head.header_end]

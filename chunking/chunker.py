@@ -26,7 +26,7 @@ from chunking.similarity import (
     gap_similarities,
     normalise_rows,
 )
-from chunking.tokens import counter_name
+from chunking.tokens import counter_name, resolve_token_counter
 
 logger = logging.getLogger(__name__)
 
@@ -88,7 +88,9 @@ def chunk_text(
     `OnnxEmbedder.embed`); None or a failing embedder gives the lexical fallback, recorded as
     `boundary_method="jaccard"`. `token_counter(list[str]) -> list[int]` counts tokens without
     special tokens (see `chunking.tokens.load_token_counter`); None uses the conservative
-    heuristic. `page_spans`: `(page, start_char, end_char)` per page. Empty or whitespace-only
+    heuristic. With `config.tokenizer="cl100k_base"` sizes are counted in cl100k_base tokens
+    instead, and `token_counter` (the model's) only checks each chunk against the model's window
+    (metadata `model_tokens`, `exceeds_model_window`). `page_spans`: `(page, start_char, end_char)` per page. Empty or whitespace-only
     text gives []. Deterministic: the same inputs give the same chunks.
     """
     if not isinstance(text, str):
@@ -119,5 +121,6 @@ def chunk_text(
         embeddings=candidate_vectors(vectors, n, config) if vectors is not None else None,
         page_spans=page_spans,
         boundary_method=method,
-        token_counter_name=counter_name(token_counter),
+        token_counter_name=counter_name(resolve_token_counter(token_counter, config)),
+        window_counter=token_counter,
     )

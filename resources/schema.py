@@ -196,6 +196,7 @@ EXTRACTED_TEXT = Table(
         ("page_spans", "jsonb", NULL),
         ("char_count", "integer"),
         ("error", "text", NULL),
+        ("warnings", "jsonb", NULL),
     ),
     key=("document_id",),
     description="One row per document of the batch; a failed extraction has text '' and error.",

@@ -132,8 +132,8 @@ def extract_plain(content: bytes, name: str, mime: str) -> ExtractedDocument:
         return failed(
             mime,
             f"{name}: mis-encoded text: {unreadable} of {len(text)} characters are undecodable "
-            f"as {decoded.encoding} or control codes; save it as UTF-8 text or in a supported format "
-            "(PDF, DOCX, HTML)",
+            f"as {decoded.encoding} or control codes; save it as UTF-8 text or in a supported "
+            "format (PDF, DOCX, HTML)",
         )
     warnings = []
     if decoded.replaced:

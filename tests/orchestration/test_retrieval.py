@@ -193,7 +193,7 @@ def test_index_is_built_and_rebuilt_idempotently_per_partition(
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_every_mode_finds_planted_queries_in_the_right_section(
+def test_every_mode_finds_planted_queries(
     mode: str,
     indexed: tuple[str, dg.ExecuteInProcessResult],
     instance: dg.DagsterInstance,
@@ -206,16 +206,17 @@ def test_every_mode_finds_planted_queries_in_the_right_section(
         _materialize(instance, resources, key, selection=[chunk_index])
     postgres, embedder = resources["postgres"], resources["embedder"]
     planted = {
-        "why does my compost heap smell of ammonia": "Compost",
-        "drip emitters and a timer to water plants": "Irrigation",
-        "pinching out tomato side shoots": "Tomatoes",
-        "fog horn and keepers climbing steps to light the lamp": "",
+        "why does my compost heap smell of ammonia": "## Compost",
+        "drip emitters and a timer to water plants": "## Irrigation",
+        "pinching out tomato side shoots": "## Tomatoes",
+        "fog horn and keepers climbing steps to light the lamp": "granite blocks in 1841",
     }
-    for query, section in planted.items():
+    for query, passage in planted.items():
         hits = search(postgres, embedder, query, k=3, mode=mode)  # type: ignore[arg-type]
         assert hits, query
         best = hits[0]
-        assert best.section.rsplit(" > ", 1)[-1] == section, (mode, query, best.section)
+        assert passage in best.text, (mode, query, best.text[:80])
+        assert best.score > hits[-1].score or len(hits) == 1
         assert [h.rank for h in hits] == list(range(1, len(hits) + 1))
         assert all(a.score >= b.score - 1e-6 for a, b in zip(hits, hits[1:], strict=False))
 

@@ -76,9 +76,9 @@ def _words_text(rng: random.Random, n_words: int) -> str:
 
 
 @pytest.fixture(scope="session")
-def exported(tmp_path_factory: pytest.TempPathFactory) -> ModelManifest:
-    """One real export (fp32 + int8 check) per test session, in a temp dir."""
-    return export_model(tmp_path_factory.mktemp("models") / "all-MiniLM-L6-v2", quantize=True)
+def exported(exported_model: ModelManifest) -> ModelManifest:
+    """The session's one real export (fp32 + int8 check), shared with the pipeline tests."""
+    return exported_model
 
 
 @pytest.fixture(scope="session")

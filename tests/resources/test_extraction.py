@@ -360,6 +360,67 @@ def test_docx_page_breaks_give_page_spans():
         assert topics == set(range(chunk.page_start, chunk.page_end + 1)), chunk
 
 
+def test_docx_prefers_word_rendered_page_breaks_over_explicit_ones():
+    from docx.oxml import OxmlElement
+
+    def build(document) -> None:
+        _paged(document)  # explicit breaks: cats | rockets | gardens
+        last = document.add_paragraph()
+        last.add_run().add_break()  # a line break, not a page break
+        last.add_run("A closing line.")
+        for paragraph in document.paragraphs:  # Word's own layout: breaks elsewhere
+            if paragraph.text.startswith(("Page two", "Still")):
+                paragraph.runs[0]._r.insert(0, OxmlElement("w:lastRenderedPageBreak"))
+
+    doc = extract_document(make_docx(build), "rendered.docx")
+    assert [p for p, _, _ in doc.page_spans] == [1, 2, 3]
+    assert page_text(doc, 1) == "Page one talks about cats."
+    assert page_text(doc, 2) == "Page two talks about rockets."
+    assert page_text(doc, 3) == (
+        "Still page two. Page three talks about gardens.\n\nA closing line."
+    )
+
+
+def test_docx_word_numbering_without_list_styles_is_recognised():
+    from docx.oxml import OxmlElement
+    from docx.oxml.ns import qn
+
+    def build(document) -> None:
+        document.add_paragraph("Steps:")
+        for text in ("Plug it in.", "Switch it on."):
+            paragraph = document.add_paragraph(text, style="List Number")
+            ppr = paragraph._p.get_or_add_pPr()
+            ppr.remove(ppr.find(qn("w:pStyle")))  # only numPr left, as many editors write it
+            numpr = OxmlElement("w:numPr")
+            for tag, value in (("w:ilvl", "0"), ("w:numId", _number_id(document))):
+                element = OxmlElement(tag)
+                element.set(qn("w:val"), value)
+                numpr.append(element)
+            ppr.append(numpr)
+
+    doc = extract_document(make_docx(build), "steps.docx")
+    assert doc.text == "Steps:\n\n1. Plug it in.\n2. Switch it on."
+
+
+def _number_id(document) -> str:
+    """The numId the default template's "List Number" style uses."""
+    from docx.oxml.ns import qn
+
+    style = document.styles["List Number"]
+    return style.element.pPr.find(qn("w:numPr")).find(qn("w:numId")).get(qn("w:val"))
+
+
+def test_html_without_main_drops_page_chrome_and_reads_layout_tables_as_text():
+    page = (
+        "<html><body><header>Logo and menu</header>"
+        "<table><tr><td><p>First paragraph of the story.</p><p>Second one.</p></td></tr></table>"
+        "<aside>Related links</aside><footer>Imprint</footer></body></html>"
+    )
+    doc = extract_document(page.encode(), "story.html")
+    assert doc.text == "First paragraph of the story.\n\nSecond one."
+    assert doc.title == "First paragraph of the story."
+
+
 # --- bad files ---------------------------------------------------------------------------------
 def _zip(members: dict[str, bytes]) -> bytes:
     out = io.BytesIO()

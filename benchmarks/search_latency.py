@@ -1,0 +1,266 @@
+"""Search latency at 100k chunks: HNSW (pgvector, cosine) + current-version filter + context.
+
+Builds a throwaway embedded PostgreSQL (in a temp dir, stopped and deleted afterwards) holding a
+synthetic corpus: `--docs` documents of `--chunks-per-doc` chunks (100k by default) in batches of
+1,000 documents, plus a newer version of 10 % of the documents in a later batch, so 10 % of the
+older rows are stale and must be filtered out (110k index rows, 100k searchable). Chunk texts
+are sentences of the bundled topic corpus; chunk vectors are real MiniLM embeddings of those
+sentences plus Gaussian noise (clustered like real data, unlike uniform random vectors, which are
+HNSW's worst case). Queries are the retrieval evaluation's keyword queries.
+
+Reported: query embedding time (OnnxEmbedder, one query at a time) and search time
+(`resources.search.search_vector`: ANN over-fetch + join to current chunks, parent and
+neighbours, two round trips), p50/p95 over `--queries` queries after a warm-up; the same search
+forced to an exact scan (index off) for reference; and recall of the HNSW top-k against it.
+
+    .venv/bin/python benchmarks/search_latency.py
+    .venv/bin/python benchmarks/search_latency.py --json benchmarks/results/search_latency.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+ROOT = Path(__file__).resolve().parents[1]
+for path in (ROOT, ROOT / "benchmarks"):
+    if str(path) not in sys.path:
+        sys.path.insert(0, str(path))
+
+from retrieval_eval import build_corpus, build_questions  # noqa: E402
+
+from resources import schema  # noqa: E402
+from resources.chunk_vectors import RETRIEVAL_MODE  # noqa: E402
+from resources.database import DATA_DATABASE, EmbeddedPostgres, database_url_for  # noqa: E402
+from resources.embedder import OnnxEmbedder  # noqa: E402
+from resources.io_manager import write_table  # noqa: E402
+from resources.postgres import PostgresResource, close_all_pools  # noqa: E402
+from resources.search import search_vector  # noqa: E402
+
+SEED = 7
+DOCS_PER_BATCH = 1000
+
+
+def synthetic_rows(
+    docs: int, per_doc: int, sentences: list[str], vectors: np.ndarray, model_id: str
+) -> tuple[dict[str, pd.DataFrame], list[tuple[str, str]]]:
+    """Frames for batch_documents, extracted_text, chunks and chunk_index (all batches)."""
+    rng = np.random.default_rng(SEED)
+    batches: list[tuple[str, list[int]]] = [
+        (f"b{n:03d}", list(range(start, min(docs, start + DOCS_PER_BATCH))))
+        for n, start in enumerate(range(0, docs, DOCS_PER_BATCH))
+    ]
+    batches.append((f"b{len(batches):03d}", list(range(0, docs, 10))))  # new versions: 10 %
+    manifest, extracted, chunks, index = [], [], [], []
+    for batch_key, members in batches:
+        for doc in members:
+            document_id = f"doc-{doc:06d}"
+            sha = f"{batch_key}-{doc}"
+            picks = rng.integers(0, len(sentences), size=(per_doc, 3))
+            texts = [" ".join(sentences[i] for i in row) for row in picks]
+            starts = np.cumsum([0] + [len(t) + 2 for t in texts])[:-1]
+            source = "\n\n".join(texts)
+            manifest.append((batch_key, document_id, f"file:///synthetic/{doc}.txt", sha, 0))
+            extracted.append({"batch_key": batch_key, "document_id": document_id,
+                              "source_uri": f"file:///synthetic/{doc}.txt",
+                              "source_sha256": sha, "mime": "text/plain", "title": None,
+                              "text": source, "page_spans": None, "char_count": len(source),
+                              "error": None})  # fmt: skip
+            noise = rng.normal(0, 0.35 / np.sqrt(vectors.shape[1]), (per_doc, vectors.shape[1]))
+            chunk_vectors = vectors[picks].mean(axis=1) + noise
+            chunk_vectors /= np.linalg.norm(chunk_vectors, axis=1, keepdims=True)
+            for i, text in enumerate(texts):
+                chunk_id = f"{document_id}-{sha}-{i}"
+                start = int(starts[i])
+                chunks.append({
+                    "batch_key": batch_key, "chunk_id": chunk_id, "document_id": document_id,
+                    "chunk_index": i, "total_chunks": per_doc, "text": text,
+                    "start_char": start, "end_char": start + len(text), "overlap_start": start,
+                    "overlap_end": start, "token_count": len(text) // 4, "sentence_count": 3,
+                    "page_start": None, "page_end": None,
+                    "section": f"Part {i // 4 + 1}", "cohesion": None,
+                    "boundary_method": "semantic", "strategy": "context_aware", "metadata": {},
+                    "run_id": "bench", "config_hash": "bench", "model_id": model_id,
+                    "source_sha256": sha, "code_version": "bench",
+                })  # fmt: skip
+                index.append({"batch_key": batch_key, "chunk_id": chunk_id,
+                              "document_id": document_id, "mode": RETRIEVAL_MODE,
+                              "model_id": model_id,
+                              "embedding": chunk_vectors[i].astype(np.float32)})  # fmt: skip
+    frames = {
+        "extracted_text": _declared(pd.DataFrame(extracted), "extracted_text"),
+        "chunks": _declared(pd.DataFrame(chunks), "chunks"),
+        "chunk_index": pd.DataFrame(index),
+    }
+    return frames, manifest
+
+
+def _declared(frame: pd.DataFrame, table: str) -> pd.DataFrame:
+    """`frame` with any nullable column the schema declares but we did not fill set to NULL."""
+    for column in schema.ASSET_TABLES[table].data_columns:
+        if column.name not in frame.columns and column.nullable:
+            frame[column.name] = None
+    return frame
+
+
+def load(postgres: PostgresResource, frames: dict[str, pd.DataFrame], manifest: list) -> float:
+    """Bulk-load everything, then build the HNSW index as `resources.schema` declares it."""
+    postgres.ensure_schema()
+    keys = sorted({row[0] for row in manifest})
+    with postgres.connection() as conn, conn.transaction():
+        conn.execute(
+            "INSERT INTO seams.batches (batch_key, source, document_count) "
+            "SELECT unnest(%s::text[]), 'bench', 0",
+            (keys,),
+        )
+        with conn.cursor().copy(
+            "COPY seams.batch_documents (batch_key, document_id, source_uri, source_sha256,"
+            " size_bytes) FROM STDIN"
+        ) as copy:
+            for row in manifest:
+                copy.write_row(row)
+        conn.execute(f"DROP INDEX seams.{schema.CHUNK_INDEX_HNSW}")
+    for name, frame in frames.items():
+        write_table(postgres, schema.ASSET_TABLES[name], frame, keys)
+    started = time.perf_counter()
+    with postgres.connection() as conn:
+        conn.execute("SET maintenance_work_mem = '2GB'")
+        conn.execute("SET max_parallel_maintenance_workers = 2")
+        conn.execute(schema.chunk_index_hnsw())
+        conn.execute("VACUUM ANALYZE")
+    return time.perf_counter() - started
+
+
+def exact(postgres: PostgresResource, vector: np.ndarray, k: int, model_id: str):
+    """The same search without the ANN index (a sequential scan: exact cosine order)."""
+    with postgres.connection() as conn:
+        conn.execute("SET enable_indexscan = off")
+        conn.execute("SET enable_bitmapscan = off")
+    try:
+        started = time.perf_counter()
+        hits, _ = search_vector(postgres, vector, k, model_id=model_id)
+        return hits, (time.perf_counter() - started) * 1000
+    finally:
+        with postgres.connection() as conn:
+            conn.execute("RESET enable_indexscan")
+            conn.execute("RESET enable_bitmapscan")
+
+
+def percentiles(values: Sequence[float]) -> dict[str, float]:
+    p50, p95 = np.percentile(values, [50, 95])
+    return {"p50_ms": round(float(p50), 2), "p95_ms": round(float(p95), 2),
+            "mean_ms": round(statistics.mean(values), 2)}  # fmt: skip
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--docs", type=int, default=10_000)
+    parser.add_argument("--chunks-per-doc", type=int, default=10)
+    parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--k", type=int, default=5)
+    parser.add_argument("--exact-queries", type=int, default=30)
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args(argv)
+
+    embedder = OnnxEmbedder()
+    model_id = embedder.model_id
+    docs = build_corpus()
+    questions = build_questions(docs)
+    sentences = sorted({q.answer for q in questions} | {
+        s.strip() for d in docs for s in d.text.split(". ") if 40 < len(s.strip()) < 300
+    })  # fmt: skip
+    random.Random(SEED).shuffle(sentences)
+    sentences = sentences[:1500]
+    t0 = time.perf_counter()
+    vectors = embedder.embed(sentences)
+    print(f"embedded {len(sentences)} seed sentences in {time.perf_counter() - t0:.1f} s")
+    frames, manifest = synthetic_rows(args.docs, args.chunks_per_doc, sentences, vectors, model_id)
+    rows = len(frames["chunk_index"])
+    root = Path(tempfile.mkdtemp(prefix="seams-latency-"))
+    server = EmbeddedPostgres(root / "pgdata")
+    try:
+        url = database_url_for(server.start(), DATA_DATABASE)
+        postgres = PostgresResource(url=url, max_connections=1)  # one session: SETs stick
+        t0 = time.perf_counter()
+        build_seconds = load(postgres, frames, manifest)
+        print(f"loaded {rows:,} index rows in {time.perf_counter() - t0:.0f} s "
+              f"(HNSW build {build_seconds:.0f} s)")  # fmt: skip
+        with postgres.connection() as conn:
+            current = conn.execute(
+                "SELECT count(*) FROM seams.current_chunks"
+            ).fetchone()[0]  # fmt: skip
+
+        queries = [questions[i % len(questions)].keywords for i in range(args.queries)]
+        embed_ms, search_ms, scanned = [], [], []
+        for q in queries[:20]:  # warm-up: sessions, caches, index pages
+            search_vector(postgres, embedder.embed([q])[0], args.k, model_id=model_id)
+        query_vectors = []
+        for q in queries:
+            t0 = time.perf_counter()
+            vector = embedder.embed([q])[0]
+            t1 = time.perf_counter()
+            hits, fetched = search_vector(postgres, vector, args.k, model_id=model_id)
+            t2 = time.perf_counter()
+            assert len(hits) == args.k
+            embed_ms.append((t1 - t0) * 1000)
+            search_ms.append((t2 - t1) * 1000)
+            scanned.append(fetched)
+            query_vectors.append((vector, [h.chunk_id for h in hits]))
+        recalls, exact_ms = [], []
+        for vector, ann_ids in query_vectors[: args.exact_queries]:
+            truth, ms = exact(postgres, vector, args.k, model_id)
+            exact_ms.append(ms)
+            recalls.append(len(set(ann_ids) & {h.chunk_id for h in truth}) / args.k)
+        total = [a + b for a, b in zip(embed_ms, search_ms, strict=True)]
+        result = {
+            "index_rows": rows,
+            "current_chunks": current,
+            "documents": args.docs,
+            "k": args.k,
+            "queries": len(queries),
+            "hnsw_build_seconds": round(build_seconds, 1),
+            "embed": percentiles(embed_ms),
+            "search": percentiles(search_ms),
+            "embed_plus_search": percentiles(total),
+            "exact_scan_search": percentiles(exact_ms),
+            "hnsw_recall_at_k_vs_exact": round(statistics.mean(recalls), 4),
+        }
+    finally:
+        close_all_pools()
+        server.stop()
+        shutil.rmtree(root, ignore_errors=True)
+
+    print(f"\nSearch latency, {current:,} current chunks ({rows:,} index rows, 10 % stale), "
+          f"k={args.k}, {len(queries)} queries, one at a time\n")  # fmt: skip
+    print("| step | p50 ms | p95 ms | mean ms |")
+    print("|---|---|---|---|")
+    for label, key in (("query embedding (ONNX, CPU)", "embed"),
+                       ("search: HNSW + current filter + parent + neighbours", "search"),
+                       ("embedding + search", "embed_plus_search"),
+                       (f"search, exact scan (index off, {len(exact_ms)} queries)",
+                        "exact_scan_search")):  # fmt: skip
+        r = result[key]
+        print(f"| {label} | {r['p50_ms']:.1f} | {r['p95_ms']:.1f} | {r['mean_ms']:.1f} |")
+    print(f"\nHNSW recall@{args.k} vs exact: {result['hnsw_recall_at_k_vs_exact']:.3f}; "
+          f"HNSW build {build_seconds:.0f} s")  # fmt: skip
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,119 @@
+"""Fixtures and helpers shared by the reliability tests (faults, hostile input, load, secrets).
+
+They reuse the session fixtures of `tests/conftest.py` (`database_url`, `pg_server_url`,
+`exported_model`, `isolated_environment`); nothing here starts a second model export.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+import psycopg
+import pytest
+
+from orchestration import runner
+from orchestration.instance import DAGSTER_URL_VAR, prepare_environment
+from resources import database
+from resources.model_store import ModelManifest
+
+#: Variables a test may change and that must come back as they were.
+ENV_VARIABLES = (
+    "DAGSTER_HOME",
+    DAGSTER_URL_VAR,
+    "SEAMS_DATA_DIR",
+    database.URL_ENV,
+    database.DAGSTER_URL_ENV,
+)
+
+SHORT_DOC = (
+    "# Tides\n\nThe tide rises twice a day along this coast. Fishermen read the tables before "
+    "they leave the harbour.\n\nOyster beds lie bare at the lowest tides of spring.\n"
+)
+
+
+def keep_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make `monkeypatch` restore every variable `prepare_environment` writes."""
+    for variable in ENV_VARIABLES:
+        value = os.environ.get(variable)
+        if value is None:
+            monkeypatch.delenv(variable, raising=False)
+        else:
+            monkeypatch.setenv(variable, value)
+
+
+@pytest.fixture
+def instance(
+    database_url: str, monkeypatch: pytest.MonkeyPatch, exported_model: ModelManifest
+) -> Iterator[dg.DagsterInstance]:
+    """A PostgreSQL-backed Dagster instance whose data and run storage is `database_url`."""
+    keep_environment(monkeypatch)
+    monkeypatch.setenv(database.URL_ENV, database_url)
+    monkeypatch.delenv(database.DAGSTER_URL_ENV, raising=False)
+    prepare_environment()
+    with dg.DagsterInstance.get() as dagster_instance:
+        yield dagster_instance
+
+
+def run_path(instance: dg.DagsterInstance, path: Path, report: Any = print) -> runner.RunSummary:
+    """Register `path` and materialize its batches, as `seams run PATH` does (in-process)."""
+    keys = runner.register_path(path, report)
+    summary = runner.RunSummary(batches=keys)
+    runner.materialize_batches(instance, keys, report, summary)
+    return summary
+
+
+def rows(url: str, query: str, *params: object) -> list[tuple]:
+    with psycopg.connect(url) as conn:
+        return conn.execute(query, params).fetchall()
+
+
+def advisory_locks(url: str) -> list[tuple]:
+    """Advisory locks held or awaited in `url`'s database, by anyone."""
+    return rows(
+        url,
+        "SELECT l.pid, l.granted, l.objid FROM pg_locks l JOIN pg_database d ON d.oid = l.database"
+        " WHERE l.locktype = 'advisory' AND d.datname = current_database()",
+    )
+
+
+_NON_SPACE = re.compile(r"\S")
+
+
+def invariant_problems(text: str, chunks: Sequence[dict[str, Any]], size_max: int) -> list[str]:
+    """The chunk invariants of design.md section 2, checked independently of `assets/checks.py`.
+
+    `chunks` are one document's chunks in order, with the `seams.chunks` columns text,
+    start_char, end_char, overlap_end, chunk_index, total_chunks, token_count, metadata. The
+    cores (`overlap_end:end_char`) must tile the text in order with every non-space character
+    in one; a chunk's size (metadata "size", else token_count) may pass `size_max` only when
+    the chunk is flagged oversized.
+    """
+    problems = []
+    covered = [False] * len(text)
+    previous_end = 0
+    for position, chunk in enumerate(chunks):
+        start, end = chunk["start_char"], chunk["end_char"]
+        if text[start:end] != chunk["text"]:
+            problems.append(f"chunk {position}: text is not source[{start}:{end}]")
+        if chunk["chunk_index"] != position or chunk["total_chunks"] != len(chunks):
+            problems.append(f"chunk {position}: index/total {chunk['chunk_index']}/"
+                            f"{chunk['total_chunks']}")  # fmt: skip
+        core_start = chunk["overlap_end"]
+        if core_start < previous_end:
+            problems.append(f"chunk {position}: core starts at {core_start} < {previous_end}")
+        previous_end = end
+        for i in range(core_start, end):
+            covered[i] = True
+        metadata = chunk.get("metadata") or {}
+        size = metadata.get("size", chunk["token_count"])
+        if size > size_max and not metadata.get("oversized"):
+            problems.append(f"chunk {position}: size {size} > {size_max}, not flagged")
+    lost = next((m.start() for m in _NON_SPACE.finditer(text) if not covered[m.start()]), None)
+    if lost is not None:
+        problems.append(f"character {lost} ({text[lost]!r}) is in no chunk")
+    return problems

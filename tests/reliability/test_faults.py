@@ -1,0 +1,346 @@
+"""Faults while the pipeline runs: the database goes away mid-write, the run process is killed,
+the embedding model breaks. Each test proves that nothing is half-written or lost and that the
+next attempt (a step retry, a rerun) finishes the job.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+import pytest
+
+from chunking.errors import EmbeddingError, SeamsError
+from orchestration import runner
+from orchestration.instance import prepare_environment
+from resources import database
+from resources import io_manager as io_module
+from resources import postgres as postgres_module
+from resources.database import EmbeddedPostgres, database_url_for
+from resources.embedder import EmbeddingRuntime
+from resources.model_store import MODEL_NAME, ModelManifest
+from resources.postgres import close_pool
+from tests.reliability.conftest import SHORT_DOC, advisory_locks, keep_environment, rows, run_path
+
+SAMPLES = ("field_notes.md", "history_of_maps.txt")
+PASSWORD = "Pw-stop-9f3a"
+
+
+@pytest.fixture
+def inbox(tmp_path: Path) -> Path:
+    folder = tmp_path / "inbox"
+    folder.mkdir()
+    for name in SAMPLES:
+        shutil.copy(runner.SAMPLE_CORPUS / name, folder / name)
+    return folder
+
+
+class ChunksWriteHook:
+    """Runs `action` once, after `after_rows` rows of the next `chunks` COPY were sent: the
+    partition's old rows are deleted and the new ones half sent, inside one transaction."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, after_rows: int = 2) -> None:
+        self.after_rows = after_rows
+        self.action: Callable[[], None] | None = None
+        self.fired = 0
+        self._table: str | None = None
+        copy_rows, iter_rows = io_module._copy_rows, io_module.iter_rows
+
+        def tracking_copy(conn: Any, table: Any, columns: Any, copy_format: Any) -> Any:
+            self._table = table.name
+            try:
+                return copy_rows(conn, table, columns, copy_format)
+            finally:
+                self._table = None
+
+        def hooked_rows(columns: list[list[Any]]) -> Iterator[tuple[Any, ...]]:
+            for i, row in enumerate(iter_rows(columns)):
+                if self._table == "chunks" and i == self.after_rows and self.action:
+                    action, self.action = self.action, None
+                    self.fired += 1
+                    action()
+                yield row
+
+        monkeypatch.setattr(io_module, "_copy_rows", tracking_copy)
+        monkeypatch.setattr(io_module, "iter_rows", hooked_rows)
+
+
+def _step_errors(instance: dg.DagsterInstance, run_id: str) -> list[str]:
+    """The error message of every failed attempt of every step of a run, in order."""
+    messages = []
+    for record in instance.all_logs(run_id):
+        event = record.dagster_event
+        if event is None:
+            continue
+        if event.is_step_up_for_retry:
+            messages.append(_error_chain(event.step_retry_data.error))
+        elif event.is_step_failure and event.step_failure_data.error:
+            messages.append(_error_chain(event.step_failure_data.error))
+    return messages
+
+
+def _error_chain(error: Any) -> str:
+    """An error's message and those of its causes (a retry wraps the error that caused it)."""
+    parts = []
+    while error is not None:
+        parts.append(error.message.strip())
+        error = error.cause or error.context
+    return " <- ".join(parts)
+
+
+@pytest.fixture
+def own_server(
+    database_url: str, monkeypatch: pytest.MonkeyPatch, exported_model: ModelManifest
+) -> Iterator[tuple[EmbeddedPostgres, str]]:
+    """A dedicated embedded server for the data (which the test stops), with Dagster's own
+    storage on the session server (which stays up). Yields the server and the data URL, whose
+    password the embedded server's trust auth ignores but which must never be shown."""
+    root = Path(tempfile.mkdtemp(prefix="seams-pgf-"))
+    server = EmbeddedPostgres(root / "pgdata")
+    data_url = database_url_for(server.start(), database.DATA_DATABASE)
+    data_url = data_url.replace("postgres:@", f"postgres:{PASSWORD}@", 1)
+    keep_environment(monkeypatch)
+    monkeypatch.setenv(database.URL_ENV, data_url)
+    monkeypatch.setenv(database.DAGSTER_URL_ENV, database_url)
+    prepare_environment()
+    # A stopped server fails each connection attempt at once; don't wait 30 s per attempt.
+    monkeypatch.setattr(postgres_module, "POOL_TIMEOUT_S", 3.0)
+    try:
+        yield server, data_url
+    finally:
+        close_pool(data_url)
+        server.stop()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.mark.slow
+def test_postgres_stopped_mid_partition_write_keeps_rows_fails_clearly_and_recovers(
+    own_server: tuple[EmbeddedPostgres, str], inbox: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    server, data_url = own_server
+    snapshot = "SELECT run_id, chunk_id, text FROM seams.chunks ORDER BY document_id, chunk_index"
+    hook = ChunksWriteHook(monkeypatch)
+    with dg.DagsterInstance.get() as instance:
+        first = run_path(instance, inbox)
+        (batch,) = first.batches
+        before = rows(data_url, snapshot)
+        assert len(before) >= 4 and {r[0] for r in before} == {first.run_ids[0]}
+
+        # 1. The server stops in the middle of the chunks COPY and stays down: the retries of
+        # the step fail too, and the run fails with a message naming the redacted URL.
+        hook.action = server.stop
+        down = runner.RunSummary(batches=[batch])
+        with pytest.raises(SeamsError) as failed:
+            runner.materialize_batches(instance, [batch], print, down)
+        assert hook.fired == 1 and not server.is_running()
+        attempts = _step_errors(instance, down.run_ids[0])
+        assert len(attempts) == 3, attempts  # the first try and two retries (RetryPolicy)
+        assert "lost the connection to PostgreSQL at postgresql://postgres:***@" in attempts[0]
+        assert all("PostgreSQL at postgresql://postgres:***@" in m for m in attempts), attempts
+        message = str(failed.value)  # what `seams run` prints
+        assert "PostgreSQL at postgresql://postgres:***@" in message, message
+        assert PASSWORD not in message + "".join(attempts)
+
+        server.start()
+        assert rows(data_url, snapshot) == before  # the partition kept its previous rows
+
+        # 2. The server stops mid-write again but is back before the retry: the step's
+        # RetryPolicy finishes the run, and the partition holds exactly the new rows.
+        seen_while_down: list[list[tuple]] = []
+
+        def stop_and_restart_soon() -> None:
+            server.stop()
+
+            def restart() -> None:
+                time.sleep(0.5)
+                server.start()
+                seen_while_down.append(rows(data_url, snapshot))
+
+            threading.Thread(target=restart, daemon=True).start()
+
+        hook.action = stop_and_restart_soon
+        again = runner.RunSummary(batches=[batch])
+        runner.materialize_batches(instance, [batch], print, again)
+        assert hook.fired == 2 and seen_while_down == [before]
+        assert any("lost the connection" in m for m in _step_errors(instance, again.run_ids[0]))
+        after = rows(data_url, snapshot)
+        assert {r[0] for r in after} == {again.run_ids[0]}
+        assert [r[1:] for r in after] == [r[1:] for r in before]  # same chunks, no duplicates
+    assert advisory_locks(data_url) == []
+
+
+# --- the run process killed --------------------------------------------------------------------
+
+
+def _cli(*args: str, env: dict[str, str], timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "orchestration.cli", *args],
+        env=env, capture_output=True, text=True, timeout=timeout,
+    )  # fmt: skip
+
+
+@pytest.mark.slow
+def test_run_process_sigkilled_mid_materialization_reruns_to_completion(
+    database_url: str, exported_model: ModelManifest, tmp_path: Path
+) -> None:
+    inbox = tmp_path / "inbox"
+    inbox.mkdir()
+    for name in SAMPLES:
+        shutil.copy(runner.SAMPLE_CORPUS / name, inbox / name)
+    (inbox / "tides.md").write_text(SHORT_DOC, encoding="utf-8")
+    env = {
+        **os.environ,
+        "SEAMS_DATABASE_URL": database_url,
+        "DAGSTER_HOME": "",
+        "PYTHONUNBUFFERED": "1",
+    }
+    env.pop(database.DAGSTER_URL_ENV, None)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "orchestration.cli", "run", str(inbox)],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    try:
+        # Kill it once the first step of the batch has committed: mid-materialization.
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline and proc.poll() is None:
+            done = _extracted_rows(database_url)
+            if done:
+                break
+            time.sleep(0.05)
+        assert proc.poll() is None, f"the run ended before it could be killed: {proc.stdout}"
+        proc.send_signal(signal.SIGKILL)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        output = proc.communicate(timeout=30)[0]
+    assert proc.returncode == -signal.SIGKILL, output
+    assert rows(database_url, "SELECT count(*) FROM seams.chunks")[0][0] == 0, output
+    (batch,) = (r[0] for r in rows(database_url, "SELECT batch_key FROM seams.batches"))
+
+    # Its sessions die with it: no advisory lock is left behind to block the rerun.
+    deadline = time.monotonic() + 10
+    while advisory_locks(database_url) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert advisory_locks(database_url) == []
+
+    # Running the same folder again finishes the interrupted batch.
+    rerun = _cli("run", str(inbox), env=env)
+    assert rerun.returncode == 0, rerun.stdout + rerun.stderr
+    documents = rows(database_url, "SELECT count(*) FROM seams.extracted_text")[0][0]
+    assert documents == len(SAMPLES) + 1
+    total, distinct, batches = rows(
+        database_url,
+        "SELECT count(*), count(DISTINCT (document_id, chunk_index)), array_agg(DISTINCT batch_key)"
+        " FROM seams.chunks",
+    )[0]
+    assert total > 0, "the rerun did not finish the interrupted batch: " + rerun.stdout
+    assert total == distinct and batches == [batch]
+    assert rows(database_url, "SELECT count(*) FROM seams.batches")[0][0] == 1
+    assert advisory_locks(database_url) == []
+
+
+def _extracted_rows(url: str) -> int:
+    (table,) = rows(url, "SELECT to_regclass('seams.extracted_text')")[0]
+    return rows(url, "SELECT count(*) FROM seams.extracted_text")[0][0] if table else 0
+
+
+# --- the embedding model fails ---------------------------------------------------------------
+
+
+def _chunk_methods(url: str) -> dict[str, set[str]]:
+    methods: dict[str, set[str]] = {}
+    for doc, method in rows(url, "SELECT document_id, boundary_method FROM seams.chunks"):
+        methods.setdefault(doc, set()).add(method)
+    return methods
+
+
+def _embedding_metadata(instance: dg.DagsterInstance, run_id: str) -> dict[str, Any]:
+    for record in instance.all_logs(run_id):
+        event = record.dagster_event
+        if event and event.is_step_materialization:
+            materialization = event.step_materialization_data.materialization
+            if materialization.asset_key == dg.AssetKey("candidate_embeddings"):
+                return {k: v.value for k, v in materialization.metadata.items()}
+    raise AssertionError("no candidate_embeddings materialization")
+
+
+def _assert_jaccard_fallback(instance: dg.DagsterInstance, url: str, run_id: str) -> None:
+    embedded, null = rows(
+        url, "SELECT count(embedding), count(*) - count(embedding) FROM seams.candidate_embeddings"
+    )[0]
+    assert embedded == 0 and null > 0
+    methods = _chunk_methods(url)
+    assert methods and all(m == {"jaccard"} for m in methods.values()), methods
+    assert _embedding_metadata(instance, run_id)["fallback"] is True
+    warnings = [
+        r.user_message
+        for r in instance.all_logs(run_id)
+        if r.level >= 30 and "lexical fallback" in (r.user_message or "")
+    ]
+    assert warnings, "the fallback should be logged as a warning"
+
+
+def test_inference_failing_mid_batch_falls_back_to_jaccard_and_the_run_succeeds(
+    instance: dg.DagsterInstance, inbox: Path, database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls: list[int] = []
+    real_run = EmbeddingRuntime._run
+
+    def fails_after_one_batch(self: EmbeddingRuntime, input_ids: Any, mask: Any) -> Any:
+        calls.append(len(input_ids))
+        if len(calls) > 1:
+            raise EmbeddingError(f"onnxruntime inference failed on a batch of shape "
+                                 f"{input_ids.shape}: injected fault")  # fmt: skip
+        return real_run(self, input_ids, mask)
+
+    monkeypatch.setattr(EmbeddingRuntime, "_run", fails_after_one_batch)
+    summary = run_path(instance, inbox)
+    assert len(calls) >= 2  # the model answered once, then failed mid-batch
+    _assert_jaccard_fallback(instance, database_url, summary.run_ids[0])
+    # Nothing half-embedded reached the cache, so a later healthy run embeds everything.
+    assert rows(database_url, "SELECT count(*) FROM seams.embedding_cache")[0][0] == 0
+
+
+@pytest.fixture
+def corrupt_model_data_dir(
+    exported_model: ModelManifest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Path:
+    """A data dir whose model folder is a copy of the export with a corrupted ONNX graph (the
+    session's export is linked, never touched)."""
+    models = tmp_path / "data" / "models" / MODEL_NAME
+    models.mkdir(parents=True)
+    for item in exported_model.directory.iterdir():
+        os.symlink(item, models / item.name)
+    graph = models / exported_model.variants["fp32"].file
+    graph.unlink()
+    original = (exported_model.directory / graph.name).read_bytes()
+    graph.write_bytes(original[: len(original) // 2])  # a truncated copy: sha256 mismatch
+    return tmp_path / "data"
+
+
+def test_corrupt_model_file_falls_back_to_jaccard_and_the_run_succeeds(
+    database_url: str,
+    exported_model: ModelManifest,
+    corrupt_model_data_dir: Path,
+    inbox: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    keep_environment(monkeypatch)
+    monkeypatch.setenv("SEAMS_DATA_DIR", str(corrupt_model_data_dir))
+    monkeypatch.setenv(database.URL_ENV, database_url)
+    monkeypatch.delenv(database.DAGSTER_URL_ENV, raising=False)
+    prepare_environment()
+    with dg.DagsterInstance.get() as instance:
+        summary = run_path(instance, inbox)
+        _assert_jaccard_fallback(instance, database_url, summary.run_ids[0])
+    assert (exported_model.directory / exported_model.variants["fp32"].file).stat().st_size > 0
