@@ -6,8 +6,8 @@ file version (`seams.source_files`, content-addressed by sha256). So a rerun or 
 exactly the inputs of the first run, even after the inbox changed, and no step hands data through
 local files (the code location runs unchanged on k8s or celery executors).
 
-The unique (document_id, source_sha256) constraint makes registration idempotent: the same file
-version never lands in two batches, whoever (sensor, schedule, CLI) races to register it.
+Registration is idempotent: a file version that is already its document's newest registered
+version never lands in another batch, whoever (sensor, schedule, CLI) races to register it.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ import psycopg
 from chunking.errors import InputError
 
 HASH_BLOCK = 1 << 20
+REGISTER_LOCK = "seams:register-batch"
 
 
 @dataclass(frozen=True)
@@ -104,20 +105,26 @@ def scan_inbox(root: Path) -> tuple[list[SourceFile], list[RefusedFile]]:
 
 
 def unregistered(conn: psycopg.Connection, files: Sequence[SourceFile]) -> list[SourceFile]:
-    """The files whose (document_id, sha256) no batch holds yet, in input order."""
+    """The files that are not their document's newest registered version, in input order.
+
+    A file never registered is new; so is one that changed, and one reverted to an older
+    version (A -> B -> A: A is again newer than B, as `current_chunks` must then show).
+    """
     if not files:
         return []
-    rows = conn.execute(
-        "SELECT document_id, source_sha256 FROM seams.batch_documents WHERE document_id = ANY(%s)",
-        ([f.document_id for f in files],),
-    ).fetchall()
-    known = set(rows)
-    seen: set[tuple[str, str]] = set()
+    latest = dict(
+        conn.execute(
+            "SELECT DISTINCT ON (document_id) document_id, source_sha256"
+            " FROM seams.batch_documents WHERE document_id = ANY(%s)"
+            " ORDER BY document_id, registered_at DESC, batch_key DESC",
+            ([f.document_id for f in files],),
+        ).fetchall()
+    )
+    seen: set[str] = set()
     fresh = []
     for f in files:
-        key = (f.document_id, f.sha256)
-        if key not in known and key not in seen:
-            seen.add(key)
+        if latest.get(f.document_id) != f.sha256 and f.document_id not in seen:
+            seen.add(f.document_id)
             fresh.append(f)
     return fresh
 
@@ -134,38 +141,31 @@ def batch_key_for(files: Iterable[SourceFile], now: datetime | None = None) -> s
 def register_batch(
     conn: psycopg.Connection, files: Sequence[SourceFile], *, source: str
 ) -> str | None:
-    """Freeze the not-yet-registered `files` into a new batch; None when nothing is new.
+    """Freeze the files that are new versions into a new batch; None when nothing is new.
 
-    One transaction: a crash leaves either the whole batch or nothing. A concurrent registrar
-    that got some of the same file versions first wins them; we retry with what is left.
+    One transaction under an advisory lock: a crash leaves the whole batch or nothing, and two
+    registrars (sensor, schedule, CLI) racing over the same files make one batch, not two.
     """
-    for _attempt in range(3):
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (REGISTER_LOCK,))
         fresh = unregistered(conn, files)
         if not fresh:
             return None
         key = batch_key_for(fresh)
-        try:
-            with conn.transaction():
-                conn.execute(
-                    "INSERT INTO seams.batches (batch_key, source, document_count)"
-                    " VALUES (%s, %s, %s)",
-                    (key, source, len(fresh)),
-                )
-                for f in fresh:
-                    _store_file(conn, f)
-                with conn.cursor() as cur:
-                    cur.executemany(
-                        "INSERT INTO seams.batch_documents"
-                        " (batch_key, document_id, source_uri, source_sha256, size_bytes)"
-                        " VALUES (%s, %s, %s, %s, %s)",
-                        [(key, f.document_id, f.source_uri, f.sha256, f.size_bytes) for f in fresh],
-                    )
-            return key
-        except psycopg.errors.UniqueViolation:
-            continue  # someone registered part of it meanwhile: recompute what is left
-    raise InputError(
-        f"could not register a batch from {source}: concurrent registrations kept winning"
-    )
+        conn.execute(
+            "INSERT INTO seams.batches (batch_key, source, document_count) VALUES (%s, %s, %s)",
+            (key, source, len(fresh)),
+        )
+        for f in fresh:
+            _store_file(conn, f)
+        with conn.cursor() as cur:
+            cur.executemany(
+                "INSERT INTO seams.batch_documents"
+                " (batch_key, document_id, source_uri, source_sha256, size_bytes)"
+                " VALUES (%s, %s, %s, %s, %s)",
+                [(key, f.document_id, f.source_uri, f.sha256, f.size_bytes) for f in fresh],
+            )
+    return key
 
 
 def _store_file(conn: psycopg.Connection, f: SourceFile) -> None:

@@ -340,8 +340,9 @@ BATCH_DOCUMENTS = Table(
     key=("batch_key", "document_id"),
     partitioned=False,
     primary_key=("batch_key", "document_id"),
-    # The same file version never lands in two batches: sensors stay idempotent.
-    unique=(("document_id", "source_sha256"),),
+    # Registration (resources/batches.py) admits a file version only when it is not already
+    # the document's newest: sensors stay idempotent, and a reverted file lands again.
+    indexes=(("document_id", "registered_at"),),
     foreign_keys=((("batch_key",), "batches", ("batch_key",)),),
     description="The frozen manifest: which file versions make up each batch.",
 )

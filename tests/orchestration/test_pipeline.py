@@ -277,3 +277,22 @@ def test_one_run_materializes_several_batches(
     )
     assert per_batch == {keys[0]: len(SAMPLES), keys[1]: 1}
     assert runner.unsynced_assets(instance, keys) == {k: [] for k in keys}
+
+
+def test_a_reverted_file_lands_again_as_the_newest_version(
+    instance: dg.DagsterInstance, inbox: Path, database_url: str
+) -> None:
+    note = inbox / SAMPLES[0]
+    original = note.read_bytes()
+    assert len(runner.register_path(inbox, print)) == 1
+    note.write_text("# Changed\n\nAn edited version.\n", encoding="utf-8")
+    assert len(runner.register_path(inbox, print)) == 1
+    note.write_bytes(original)  # A -> B -> A: A is the newest version again
+    (reverted,) = runner.register_path(inbox, print)
+    rows = _rows(
+        database_url,
+        "SELECT count(*) FROM seams.batch_documents WHERE batch_key = %s",
+        reverted,
+    )
+    assert rows == [(1,)]
+    assert runner.register_path(inbox, print) == []

@@ -511,8 +511,10 @@ def test_current_chunks_shows_only_each_documents_newest_version(
     store(io, "chunks", _chunks([("guide", "v1", 3), ("faq", "f1", 2)]), "b1")  # old batch rerun
     assert current() == [("faq", "f1")] * 2 + [("guide", "v2")] * 4
 
-    with pytest.raises(psycopg.errors.UniqueViolation):  # one file version, one batch
-        _register(database_url, "b3", [("guide", "v2")], "2026-01-03T00:00:00Z")
+    # guide reverted to v1 in a later batch: only that batch's v1 chunks are current, not b1's
+    _register(database_url, "b3", [("guide", "v1")], "2026-01-03T00:00:00Z")
+    store(io, "chunks", _chunks([("guide", "v1", 3)]), "b3")
+    assert current() == [("faq", "f1")] * 2 + [("guide", "v1")] * 3
 
 
 # --- through Dagster ---------------------------------------------------------------------------
