@@ -1,6 +1,7 @@
 """`chunk_index`: one retrieval embedding per chunk, in pgvector behind an HNSW index.
 
-The mode (`resources.chunk_vectors`: "text", "pooled" or "late") is part of the code version,
+The mode (seams.yaml `retrieval.mode`, see `resources.chunk_vectors`: "text", "pooled" or
+"late") is part of the code version,
 so changing it marks every batch's index unsynced and a backfill rebuilds exactly the index.
 Every partition is rewritten whole (the IO manager's delete + COPY in one transaction), so a
 rerun replaces its rows and never duplicates them. All chunks of the batch are indexed, stale
@@ -16,11 +17,9 @@ import pandas as pd
 
 from assets.frames import by_document, candidates_from, embedding_matrix, frame
 from assets.partitions import BATCH_ASSET_DEFAULTS
-from assets.versions import ASSEMBLY_PARTS, CONFIG, code_version
+from assets.versions import ASSEMBLY_PARTS, CONFIG, SETTINGS, code_version
 from chunking import candidate_vectors
 from resources.chunk_vectors import (
-    LATE_OVERLAP_TOKENS,
-    RETRIEVAL_MODE,
     late_cache_keys,
     late_cache_model_id,
     late_vectors,
@@ -33,6 +32,8 @@ from resources.postgres import PostgresResource
 from resources.schema import EMBEDDING_DIM
 
 RETRIEVAL_GROUP = "retrieval"
+RETRIEVAL_MODE = SETTINGS.retrieval.mode
+LATE_OVERLAP_TOKENS = SETTINGS.retrieval.late_overlap_tokens
 INDEX_VERSION = "1"
 INDEX_CODE_VERSION = code_version(
     INDEX_VERSION,
@@ -153,6 +154,7 @@ def _late(
         runtime_of(embedder),
         [documents[n] for n in missing_docs],
         max_tokens=embedder.max_tokens,
+        overlap_tokens=LATE_OVERLAP_TOKENS,
         batch_size=embedder.batch_size,
     )
     new_keys, new_vectors = [], []

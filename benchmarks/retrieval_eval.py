@@ -35,6 +35,7 @@ IoU; plus recall@1 and hit@5 (answer at least half inside one retrieved chunk).
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import math
 import os
@@ -76,15 +77,15 @@ QUESTIONS_FILE = ROOT / "benchmarks" / "retrieval" / "questions.json"
 QUESTIONS_PER_DOC = 12
 KEYWORDS = 6
 K = 5
-STOPWORDS = frozenset(
-    """a about above after again against all also am an and any are as at be because been before
+_STOPWORD_TEXT = """
+    a about above after again against all also am an and any are as at be because been before
     being below between both but by can could did do does doing down during each few for from
     further had has have having he her here hers him his how i if in into is it its itself just
     may might more most much must my no nor not now of off often on once one only or other our
     out over own same she should so some such than that the their them then there these they
     this those through to too under until up upon very was we were what when where which while
-    who whom why will with would you your usually many every make made uses used called""".split()
-)
+    who whom why will with would you your usually many every make made uses used called"""
+STOPWORDS = frozenset(_STOPWORD_TEXT.split())
 _SENTENCE = re.compile(r"[^.!?\n]+(?:[.!?]+|$)")
 _WORD = re.compile(r"[A-Za-z][A-Za-z'-]+")
 
@@ -163,9 +164,7 @@ def build_questions(docs: Sequence[Document], seed: int = SEED) -> list[Question
             keywords = " ".join(dict.fromkeys(w for w in words if w in rare))
             content = iter(range(len(words) * 2))
             masked = " ".join(
-                w
-                for w in _WORD.findall(answer)
-                if w.lower() in STOPWORDS or next(content) % 2 == 0
+                w for w in _WORD.findall(answer) if w.lower() in STOPWORDS or next(content) % 2 == 0
             )
             questions.append(Question(doc.name, start, end, answer, keywords, masked))
     return questions
@@ -177,7 +176,7 @@ def build_questions(docs: Sequence[Document], seed: int = SEED) -> list[Question
 def _spans_from_starts(text: str, starts: Sequence[int]) -> list[Span]:
     bounds = [*sorted(set(starts)), len(text)]
     spans = []
-    for a, b in zip(bounds, bounds[1:], strict=False):
+    for a, b in itertools.pairwise(bounds):
         piece = text[a:b]
         if piece.strip():
             lead = len(piece) - len(piece.lstrip())
@@ -195,7 +194,10 @@ def ours(config: ChunkingConfig, embedder: OnnxEmbedder) -> Callable[[str], list
 
 
 def fixed(size: int, embedder: OnnxEmbedder) -> Callable[[str], list[Span]]:
-    return lambda text: _spans_from_starts(text, fixed_size_starts(text, embedder.token_count, size))
+    def run(text: str) -> list[Span]:
+        return _spans_from_starts(text, fixed_size_starts(text, embedder.token_count, size))
+
+    return run
 
 
 def langchain(st_embed: CachedEmbedder) -> Callable[[str], list[Span]]:

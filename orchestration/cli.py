@@ -206,6 +206,26 @@ def cmd_backfill(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_search(args: argparse.Namespace) -> int:
+    """Top-k chunks for a query, with their parent section and neighbouring chunks."""
+    import json
+
+    from orchestration.definitions import build_resources
+    from orchestration.instance import prepare_environment
+    from resources.postgres import PostgresResource
+    from resources.search import format_response, search_response
+
+    prepare_environment()
+    embedder = build_resources()["embedder"]
+    # Outside Dagster an EnvVar is not resolved: an empty URL resolves the same database.
+    response = search_response(PostgresResource(), embedder, args.query, args.k)
+    if args.json:
+        print(json.dumps(response.to_dict(), ensure_ascii=False))
+    else:
+        print(format_response(response))
+    return 0
+
+
 def cmd_model(args: argparse.Namespace) -> int:
     from resources.model_export import export_model
 
@@ -253,6 +273,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     backfill.add_argument("--json", action="store_true", help="print a JSON summary")
     backfill.set_defaults(func=cmd_backfill)
+
+    search = sub.add_parser("search", help="search the current chunks (top-k, with context)")
+    search.add_argument("query", help="what to look for")
+    search.add_argument("-k", type=int, default=5, help="how many chunks (default 5)")
+    search.add_argument("--json", action="store_true", help="print JSON")
+    search.set_defaults(func=cmd_search)
 
     model = sub.add_parser("model", help="provision the embedding model")
     model_sub = model.add_subparsers(dest="model_command", required=True, metavar="ACTION")

@@ -10,7 +10,7 @@ import os
 
 import dagster as dg
 
-from assets import boundaries, candidates, chunks, embeddings, extraction, model
+from assets import boundaries, candidates, chunks, embeddings, extraction, model, retrieval
 from assets.versions import SETTINGS
 from orchestration.jobs import chunk_batches_job
 from orchestration.sensors import inbox_sensor, seal_inbox_schedule
@@ -38,7 +38,7 @@ def build_resources() -> dict[str, object]:
 
 defs = dg.Definitions(
     assets=dg.load_assets_from_modules(
-        [model, extraction, candidates, embeddings, boundaries, chunks]
+        [model, extraction, candidates, embeddings, boundaries, chunks, retrieval]
     ),
     jobs=[chunk_batches_job],
     sensors=[inbox_sensor],

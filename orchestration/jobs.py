@@ -3,9 +3,10 @@
 import dagster as dg
 
 from assets.partitions import PIPELINE_GROUP
+from assets.retrieval import RETRIEVAL_GROUP
 
 chunk_batches_job = dg.define_asset_job(
     name="chunk_batches",
-    selection=dg.AssetSelection.groups(PIPELINE_GROUP),
-    description="Extract, segment, embed, find boundaries and assemble chunks for one batch.",
+    selection=dg.AssetSelection.groups(PIPELINE_GROUP, RETRIEVAL_GROUP),
+    description="Extract, segment, embed, cut, assemble and index the chunks of a batch.",
 )

@@ -181,9 +181,7 @@ def search(
     parent_chars: int = PARENT_CHARS,
 ) -> list[SearchHit]:
     """The top-`k` current chunks for `query`, best first (see the module doc)."""
-    return search_response(
-        postgres, embedder, query, k, mode=mode, parent_chars=parent_chars
-    ).hits
+    return search_response(postgres, embedder, query, k, mode=mode, parent_chars=parent_chars).hits
 
 
 def search_response(
@@ -267,9 +265,8 @@ def _nearest(
             " set_config('hnsw.iterative_scan', 'relaxed_order', true)",
             (str(min(1000, max(MIN_FETCH, fetch))),),
         )
-        return conn.execute(
-            query, {"q": vector, "mode": mode, "model": model_id, "fetch": fetch}
-        ).fetchall()
+        params = {"q": vector, "mode": mode, "model": model_id, "fetch": fetch}
+        return conn.execute(query, params, prepare=True).fetchall()
 
 
 _HITS = """
@@ -280,7 +277,14 @@ WITH nearest AS (
     SELECT n.distance, c.batch_key, c.document_id, c.chunk_id, c.chunk_index, c.total_chunks,
            c.text, c.start_char, c.end_char, c.page_start, c.page_end, c.section, c.source_sha256
     FROM nearest AS n
-    JOIN {current} AS c USING (batch_key, document_id, chunk_id)
+    CROSS JOIN LATERAL (
+        -- OFFSET 0 keeps this a per-candidate subquery, so the document_id condition reaches
+        -- the view's newest-version lookup (an index probe) instead of a scan of every version.
+        SELECT * FROM {current} AS c
+        WHERE c.batch_key = n.batch_key AND c.document_id = n.document_id
+          AND c.chunk_id = n.chunk_id
+        OFFSET 0
+    ) AS c
     ORDER BY n.distance, c.document_id, c.chunk_index
     LIMIT %(k)s
 )
@@ -302,6 +306,7 @@ CROSS JOIN LATERAL (
     SELECT * FROM {parents} AS p
     WHERE p.batch_key = h.batch_key AND p.document_id = h.document_id
       AND p.source_sha256 = h.source_sha256 AND p.section = h.section
+    OFFSET 0  -- as above: aggregate only this document's chunks, not the whole table
 ) AS p
 CROSS JOIN LATERAL (
     SELECT s AS text_start, least(p.end_char, s + %(cap)s) AS text_end
@@ -334,7 +339,8 @@ def _hits(
     batches, docs, ids, distances = (list(col) for col in zip(*nearest, strict=True))
     params = {"batches": batches, "docs": docs, "ids": ids, "distances": distances,
               "k": k, "cap": max(1, cap)}  # fmt: skip
-    return conn.execute(query, params).fetchall()
+    # Prepared: planning this join costs more than running it (~4 ms vs ~2 ms at 100k chunks).
+    return conn.execute(query, params, prepare=True).fetchall()
 
 
 def _neighbour(values: tuple[Any, ...]) -> Neighbour | None:

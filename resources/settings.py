@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -35,6 +35,14 @@ class EmbedderSettings(BaseModel):
     threads: int = Field(0, ge=0, le=256)
 
 
+class RetrievalSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    # pooled: token-weighted mean of the chunk's candidate embeddings (free, best recall@1 in
+    # benchmarks/retrieval_eval.py); text: embed the chunk text; late: late chunking.
+    mode: Literal["text", "pooled", "late"] = "pooled"
+    late_overlap_tokens: int = Field(64, ge=0, le=200)
+
+
 class InboxSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
     path: str | None = None
@@ -51,6 +59,7 @@ class SeamsSettings(BaseModel):
     chunking: ChunkingSettings = Field(default_factory=ChunkingSettings)
     embedder: EmbedderSettings = Field(default_factory=EmbedderSettings)
     inbox: InboxSettings = Field(default_factory=InboxSettings)
+    retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings)
 
     def chunking_config(self) -> ChunkingConfig:
         return ChunkingConfig.preset(self.chunking.preset, **self.chunking.overrides)

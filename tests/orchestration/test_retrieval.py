@@ -1,17 +1,20 @@
 """Retrieval against real PostgreSQL + pgvector and the real ONNX model: `chunk_index` and search.
 
-The pipeline runs in-process with `dagster.materialize` on an ephemeral instance (the data goes
-to a fresh PostgreSQL database per test); documents are small, so a whole batch takes seconds.
+The pipeline runs in-process with `dagster.materialize` on an ephemeral instance; documents are
+small, so a whole batch takes seconds. The read-mostly tests share one indexed database per module
+(a test that changes the index restores it); the staleness test gets a fresh database.
 """
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import dagster as dg
 import psycopg
 import pytest
+from psycopg import sql
 
 from assets import retrieval
 from assets.boundaries import semantic_boundaries
@@ -25,10 +28,11 @@ from assets.retrieval import chunk_index
 from chunking.errors import InputError
 from resources.batches import register_batch, scan_inbox
 from resources.chunk_vectors import MODES
+from resources.database import database_url_for
 from resources.embedder import OnnxEmbedder
 from resources.io_manager import PostgresIOManager
 from resources.model_store import ModelManifest
-from resources.postgres import PostgresResource
+from resources.postgres import PostgresResource, close_pool
 from resources.search import MAX_QUERY_CHARS, search, search_response
 
 PIPELINE = [
@@ -64,7 +68,8 @@ morning, before the heat of the day. Rain barrels connected to the downpipes of 
 the system by gravity, which saves mains water during dry summers and keeps the hose pipe coiled.
 """
 
-HARBOUR_V1 = """The old harbour lighthouse was built from granite blocks in 1841. Its keepers climbed
+HARBOUR_V1 = """\
+The old harbour lighthouse was built from granite blocks in 1841. Its keepers climbed
 one hundred and twelve steps every evening to light the paraffin lamp and wind the clockwork that
 turned the great glass lens. The beam could be seen twenty nautical miles out at sea, and each
 lighthouse along the coast flashed its own pattern so that sailors could tell them apart.
@@ -74,7 +79,8 @@ air every thirty seconds until dawn, and they logged every ship that passed the 
 was automated in 1982 and the keepers' cottages became a small museum of maritime history.
 """
 
-HARBOUR_V2 = """The harbour authority replaced the old lighthouse station with a radar tower in 2019.
+HARBOUR_V2 = """\
+The harbour authority replaced the old lighthouse station with a radar tower in 2019.
 The tower tracks container ships with a rotating radar antenna and broadcasts their positions to
 pilots on the harbour launch, who guide every large vessel through the narrow dredged channel.
 Automatic identification system receivers pick up the name, speed and heading of each ship.
@@ -84,20 +90,13 @@ metres, and ships wait at anchor in the bay until the sea calms down and the pil
 """
 
 
-@pytest.fixture
-def resources(database_url: str, exported_model: ModelManifest) -> dict[str, object]:
-    postgres = PostgresResource(url=database_url)
+def _resources(url: str) -> dict[str, object]:
+    postgres = PostgresResource(url=url)
     return {
         "postgres": postgres,
         "io_manager": PostgresIOManager(postgres=postgres),
         "embedder": OnnxEmbedder(),
     }
-
-
-@pytest.fixture
-def instance() -> Iterator[dg.DagsterInstance]:
-    with dg.DagsterInstance.ephemeral() as ephemeral:
-        yield ephemeral
 
 
 def _register(postgres: PostgresResource, folder: Path) -> str:
@@ -132,21 +131,47 @@ def _rows(url: str, query: str, *params: object) -> list[tuple]:
         return conn.execute(query, params).fetchall()
 
 
-@pytest.fixture
-def corpus(tmp_path: Path) -> Path:
-    folder = tmp_path / "docs"
+def _write_corpus(folder: Path) -> Path:
     folder.mkdir()
     (folder / "garden.md").write_text(GARDEN, encoding="utf-8")
     (folder / "harbour.txt").write_text(HARBOUR_V1, encoding="utf-8")
     return folder
 
 
-@pytest.fixture
-def indexed(
-    instance: dg.DagsterInstance, resources: dict[str, object], corpus: Path
-) -> tuple[str, dg.ExecuteInProcessResult]:
-    key = _register(resources["postgres"], corpus)  # type: ignore[arg-type]
-    return key, _materialize(instance, resources, key)
+class Indexed:
+    """A database holding one materialized batch of the two test documents."""
+
+    def __init__(self, url: str, folder: Path) -> None:
+        self.url = url
+        self.folder = folder
+        self.resources = _resources(url)
+        self.postgres: PostgresResource = self.resources["postgres"]  # type: ignore[assignment]
+        self.embedder: OnnxEmbedder = self.resources["embedder"]  # type: ignore[assignment]
+        self.instance = dg.DagsterInstance.ephemeral()
+        self.key = _register(self.postgres, folder)
+        self.result = _materialize(self.instance, self.resources, self.key)
+
+    def rebuild_index(self) -> dg.ExecuteInProcessResult:
+        return _materialize(self.instance, self.resources, self.key, selection=[chunk_index])
+
+
+@pytest.fixture(scope="module")
+def shared(
+    pg_server_url: str, exported_model: ModelManifest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Indexed]:
+    """One indexed database for the tests that leave the index as they found it."""
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(pg_server_url, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    url = database_url_for(pg_server_url, name)
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+    indexed = Indexed(url, _write_corpus(tmp_path_factory.mktemp("retrieval") / "docs"))
+    yield indexed
+    indexed.instance.dispose()
+    close_pool(url)
+    with psycopg.connect(pg_server_url, autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))
 
 
 INDEX_SNAPSHOT = (
@@ -165,66 +190,61 @@ def _index_metadata(result: dg.ExecuteInProcessResult) -> dict[str, object]:
     return {name: value.value for name, value in meta.items()}
 
 
-def test_index_is_built_and_rebuilt_idempotently_per_partition(
-    indexed: tuple[str, dg.ExecuteInProcessResult],
-    instance: dg.DagsterInstance,
-    resources: dict[str, object],
-    database_url: str,
-) -> None:
-    key, first = indexed
-    chunk_ids = _rows(database_url, "SELECT chunk_id FROM seams.chunks WHERE batch_key = %s", key)
-    before = _rows(database_url, INDEX_SNAPSHOT)
+def test_index_is_built_and_rebuilt_idempotently_per_partition(shared: Indexed) -> None:
+    chunk_ids = _rows(shared.url, "SELECT chunk_id FROM seams.chunks WHERE batch_key = %s",
+                      shared.key)  # fmt: skip
+    before = _rows(shared.url, INDEX_SNAPSHOT)
     assert len(before) == len(chunk_ids) >= 4  # one row per chunk
     assert {r[2] for r in before} == {r[0] for r in chunk_ids}
     assert {r[3] for r in before} == {retrieval.RETRIEVAL_MODE}
+    assert _index_metadata(shared.result)["chunks_indexed"] == len(before)
 
-    again = _materialize(instance, resources, key, selection=[chunk_index])
-    assert _rows(database_url, INDEX_SNAPSHOT) == before  # same rows, no duplicates
+    again = shared.rebuild_index()
+    assert _rows(shared.url, INDEX_SNAPSHOT) == before  # same rows, no duplicates
     meta = _index_metadata(again)
-    assert meta["chunks_indexed"] == len(before)
+    assert meta["chunks_indexed"] == len(before) and meta["chunks_skipped"] == 0
     if retrieval.RETRIEVAL_MODE != "pooled":  # pooled never calls the model
         assert meta["texts_embedded"] == 0 and meta["cache_hits"] == len(before)
     (index,) = _rows(
-        database_url,
+        shared.url,
         "SELECT indexdef FROM pg_indexes WHERE schemaname = 'seams' AND tablename = 'chunk_index'"
         " AND indexdef LIKE '%%hnsw%%'",
     )
     assert "vector_cosine_ops" in index[0]
 
 
+PLANTED = {
+    "why does my compost heap smell of ammonia": "## Compost",
+    "drip emitters and a timer to water plants": "## Irrigation",
+    "pinching out tomato side shoots": "## Tomatoes",
+    "fog horn and keepers climbing steps to light the lamp": "granite blocks in 1841",
+}
+
+
 @pytest.mark.parametrize("mode", MODES)
 def test_every_mode_finds_planted_queries(
-    mode: str,
-    indexed: tuple[str, dg.ExecuteInProcessResult],
-    instance: dg.DagsterInstance,
-    resources: dict[str, object],
-    monkeypatch: pytest.MonkeyPatch,
+    mode: str, shared: Indexed, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    key, _ = indexed
-    if mode != retrieval.RETRIEVAL_MODE:
+    default = retrieval.RETRIEVAL_MODE
+    if mode != default:
         monkeypatch.setattr(retrieval, "RETRIEVAL_MODE", mode)
-        _materialize(instance, resources, key, selection=[chunk_index])
-    postgres, embedder = resources["postgres"], resources["embedder"]
-    planted = {
-        "why does my compost heap smell of ammonia": "## Compost",
-        "drip emitters and a timer to water plants": "## Irrigation",
-        "pinching out tomato side shoots": "## Tomatoes",
-        "fog horn and keepers climbing steps to light the lamp": "granite blocks in 1841",
-    }
-    for query, passage in planted.items():
-        hits = search(postgres, embedder, query, k=3, mode=mode)  # type: ignore[arg-type]
-        assert hits, query
-        best = hits[0]
-        assert passage in best.text, (mode, query, best.text[:80])
-        assert best.score > hits[-1].score or len(hits) == 1
-        assert [h.rank for h in hits] == list(range(1, len(hits) + 1))
-        assert all(a.score >= b.score - 1e-6 for a, b in zip(hits, hits[1:], strict=False))
+        meta = _index_metadata(shared.rebuild_index())
+        assert meta["mode"] == mode and meta["chunks_indexed"] >= 4
+    try:
+        for query, passage in PLANTED.items():
+            hits = search(shared.postgres, shared.embedder, query, k=3, mode=mode)  # type: ignore[arg-type]
+            assert len(hits) == 3, query
+            assert passage in hits[0].text, (mode, query, hits[0].text[:80])
+            assert [h.rank for h in hits] == [1, 2, 3]
+            assert hits[0].score > hits[1].score >= hits[2].score
+    finally:
+        if mode != default:
+            monkeypatch.undo()
+            shared.rebuild_index()  # leave the shared index in the default mode
 
 
-def test_hits_carry_parent_section_neighbours_and_the_exact_source(
-    indexed: tuple[str, dg.ExecuteInProcessResult], resources: dict[str, object]
-) -> None:
-    postgres, embedder = resources["postgres"], resources["embedder"]
+def test_hits_carry_parent_section_neighbours_and_the_exact_source(shared: Indexed) -> None:
+    postgres, embedder = shared.postgres, shared.embedder
     (hit,) = search(postgres, embedder, "turning the compost heap with a fork", k=1)  # type: ignore[arg-type]
     assert hit.source_uri.endswith("garden.md") and hit.title
     assert GARDEN[hit.start_char : hit.end_char] == hit.text
@@ -253,15 +273,12 @@ def test_hits_carry_parent_section_neighbours_and_the_exact_source(
     assert capped.context.parent.truncated and len(capped.context.parent.text) <= 50
 
 
-def test_stale_versions_are_never_returned(
-    indexed: tuple[str, dg.ExecuteInProcessResult],
-    instance: dg.DagsterInstance,
-    resources: dict[str, object],
-    corpus: Path,
-    database_url: str,
-) -> None:
-    old_key, _ = indexed
-    postgres, embedder = resources["postgres"], resources["embedder"]
+def test_stale_versions_are_never_returned(database_url: str, exported_model: ModelManifest,
+                                           tmp_path: Path) -> None:  # fmt: skip
+    fresh = Indexed(database_url, _write_corpus(tmp_path / "docs"))
+    old_key, instance, resources = fresh.key, fresh.instance, fresh.resources
+    postgres, embedder = fresh.postgres, fresh.embedder
+    corpus = fresh.folder
     old_query = "keepers climbed steps to light the paraffin lamp in the granite lighthouse"
     assert search(postgres, embedder, old_query, k=1)[0].batch_key == old_key  # type: ignore[arg-type]
 
@@ -284,10 +301,8 @@ def test_stale_versions_are_never_returned(
     assert best.batch_key == new_key and "radar" in best.text
 
 
-def test_bad_queries_get_clear_errors_or_notes_never_crashes(
-    indexed: tuple[str, dg.ExecuteInProcessResult], resources: dict[str, object]
-) -> None:
-    postgres, embedder = resources["postgres"], resources["embedder"]
+def test_bad_queries_get_clear_errors_or_notes_never_crashes(shared: Indexed) -> None:
+    postgres, embedder = shared.postgres, shared.embedder
     for empty in ("", "   \n\t ", "\x00\x01"):
         with pytest.raises(InputError, match="empty"):
             search(postgres, embedder, empty)  # type: ignore[arg-type]
