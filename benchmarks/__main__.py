@@ -34,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--quick", action="store_true", help="a short smoke run (temp folder)")
     parser.add_argument("--out", type=Path, help="results folder (default benchmarks/results)")
-    parser.add_argument("--threads", type=int, default=1, help="torch/onnxruntime threads")
+    parser.add_argument("--threads", type=int, default=1, help="speed: torch/onnxruntime threads")
     parser.add_argument("--words", type=int, help="words per speed text (default 5000)")
     parser.add_argument("--rounds", type=int, help="interleaved speed rounds (default 3)")
     parser.add_argument("--docs", type=int, help="topic-shift documents per split (default 40)")
@@ -60,9 +60,11 @@ def main(argv: list[str] | None = None) -> int:
         "TOKENIZERS_PARALLELISM": "false",
         "PYTHONWARNINGS": "ignore",
     }
+    # Speed runs with --threads (1: a stable measure on a shared machine); boundary quality is
+    # not timed, so it uses every core.
     comparisons = {
-        "speed": ["--words", str(words), "--rounds", str(rounds)],
-        "boundaries": ["--docs", str(docs)],
+        "speed": ["--threads", str(args.threads), "--words", str(words), "--rounds", str(rounds)],
+        "boundaries": ["--threads", "0", "--docs", str(docs)],
     }
     results: dict = {}
     previous = out / "peers.json"
@@ -72,17 +74,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.only and name != args.only:
             continue
         target = out / f"peers_{name}.json"
-        cmd = [
-            sys.executable,
-            "-m",
-            "benchmarks.peers",
-            name,
-            "--json",
-            str(target),
-            "--threads",
-            str(args.threads),
-            *extra,
-        ]
+        cmd = [sys.executable, "-m", "benchmarks.peers", name, "--json", str(target), *extra]
         print(f"\n== {name}: {' '.join(cmd[1:])}", flush=True)
         done = subprocess.run(cmd, cwd=ROOT, env=env, check=False)
         if done.returncode != 0:

@@ -152,7 +152,8 @@ def align(source: Source, pieces: Sequence[Piece]) -> list[Placement]:
     """Locate each chunk, in order, by its non-whitespace characters.
 
     Chunks are searched from the previous chunk's start on (so overlapping chunks are found);
-    a chunk that cannot be found (its text was changed beyond whitespace) is `found=False`."""
+    a chunk that cannot be found (its text was changed beyond whitespace) or has no text at all
+    (an empty or whitespace-only chunk) is `found=False`."""
     placements: list[Placement] = []
     cursor = 0
     for piece in pieces:
@@ -240,6 +241,7 @@ def score(
     ids = [[p.id for p in run] for run in runs]
     return {
         "chunks": n,
+        "empty": sum(not p.text.strip() for p in pieces),
         "exact": sum(p.exact for p in placements),
         "found": sum(p.found for p in placements),
         "exact_slices": sum(p.exact for p in placements) / n if n else 1.0,

@@ -244,15 +244,22 @@ def seams_system(key: str, label: str, embed, token_counter, config=None) -> Sys
     return System(key, label, chunk, "defaults (ChunkingConfig())")
 
 
-def onnx_embedder(threads: int):
-    """Seams' `OnnxEmbedder` on the export in ./.seams/models (made if missing), via a temp
-    SEAMS_DATA_DIR so nothing of the user's data dir is touched."""
+def use_model_exports() -> None:
+    """Point SEAMS_DATA_DIR at a temp dir whose `models` is ./.seams/models (made if missing),
+    so exports are reused (each is verified by sha256 on load) and no other data is touched."""
+    if os.environ.get("SEAMS_BENCH_DATA_DIR"):
+        return
     work = Path(tempfile.mkdtemp(prefix="seams-bench-peers-"))
-    os.environ["SEAMS_DATA_DIR"] = str(work / "data")
     existing = ROOT / ".seams" / "models"
-    if existing.is_dir():  # reuse an export; it is verified by sha256 on load
-        (work / "data").mkdir(parents=True)
-        (work / "data" / "models").symlink_to(existing.resolve())
+    existing.mkdir(parents=True, exist_ok=True)
+    (work / "data").mkdir(parents=True)
+    (work / "data" / "models").symlink_to(existing.resolve())
+    os.environ["SEAMS_DATA_DIR"] = os.environ["SEAMS_BENCH_DATA_DIR"] = str(work / "data")
+
+
+def onnx_embedder(threads: int):
+    """Seams' `OnnxEmbedder` (fp32, what the pipeline runs) on the shared export."""
+    use_model_exports()
     from resources.embedder import OnnxEmbedder
     from resources.model_export import export_model
 
@@ -262,25 +269,30 @@ def onnx_embedder(threads: int):
 
 
 def fast_system() -> System | None:
-    """Seams' "fast" preset, if this version of `ChunkingConfig` has one."""
+    """Seams' "fast" preset (boundaries from the static model distilled from MiniLM), if this
+    version of Seams has it; the static model is distilled once if missing (~20 s)."""
     from chunking import ChunkingConfig
 
     if "fast" not in getattr(ChunkingConfig, "PRESETS", ()):
         return None
     try:
-        from resources.static_embedder import StaticEmbedder  # type: ignore[import-not-found]
-    except ImportError:
-        log.warning("ChunkingConfig has a fast preset but no resources.static_embedder: skipped")
+        from resources.distill import distill_static_model
+        from resources.static_embedder import StaticEmbedder
+    except ImportError as exc:
+        log.warning("ChunkingConfig has a fast preset but %s: not measured", exc)
         return None
-    embedder = StaticEmbedder()
+    use_model_exports()
+    with _quiet():
+        distill_static_model()
+    static = StaticEmbedder()
     system = seams_system(
         "seams_fast",
-        "Seams fast preset (static embedder)",
-        embedder.embed,
-        getattr(embedder, "token_count", None),
+        "Seams fast preset (static boundary model)",
+        static.embed,
+        static.token_count,
         ChunkingConfig.preset("fast"),
     )
-    system.settings = 'ChunkingConfig.preset("fast")'
+    system.settings = 'ChunkingConfig.preset("fast"), StaticEmbedder'
     return system
 
 
@@ -483,7 +495,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("comparison", choices=("speed", "boundaries"))
     parser.add_argument("--json", type=Path, help="write the results here")
-    parser.add_argument("--threads", type=int, default=1, help="torch/onnxruntime threads")
+    parser.add_argument(
+        "--threads", type=int, default=1, help="torch/onnxruntime threads (0: their default)"
+    )
     parser.add_argument("--rounds", type=int, default=3, help="speed: interleaved rounds (>= 2)")
     parser.add_argument("--words", type=int, default=10_000, help="speed: words per text")
     parser.add_argument("--kinds", nargs="+", default=list(texts.KINDS), choices=texts.KINDS)

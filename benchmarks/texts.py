@@ -54,7 +54,8 @@ def prose(words: int = 10_000) -> str:
 
 def _wrap_block(block: str, width: int = 72) -> str:
     """Hard-wrap one paragraph; headings, list items and short lines are left alone."""
-    if block.lstrip().startswith(("#", "-", "*", "|", "```")) or len(block) <= width:
+    lines = block.splitlines()
+    if block.lstrip().startswith(("#", "-", "*", "|", "```")) or max(map(len, lines)) <= width:
         return block
     return textwrap.fill(" ".join(block.split()), width=width)
 
@@ -62,14 +63,12 @@ def _wrap_block(block: str, width: int = 72) -> str:
 def hard_wrapped(words: int = 10_000) -> str:
     """Prose with a newline every ~72 columns, as plain-text books, e-mails and RFCs have.
 
-    The two sample-corpus files that come wrapped, then the topic passages (in another seeded
-    order than `prose`) and a Markdown essay, wrapped with `textwrap` paragraph by paragraph."""
-    blocks = [
-        (SAMPLE / "history_of_maps.txt").read_text(encoding="utf-8").strip(),
-        (SAMPLE / "city_notes.txt").read_text(encoding="utf-8").strip(),
-    ]
-    kitchen = (SAMPLE / "kitchen_science.md").read_text(encoding="utf-8").strip()
-    blocks += [_wrap_block(b) for b in kitchen.split("\n\n")]
+    Three sample-corpus essays, then the topic passages (in another seeded order than `prose`),
+    wrapped with `textwrap` paragraph by paragraph (a paragraph that comes wrapped stays so)."""
+    blocks: list[str] = []
+    for name in ("history_of_maps.txt", "city_notes.txt", "kitchen_science.md"):
+        essay = (SAMPLE / name).read_text(encoding="utf-8").strip()
+        blocks += [_wrap_block(b) for b in essay.split("\n\n")]
     passages = _passages()
     names = sorted(passages)
     random.Random(f"{SEED}:wrapped").shuffle(names)

@@ -90,8 +90,9 @@ def chunk_text(
     special tokens (see `chunking.tokens.load_token_counter`); None uses the conservative
     heuristic. With `config.tokenizer="cl100k_base"` sizes are counted in cl100k_base tokens
     instead, and `token_counter` (the model's) only checks each chunk against the model's window
-    (metadata `model_tokens`, `exceeds_model_window`). `page_spans`: `(page, start_char, end_char)` per page. Empty or whitespace-only
-    text gives []. Deterministic: the same inputs give the same chunks.
+    (metadata `model_tokens`, `exceeds_model_window`). `page_spans`: `(page, start_char,
+    end_char)` per page. Empty or whitespace-only text gives []. Deterministic: the same inputs
+    give the same chunks.
     """
     if not isinstance(text, str):
         raise InputError(f"text must be str, got {type(text).__name__}")

@@ -1,8 +1,10 @@
-"""Resources: PostgreSQL (embedded or external), the ONNX embedder, the IO manager.
+"""Resources: PostgreSQL (embedded or external), the embedders, the IO manager.
 
-`resources.OnnxEmbedder` is a contract name; the other modules are imported where needed.
+`resources.OnnxEmbedder` and `resources.StaticEmbedder` are contract names; the other modules are
+imported where needed.
 """
 
 from resources.embedder import OnnxEmbedder
+from resources.static_embedder import StaticEmbedder
 
-__all__ = ["OnnxEmbedder"]
+__all__ = ["OnnxEmbedder", "StaticEmbedder"]

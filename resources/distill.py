@@ -306,15 +306,17 @@ def _deterministic_torch(torch: Any):  # type: ignore[no-untyped-def]
 
 @contextlib.contextmanager
 def _quiet():  # type: ignore[no-untyped-def]
-    """model2vec logs progress at INFO and prints a tqdm bar; keep provisioning logs short."""
-    logger = logging.getLogger("model2vec")
-    level = logger.level
-    logger.setLevel(logging.WARNING)
+    """model2vec and skeletoken log progress at INFO and print a tqdm bar; keep logs short."""
+    loggers = [logging.getLogger(name) for name in ("model2vec", "skeletoken")]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.WARNING)
     with open(os.devnull, "w") as sink, contextlib.redirect_stderr(sink):
         try:
             yield
         finally:
-            logger.setLevel(level)
+            for logger, level in zip(loggers, levels, strict=True):
+                logger.setLevel(level)
 
 
 def _by_model_ids(static: Any, tokenizer: Any) -> np.ndarray:

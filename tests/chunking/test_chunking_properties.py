@@ -173,3 +173,46 @@ def test_candidates_are_exact_and_cover_all_text(text, config):
         assert body.strip() == body != ""
         position = c.end_char
     assert text[position:].strip() == ""
+
+
+@st.composite
+def fast_configs(draw) -> ChunkingConfig:
+    """The `fast` preset with random sizes, unit, overlap and tokenizer (boundaries fixed)."""
+    unit = draw(st.sampled_from(["tokens", "chars", "sentences"]))
+    top = {"tokens": 120, "chars": 600, "sentences": 12}[unit]
+    low = {"tokens": 4, "chars": 16, "sentences": 1}[unit]
+    maximum = draw(st.integers(low, top))
+    target = draw(st.integers(1, maximum))
+    minimum = draw(st.integers(1, target))
+    return ChunkingConfig.preset(
+        "fast",
+        size_unit=unit,
+        chunk_size_min=minimum,
+        chunk_size_target=target,
+        chunk_size_max=maximum,
+        overlap_tokens=draw(st.sampled_from([0, 0, 8])),
+        max_candidate_chars=draw(st.integers(16, 400)),
+        tokenizer=draw(st.sampled_from(["model", "cl100k_base"])),
+    )
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    text=any_text,
+    config=fast_configs(),
+    use_embedder=st.booleans(),
+    counter=st.sampled_from(["heuristic", "tokenizer"]),
+)
+def test_chunking_invariants_fast_preset(text, config, use_embedder, counter, real_counter):
+    token_counter = {"heuristic": None, "tokenizer": real_counter}[counter]
+    embed = fake_embed if use_embedder else None
+    chunks = chunk_text(
+        text, document_id="doc", config=config, embed=embed, token_counter=token_counter
+    )
+    check_invariants(text, chunks, config, use_embedder)
+    if not config.overlap_tokens:
+        check_undersized_could_not_merge(chunks, config)
+    assert (
+        chunk_text(text, document_id="doc", config=config, embed=embed, token_counter=token_counter)
+        == chunks
+    )

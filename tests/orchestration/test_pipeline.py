@@ -165,7 +165,7 @@ def test_threshold_change_marks_boundaries_and_chunks_unsynced_and_backfill_uses
     )
     assert stale.returncode == 0, stale.stderr[-3000:]
     assert json.loads(stale.stdout.strip().splitlines()[-1]) == {
-        batch: ["semantic_boundaries", "chunks"]
+        batch: ["semantic_boundaries", "chunks", "chunk_index"]
     }
 
     done = subprocess.run(
