@@ -20,6 +20,7 @@ from assets.frames import (
 from assets.partitions import BATCH_ASSET_DEFAULTS
 from assets.versions import ASSEMBLY_PARTS, CONFIG, code_version
 from chunking import assemble_chunks, candidate_vectors
+from resources.embedder import OnnxEmbedder
 
 CHUNKS_VERSION = "1"
 CHUNKS_CODE_VERSION = code_version(CHUNKS_VERSION, *ASSEMBLY_PARTS)
@@ -45,6 +46,7 @@ CHECKS = {
 )
 def chunks(
     context: dg.AssetExecutionContext,
+    embedder: OnnxEmbedder,
     extracted_text: pd.DataFrame,
     sentence_candidates: pd.DataFrame,
     candidate_embeddings: pd.DataFrame,
@@ -72,6 +74,8 @@ def chunks(
             else None,
             page_spans=doc.page_spans,
             boundary_method=method,
+            # In cl100k mode sizes are LLM tokens; this flags chunks over the model's window.
+            window_counter=embedder.token_count if CONFIG.tokenizer == "cl100k_base" else None,
         )
         model_id = vectors_frame["model_id"].iloc[0] if vectors is not None else "none"
         lineage = {

@@ -21,6 +21,7 @@ from chunking.errors import EmbeddingError
 from resources.embedder import OnnxEmbedder
 from resources.embedding_cache import CacheStats, EmbeddingCache
 from resources.postgres import PostgresResource
+from resources.static_embedder import StaticEmbedder
 
 EMBEDDING_VERSION = "1"
 CHECKS = {
@@ -42,6 +43,7 @@ CHECKS = {
 def candidate_embeddings(
     context: dg.AssetExecutionContext,
     embedder: OnnxEmbedder,
+    static_embedder: StaticEmbedder,
     postgres: PostgresResource,
     extracted_text: pd.DataFrame,
     sentence_candidates: pd.DataFrame,
@@ -56,10 +58,12 @@ def candidate_embeddings(
         )
         keys.extend((batch_key, document_id, i) for i in range(len(doc_texts)))
         texts.extend(doc_texts)
-    model_id = embedder.model_id
-    fallback = False
+    # Boundaries may come from the static model (the `fast` preset); retrieval stays on `embedder`.
+    model = static_embedder if CONFIG.boundary_model == "static" else embedder
+    model_id, fallback = "none", False
     try:
-        vectors, stats = EmbeddingCache(postgres).get_or_embed(model_id, texts, embedder.embed)
+        model_id = model.model_id  # a missing or corrupt model fails here: fall back too
+        vectors, stats = EmbeddingCache(postgres).get_or_embed(model_id, texts, model.embed)
         rows_vectors = list(vectors)
     except EmbeddingError as exc:
         context.log.warning(f"embedding failed, boundaries will use the lexical fallback: {exc}")

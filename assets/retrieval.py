@@ -32,7 +32,13 @@ from resources.postgres import PostgresResource
 from resources.schema import EMBEDDING_DIM
 
 RETRIEVAL_GROUP = "retrieval"
-RETRIEVAL_MODE = SETTINGS.retrieval.mode
+# Pooled vectors are the boundary model's: with the static model (`fast`) they would not match
+# the transformer that embeds queries, so the index embeds chunk texts instead.
+RETRIEVAL_MODE = (
+    "text"
+    if SETTINGS.retrieval.mode == "pooled" and CONFIG.boundary_model == "static"
+    else SETTINGS.retrieval.mode
+)
 LATE_OVERLAP_TOKENS = SETTINGS.retrieval.late_overlap_tokens
 INDEX_VERSION = "1"
 INDEX_CODE_VERSION = code_version(

@@ -5,7 +5,7 @@ three texts; boundary quality on the topic-shift set), merges their JSON into
 `benchmarks/results/peers.json` and writes the Markdown table to `benchmarks/results/README.md`
 (with sections for `fast_mode.json` and `retrieval.json` when those benchmarks have run, and the
 hand-written closing notes of `benchmarks/results/notes.md`). Needs the `bench` extra; installs
-nothing. About 15 minutes on a quiet 2-core machine.
+nothing. 14 minutes on the shared 2-core development machine (load average 5-7).
 
     python -m benchmarks             # full run, results in benchmarks/results/
     python -m benchmarks --quick     # ~3 min smoke run: small texts, 2 rounds, 8 documents;
@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     docs = args.docs or (8 if quick else 40)
     out = args.out or (Path(tempfile.mkdtemp(prefix="seams-bench-")) if quick else report.RESULTS)
     out.mkdir(parents=True, exist_ok=True)
-    command = "python -m benchmarks" + (" " + " ".join(sys.argv[1:]) if argv is None else "")
+    command = " ".join(["python -m benchmarks", *(sys.argv[1:] if argv is None else argv)])
     started = time.perf_counter()
     load = list(os.getloadavg()) if hasattr(os, "getloadavg") else None
 
@@ -95,7 +95,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     (out / "peers.json").write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
     notes_file = report.RESULTS / "notes.md"
-    notes = notes_file.read_text(encoding="utf-8") if notes_file.is_file() else None
+    # The hand-written notes describe the last full run; a quick run goes without them.
+    notes = notes_file.read_text(encoding="utf-8") if notes_file.is_file() and not quick else None
     page = report.render(results, report.RESULTS if quick else out, notes)
     (out / "README.md").write_text(page, encoding="utf-8")
     print("\n" + page)

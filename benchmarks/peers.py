@@ -35,11 +35,13 @@ score), so only each distinct text is embedded once.
 from __future__ import annotations
 
 import argparse
+import atexit
 import contextlib
 import json
 import logging
 import os
 import platform
+import shutil
 import statistics
 import sys
 import tempfile
@@ -250,6 +252,7 @@ def use_model_exports() -> None:
     if os.environ.get("SEAMS_BENCH_DATA_DIR"):
         return
     work = Path(tempfile.mkdtemp(prefix="seams-bench-peers-"))
+    atexit.register(shutil.rmtree, work, ignore_errors=True)  # unlinks the symlink, not its target
     existing = ROOT / ".seams" / "models"
     existing.mkdir(parents=True, exist_ok=True)
     (work / "data").mkdir(parents=True)

@@ -3,7 +3,8 @@
     .venv/bin/python -m benchmarks.pipeline [--documents 100] [--words 3000]
 
 Measures, in one process on a fresh embedded PostgreSQL and Dagster instance:
-1. `chunk_text` alone on every document with the real ONNX embedder (the reference);
+1. `chunk_text` alone on every document with the real ONNX embedder (the reference), before
+   and after step 2 (the mean is the reference; the two show how much the load drifted);
 2. the `chunk_batches` job over the same documents as one batch, one run, all assets
    (extraction, segmentation, embedding through the cache, boundaries, chunks, checks, storage);
 3. `seams backfill` after a boundary-threshold change (a new process, as after a code-location
@@ -61,16 +62,21 @@ def main() -> int:
     embedder = OnnxEmbedder()
     embedder.embed(["warm up the session"])
 
-    started = time.perf_counter()
-    reference_chunks = 0
-    for number, text in enumerate(texts):
-        reference_chunks += len(
-            chunk_text(
-                text, document_id=f"doc{number}", embed=embedder.embed,
-                token_counter=embedder.token_count,
-            )
-        )  # fmt: skip
-    reference_s = time.perf_counter() - started
+    def chunk_all() -> tuple[float, int]:
+        started = time.perf_counter()
+        made = 0
+        for number, text in enumerate(texts):
+            made += len(
+                chunk_text(
+                    text, document_id=f"doc{number}", embed=embedder.embed,
+                    token_counter=embedder.token_count,
+                )
+            )  # fmt: skip
+        return time.perf_counter() - started, made
+
+    # A-B-A: chunk_text before and after the pipeline run, so a change in machine load during
+    # the benchmark shows up as a spread instead of biasing the ratio.
+    before_s, reference_chunks = chunk_all()
 
     with dg.DagsterInstance.get() as instance:
         keys = runner.register_path(inbox, print)
@@ -79,6 +85,8 @@ def main() -> int:
         runner.materialize_batches(instance, keys, print, summary)
         pipeline_s = time.perf_counter() - started
     runner.summarize(summary)
+    after_s, _ = chunk_all()
+    reference_s = (before_s + after_s) / 2
 
     settings = work / "seams.yaml"
     settings.write_text("chunking:\n  overrides: {percentile: 35.0}\n", encoding="utf-8")
@@ -96,6 +104,7 @@ def main() -> int:
         "words": words,
         "cores": os.cpu_count(),
         "chunk_text_s": round(reference_s, 2),
+        "chunk_text_before_after_s": [round(before_s, 2), round(after_s, 2)],
         "chunk_text_chunks": reference_chunks,
         "pipeline_s": round(pipeline_s, 2),
         "pipeline_chunks": summary.chunks,

@@ -215,6 +215,9 @@ def generic_section(title: str, path: Path) -> str | None:
     if isinstance(data, dict) and isinstance(data.get("markdown"), str):
         return f"### {title}\n\n{intro}\n\n{data['markdown'].strip()}"
     records = _rows_of(data)
+    if any(r.get("split") == "test" for r in records):  # held-out rows only (dev: tuning grid)
+        records = [r for r in records if r.get("split") == "test"]
+        intro += " Held-out test split only; the dev split and any tuning grid are in the JSON."
     if not records:
         return f"### {title}\n\n{intro} (no table rows found in it)"
     columns: list[str] = []
@@ -312,7 +315,7 @@ def render(results: dict, results_dir: Path = RESULTS, notes: str | None = None)
     versions = ", ".join(f"{k} {v}" for k, v in machine["versions"].items() if v)
     load = results.get("load_average")
     parts = [
-        "## Benchmarks: Seams and its peers\n",
+        "## Benchmarks: Seams and its peers",
         f"Run {results['date']} on {machine['cpus']} CPU cores ({machine['platform']}, Python "
         f"{machine['python']}){f', load average {load[0]:.1f} at the start' if load else ''}, "
         f"with `{results['command']}` in {results['seconds'] / 60:.1f} min. Every system gets "

@@ -227,6 +227,7 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 
 def cmd_model(args: argparse.Namespace) -> int:
+    from resources.distill import distill_static_model
     from resources.model_export import export_model
 
     manifest = export_model(force=args.force)
@@ -235,6 +236,8 @@ def cmd_model(args: argparse.Namespace) -> int:
         f"{state}: {manifest.model_name} in {manifest.directory}\n"
         f"model_id {manifest.model_id}; variants: {', '.join(sorted(manifest.variants))}"
     )
+    static = distill_static_model(force=args.force)
+    print(f"static boundary model (fast preset): model_id {static.model_id}")
     return 0
 
 

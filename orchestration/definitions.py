@@ -18,6 +18,7 @@ from resources.database import URL_ENV
 from resources.embedder import OnnxEmbedder
 from resources.io_manager import PostgresIOManager
 from resources.postgres import PostgresResource
+from resources.static_embedder import StaticEmbedder
 
 
 def build_resources() -> dict[str, object]:
@@ -33,6 +34,7 @@ def build_resources() -> dict[str, object]:
             batch_size=SETTINGS.embedder.batch_size,
             intra_op_threads=SETTINGS.embedder.threads,
         ),
+        "static_embedder": StaticEmbedder(),
     }
 
 

@@ -1,0 +1,172 @@
+"""Load: 20 batches submitted at once through the run queue of a real webserver + daemon, with
+the QueuedRunCoordinator's limit of 2 concurrent runs (dagster.yaml). All complete, never more
+than 2 at a time, and no row is lost or duplicated.
+
+Each batch is one short document, so what is measured is Dagster's per-run overhead. Runs use
+the in-process executor (one process per run instead of one per step), as a deployment that
+queues many small batches would.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import dagster as dg
+import pytest
+import yaml
+from dagster_graphql import DagsterGraphQLClient, DagsterGraphQLClientError
+
+from assets.partitions import document_batches
+from orchestration import runner
+from orchestration.instance import INSTANCE_YAML, prepare_environment
+from resources import database
+from resources.model_store import ModelManifest
+from tests.reliability.conftest import keep_environment, rows
+
+BATCHES = 20
+LIMIT = 2
+TOPICS = (
+    "tides", "glaciers", "bread", "violins", "orchards", "lighthouses", "typefaces", "comets",
+    "beekeeping", "ferries", "maps", "clocks", "salt", "kites", "moss", "bridges", "ink",
+    "owls", "canals", "tea",
+)  # fmt: skip
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _start(command: list[str], log: Path) -> subprocess.Popen:
+    return subprocess.Popen(
+        command, stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=True,
+        env=os.environ,
+    )  # fmt: skip
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        os.killpg(proc.pid, 15)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, 9)
+            proc.wait()
+
+
+@pytest.fixture
+def queue(
+    database_url: str, monkeypatch: pytest.MonkeyPatch, exported_model: ModelManifest,
+    tmp_path: Path,
+) -> Iterator[DagsterGraphQLClient]:  # fmt: skip
+    configured = yaml.safe_load(INSTANCE_YAML.read_text())["run_coordinator"]
+    assert configured["class"] == "QueuedRunCoordinator"
+    assert configured["config"]["max_concurrent_runs"] == LIMIT
+    keep_environment(monkeypatch)
+    monkeypatch.setenv(database.URL_ENV, database_url)
+    monkeypatch.delenv(database.DAGSTER_URL_ENV, raising=False)
+    prepare_environment()
+    port = _free_port()
+    bin_dir = Path(sys.executable).parent
+    web = _start(
+        [str(bin_dir / "dagster-webserver"), "-m", "orchestration", "-h", "127.0.0.1",
+         "-p", str(port)],
+        tmp_path / "webserver.log",
+    )  # fmt: skip
+    daemon = _start(
+        [str(bin_dir / "dagster-daemon"), "run", "-m", "orchestration"], tmp_path / "daemon.log"
+    )
+    try:
+        client = DagsterGraphQLClient("127.0.0.1", port_number=port, timeout=60)
+        deadline = time.monotonic() + 180
+        while True:
+            try:
+                client._execute("{ version }")
+                break
+            except DagsterGraphQLClientError:
+                assert web.poll() is None, (tmp_path / "webserver.log").read_text()[-3000:]
+                assert time.monotonic() < deadline, "the webserver never answered"
+                time.sleep(0.5)
+        yield client
+    finally:
+        _stop(web)
+        _stop(daemon)
+
+
+def _max_overlap(intervals: list[tuple[float, float]]) -> int:
+    edges = sorted([(s, 1) for s, _ in intervals] + [(e, -1) for _, e in intervals])
+    running = peak = 0
+    for _, step in edges:  # an end sorts before a start at the same instant
+        running += step
+        peak = max(peak, running)
+    return peak
+
+
+@pytest.mark.slow
+def test_twenty_batches_through_the_queue_all_complete_with_nothing_lost(
+    queue: DagsterGraphQLClient, database_url: str, tmp_path: Path
+) -> None:
+    keys = []
+    for number, topic in enumerate(TOPICS):
+        folder = tmp_path / f"inbox_{number:02d}"
+        folder.mkdir()
+        (folder / f"{topic}.md").write_text(
+            f"# {topic.title()}\n\nBatch {number} is about {topic}. It has a second sentence.\n",
+            encoding="utf-8",
+        )
+        (key,) = runner.register_path(folder, print)
+        keys.append(key)
+    assert len(set(keys)) == BATCHES
+    with dg.DagsterInstance.get() as instance:
+        instance.add_dynamic_partitions(document_batches.name, keys)
+        run_ids = {
+            queue.submit_job_execution(
+                "chunk_batches",
+                repository_location_name="orchestration",
+                repository_name="__repository__",
+                run_config={"execution": {"config": {"in_process": {}}}},
+                tags={"dagster/partition": key},
+            ): key
+            for key in keys
+        }
+        deadline = time.monotonic() + 400
+        while time.monotonic() < deadline:
+            records = instance.get_run_records(dg.RunsFilter(run_ids=list(run_ids)))
+            if all(r.dagster_run.status.value in ("SUCCESS", "FAILURE", "CANCELED")
+                   for r in records):  # fmt: skip
+                break
+            time.sleep(1)
+        records = instance.get_run_records(dg.RunsFilter(run_ids=list(run_ids)))
+        statuses = {r.dagster_run.run_id: r.dagster_run.status.value for r in records}
+        assert sorted(statuses.values()) == ["SUCCESS"] * BATCHES, statuses
+        assert _max_overlap([(r.start_time, r.end_time) for r in records]) <= LIMIT
+        reported = {}
+        for run_id, key in run_ids.items():
+            for record in instance.all_logs(run_id):
+                event = record.dagster_event
+                if event and event.is_step_materialization:
+                    materialization = event.step_materialization_data.materialization
+                    if materialization.asset_key == dg.AssetKey("chunks"):
+                        reported[key] = int(materialization.metadata["chunks"].value)
+
+    per_batch = dict(
+        rows(database_url, "SELECT batch_key, count(*) FROM seams.chunks GROUP BY batch_key")
+    )
+    assert set(per_batch) == set(keys)  # every batch has chunks, none lost
+    assert per_batch == reported  # what each run reported is what is stored
+    total, distinct, runs = rows(
+        database_url,
+        "SELECT count(*), count(DISTINCT (batch_key, chunk_id)), count(DISTINCT run_id)"
+        " FROM seams.chunks",
+    )[0]
+    assert total == distinct == sum(per_batch.values())  # no duplicates
+    assert runs == BATCHES  # each batch written by exactly its own run
+    by_run = dict(rows(database_url, "SELECT DISTINCT batch_key, run_id FROM seams.chunks"))
+    assert {run: key for key, run in by_run.items()} == run_ids

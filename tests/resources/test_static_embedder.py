@@ -1,0 +1,269 @@
+"""StaticEmbedder and the offline distillation of the static boundary model.
+
+Fast tests run on a small static model made here (random vectors over MiniLM's real tokenizer,
+written in the distiller's format), so they need neither torch nor minutes of distillation.
+The `export` tests distil the real model (model2vec over the packaged all-MiniLM-L6-v2), twice,
+and prove the bytes identical. All run with networking unavailable to Python.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from chunking import ChunkingConfig, chunk_text
+from chunking.errors import EmbeddingError, InputError
+from resources.distill import (
+    DISTILL_PARAMS,
+    EMBEDDINGS_FILE,
+    StaticManifest,
+    default_static_dir,
+    distill_static_model,
+    load_static_manifest,
+)
+from resources.model_export import _write_tokenizer, packaged_model_dir
+from resources.model_store import TOKENIZER_FILE, file_sha256
+from resources.static_embedder import StaticEmbedder, clear_static_cache
+
+TINY_DIMS = 16
+_LOOPBACK = ("127.", "::1", "localhost")
+
+
+@pytest.fixture(autouse=True)
+def no_network(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fail any attempt to reach a non-local address (Unix sockets and loopback still work)."""
+    real_connect, real_connect_ex = socket.socket.connect, socket.socket.connect_ex
+    real_getaddrinfo = socket.getaddrinfo
+
+    def allowed(address: object) -> bool:
+        return not isinstance(address, tuple) or str(address[0]).startswith(_LOOPBACK)
+
+    def connect(self: socket.socket, address: object) -> None:
+        if not allowed(address):
+            raise OSError(f"network access attempted in a test: {address!r}")
+        return real_connect(self, address)
+
+    def connect_ex(self: socket.socket, address: object) -> int:
+        if not allowed(address):
+            raise OSError(f"network access attempted in a test: {address!r}")
+        return real_connect_ex(self, address)
+
+    def getaddrinfo(host: object, *args: object, **kwargs: object) -> object:
+        if host is not None and not str(host).startswith(_LOOPBACK):
+            raise OSError(f"name lookup attempted in a test: {host!r}")
+        return real_getaddrinfo(host, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(socket.socket, "connect", connect)
+    monkeypatch.setattr(socket.socket, "connect_ex", connect_ex)
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+
+
+def test_the_network_guard_works() -> None:
+    with pytest.raises(OSError, match="attempted in a test"):
+        socket.create_connection(("203.0.113.1", 443), timeout=0.1)
+    with (
+        socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock,
+        pytest.raises(OSError, match="network access attempted"),
+    ):
+        sock.connect(("203.0.113.1", 443))
+
+
+def make_static_model(folder: Path, dims: int = TINY_DIMS, seed: int = 7) -> StaticManifest:
+    """A static model folder in the distiller's format: random rows over MiniLM's tokenizer."""
+    folder.mkdir(parents=True, exist_ok=True)
+    _write_tokenizer(packaged_model_dir() / TOKENIZER_FILE, folder / TOKENIZER_FILE)
+    vocab = json.loads((folder / TOKENIZER_FILE).read_text())["model"]["vocab"]
+    matrix = np.random.default_rng(seed).standard_normal((len(vocab), dims)).astype(np.float16)
+    matrix[100] = 0  # [UNK], as distilled
+    np.save(folder / EMBEDDINGS_FILE, matrix, allow_pickle=False)
+    files = {n: file_sha256(folder / n) for n in (EMBEDDINGS_FILE, TOKENIZER_FILE)}
+    manifest = StaticManifest(
+        directory=folder,
+        model_id=files[EMBEDDINGS_FILE],
+        dims=dims,
+        vocab_size=len(vocab),
+        source={"model": "test"},
+        distill=dict(DISTILL_PARAMS),
+        versions={},
+        fidelity={},
+        files=files,
+    )
+    manifest.write()
+    return manifest
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory: pytest.TempPathFactory) -> StaticEmbedder:
+    folder = tmp_path_factory.mktemp("static") / "model"
+    make_static_model(folder)
+    return StaticEmbedder(model_dir=str(folder))
+
+
+TEXTS = [
+    "The cat purrs when it is content.",
+    "Rockets burn liquid oxygen and kerosene.",
+    "",
+    "🙂",
+    "A much longer text " * 200,
+    "Ünïcödé façade naïve café",
+]
+
+
+def test_embeddings_are_float32_unit_rows(tiny: StaticEmbedder) -> None:
+    vectors = tiny.embed(TEXTS)
+    assert vectors.shape == (len(TEXTS), TINY_DIMS) and vectors.dtype == np.float32
+    assert np.all(np.isfinite(vectors))
+    np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-6)
+    assert tiny.embed([]).shape == (0, TINY_DIMS)
+
+
+def test_embedding_is_the_normalised_mean_of_token_rows(tiny: StaticEmbedder) -> None:
+    text = TEXTS[0]
+    manifest = tiny.manifest
+    matrix = np.load(manifest.embeddings_path).astype(np.float32)
+    from tokenizers import Tokenizer
+
+    ids = Tokenizer.from_file(str(manifest.tokenizer_path)).encode(text, add_special_tokens=False)
+    expected = matrix[ids.ids].mean(axis=0)
+    expected /= np.linalg.norm(expected)
+    np.testing.assert_allclose(tiny.embed([text])[0], expected, atol=1e-6)
+
+
+def test_deterministic_and_independent_of_batch_neighbours(tiny: StaticEmbedder) -> None:
+    alone = np.stack([tiny.embed([t])[0] for t in TEXTS])
+    together = tiny.embed(TEXTS)
+    assert np.array_equal(alone, together)
+    assert np.array_equal(tiny(TEXTS), together)  # __call__ is embed
+
+
+def test_texts_without_known_tokens_get_one_fixed_unit_vector(tiny: StaticEmbedder) -> None:
+    empty, emoji = tiny.embed(["", "🙂"])
+    assert np.array_equal(empty, emoji)
+    assert empty[0] == 1.0 and np.count_nonzero(empty) == 1
+
+
+def test_token_count_is_minilm_word_pieces(tiny: StaticEmbedder, minilm_counter) -> None:
+    assert tiny.token_count(TEXTS) == minilm_counter(TEXTS)
+    assert tiny.token_count(["Hello world"]) == [2]
+
+
+def test_model_id_is_the_sha256_of_the_vectors(tiny: StaticEmbedder) -> None:
+    assert tiny.model_id == file_sha256(tiny.manifest.embeddings_path)
+    assert len(tiny.model_id) == 64 and tiny.dims == TINY_DIMS
+
+
+def test_input_errors(tiny: StaticEmbedder) -> None:
+    with pytest.raises(InputError, match="texts"):
+        tiny.embed("not a list")  # type: ignore[arg-type]
+    with pytest.raises(InputError, match=r"texts\[1\]"):
+        tiny.embed(["ok", 3])  # type: ignore[list-item]
+
+
+def test_missing_and_corrupt_models_say_what_to_do(tmp_path: Path) -> None:
+    with pytest.raises(EmbeddingError, match="seams model export"):
+        StaticEmbedder(model_dir=str(tmp_path / "nowhere")).embed(["x"])
+    folder = tmp_path / "model"
+    make_static_model(folder)
+    data = bytearray((folder / EMBEDDINGS_FILE).read_bytes())
+    data[-1] ^= 0xFF
+    (folder / EMBEDDINGS_FILE).write_bytes(bytes(data))
+    clear_static_cache()
+    with pytest.raises(EmbeddingError, match=r"embeddings\.npy is corrupt"):
+        StaticEmbedder(model_dir=str(folder)).embed(["x"])
+
+
+def test_default_folder_is_under_the_data_dir() -> None:
+    assert default_static_dir().name == "all-MiniLM-L6-v2-static"
+    assert StaticEmbedder().resolved_model_dir() == default_static_dir()
+
+
+def test_usable_as_the_chunkers_embedder(tiny: StaticEmbedder) -> None:
+    text = "\n\n".join(f"Sentence number {i} talks about topic {i % 3}." for i in range(30))
+    chunks = chunk_text(
+        text,
+        document_id="doc",
+        config=ChunkingConfig.preset(
+            "fast", chunk_size_min=8, chunk_size_target=40, chunk_size_max=60
+        ),
+        embed=tiny,
+        token_counter=tiny.token_count,
+    )
+    assert len(chunks) > 1 and all(c.boundary_method == "semantic" for c in chunks)
+    assert all(c.text == text[c.start_char : c.end_char] for c in chunks)
+
+
+def test_hot_path_imports_neither_torch_nor_model2vec(tiny: StaticEmbedder) -> None:
+    code = (
+        "import sys\n"
+        "from resources.static_embedder import StaticEmbedder\n"
+        f"StaticEmbedder(model_dir={str(tiny.resolved_model_dir())!r}).embed(['hi there'])\n"
+        "heavy = [m for m in ('torch', 'model2vec', 'transformers', 'skeletoken') "
+        "if m in sys.modules]\n"
+        "print(','.join(heavy))\n"
+    )
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=root, capture_output=True, text=True, check=True
+    )
+    assert out.stdout.strip() == ""
+
+
+@pytest.fixture(scope="module")
+def minilm_counter():
+    from chunking import load_token_counter
+
+    return load_token_counter(packaged_model_dir() / TOKENIZER_FILE)
+
+
+# --- the real distillation (needs the export extra; minutes on a busy 2-core machine) ---------
+@pytest.fixture(scope="module")
+def distilled(isolated_environment: Path) -> StaticManifest:
+    return distill_static_model()
+
+
+@pytest.mark.slow
+@pytest.mark.export
+def test_distillation_is_byte_identical_and_idempotent(
+    distilled: StaticManifest, tmp_path: Path
+) -> None:
+    again = distill_static_model(tmp_path / "again", force=True)
+    assert again.distilled_now
+    names = sorted(p.name for p in distilled.directory.iterdir())
+    assert names == sorted(p.name for p in again.directory.iterdir())
+    assert names == ["embeddings.npy", "manifest.json", "tokenizer.json"]
+    for name in names:
+        assert (distilled.directory / name).read_bytes() == (again.directory / name).read_bytes()
+    assert again.model_id == distilled.model_id
+    reused = distill_static_model()
+    assert not reused.distilled_now and reused.model_id == distilled.model_id
+
+
+@pytest.mark.slow
+@pytest.mark.export
+def test_real_static_model(distilled: StaticManifest) -> None:
+    manifest = load_static_manifest(default_static_dir())
+    assert manifest.dims == 256 and manifest.vocab_size == 30522
+    assert manifest.source["model"] == "sentence-transformers/all-MiniLM-L6-v2"
+    assert manifest.versions["model2vec"] != "absent"
+    assert manifest.distill == DISTILL_PARAMS
+    assert manifest.fidelity["min_cosine"] >= 0.999
+    size = manifest.embeddings_path.stat().st_size
+    assert 14e6 < size < 17e6
+    embedder = StaticEmbedder()
+    cats = ["The cat purrs when the cat is content.", "A cat grooms its fur with a rough tongue."]
+    rockets = [
+        "The rocket burns kerosene at launch.",
+        "The rocket booster lands on a barge after launch.",
+    ]
+    vectors = embedder.embed(cats + rockets)
+    np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-6)
+    sims = vectors @ vectors.T
+    within, across = (sims[0, 1] + sims[2, 3]) / 2, sims[:2, 2:].mean()
+    assert within > across + 0.2  # measured: 0.51 vs 0.12
+    assert embedder.model_id == manifest.model_id
