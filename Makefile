@@ -22,6 +22,10 @@ demo: install
 test: install
 	$(BIN)/python -m pytest
 
+bench: install
+	$(BIN)/python -m pip install -q torch==2.13.0 -e '.[export,bench]'
+	$(BIN)/python -m benchmarks
+
 lint: install
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .
 

@@ -19,6 +19,7 @@ from assets.frames import by_document, candidates_from, embedding_matrix, frame
 from assets.partitions import BATCH_ASSET_DEFAULTS
 from assets.versions import ASSEMBLY_PARTS, CONFIG, SETTINGS, code_version
 from chunking import candidate_vectors
+from chunking.errors import EmbeddingError
 from resources.chunk_vectors import (
     late_cache_keys,
     late_cache_model_id,
@@ -66,7 +67,14 @@ def chunk_index(
 ) -> pd.DataFrame:
     started = time.perf_counter()
     chunks = chunks.reset_index(drop=True)  # positions below index the vectors' rows
-    model_id = embedder.model_id
+    try:
+        model_id = embedder.model_id
+    except EmbeddingError as exc:
+        # The chunks are stored (with lexical boundaries); only the index must wait for a model.
+        context.log.warning(f"embedding model unavailable, nothing indexed: {exc}")
+        context.add_output_metadata({"mode": RETRIEVAL_MODE, "chunks_indexed": 0,
+                                     "model_unavailable": str(exc)[:500]})  # fmt: skip
+        return frame("chunk_index", [])
     if RETRIEVAL_MODE == "text":
         vectors, stats = EmbeddingCache(postgres).get_or_embed(
             model_id, list(chunks["text"]), embedder.embed

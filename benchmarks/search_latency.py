@@ -40,6 +40,7 @@ for path in (ROOT, ROOT / "benchmarks"):
     if str(path) not in sys.path:
         sys.path.insert(0, str(path))
 
+from psycopg import sql  # noqa: E402
 from retrieval_eval import build_corpus, build_questions  # noqa: E402
 
 from resources import schema  # noqa: E402
@@ -132,7 +133,9 @@ def load(postgres: PostgresResource, frames: dict[str, pd.DataFrame], manifest: 
         ) as copy:
             for row in manifest:
                 copy.write_row(row)
-        conn.execute(f"DROP INDEX seams.{schema.CHUNK_INDEX_HNSW}")
+        conn.execute(
+            sql.SQL("DROP INDEX {}").format(sql.Identifier(schema.SCHEMA, schema.CHUNK_INDEX_HNSW))
+        )
     for name, frame in frames.items():
         write_table(postgres, schema.ASSET_TABLES[name], frame, keys)
     started = time.perf_counter()

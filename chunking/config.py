@@ -161,6 +161,11 @@ class ChunkingConfig(BaseModel):
         except ValidationError as exc:
             raise ConfigError(describe_validation_error(exc)) from None
 
+    @model_validator(mode="before")
+    @classmethod
+    def _no_booleans_as_numbers(cls, data: Any) -> Any:
+        return reject_booleans_as_numbers(cls, data)
+
     @model_validator(mode="after")
     def _check_relations(self) -> ChunkingConfig:
         if not self.chunk_size_min <= self.chunk_size_target <= self.chunk_size_max:
@@ -286,6 +291,16 @@ def _stable_dump(config: ChunkingConfig) -> dict[str, Any]:
         if dumped.get(name) == default:
             del dumped[name]
     return dumped
+
+
+def reject_booleans_as_numbers(model: type[BaseModel], data: Any) -> Any:
+    """YAML `true` is not a number: pydantic would quietly read `window_size: true` as 1."""
+    if isinstance(data, dict):
+        for name, value in data.items():
+            field = model.model_fields.get(name)
+            if isinstance(value, bool) and field is not None and field.annotation in (int, float):
+                raise ValueError(f"{name}={value!r}: expected a number, not true/false")
+    return data
 
 
 def describe_validation_error(exc: ValidationError) -> str:

@@ -167,10 +167,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     from orchestration.instance import prepare_environment
 
     path = Path(args.path) if args.path else runner.SAMPLE_CORPUS
-    urls = prepare_environment()
+    prepare_environment()
     with DagsterInstance.get() as instance:
         runner.ensure_model(instance, _say)
-        keys = runner.register_path(path, _say)
+        unfinished = runner.unfinished_batches(instance, source=runner.source_of(path))
+        if unfinished:
+            _say(f"finishing {len(unfinished)} batch(es) an earlier run left unfinished")
+        keys = list(dict.fromkeys([*unfinished, *runner.register_path(path, _say)]))
         if not keys:
             _say(f"nothing new under {path}: every file version is already in a batch")
             return 0
@@ -179,7 +182,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         started = time.perf_counter()
         runner.materialize_batches(instance, keys, _say, summary)
     summary.seconds = time.perf_counter() - started
-    print(runner.format_summary(runner.summarize(summary), urls.data), flush=True)
+    print(runner.format_summary(runner.summarize(summary)), flush=True)
     return 0
 
 
@@ -192,7 +195,7 @@ def cmd_backfill(args: argparse.Namespace) -> int:
     from orchestration import runner
     from orchestration.instance import prepare_environment
 
-    urls = prepare_environment()
+    prepare_environment()
     started = time.perf_counter()
     report = (lambda _m: None) if args.json else _say
     with DagsterInstance.get() as instance:
@@ -202,7 +205,7 @@ def cmd_backfill(args: argparse.Namespace) -> int:
         fields = ("batches", "run_ids", "texts_embedded", "cache_hits", "seconds")
         print(json.dumps({name: getattr(summary, name) for name in fields}))
     elif summary.batches:
-        print(runner.format_summary(runner.summarize(summary), urls.data), flush=True)
+        print(runner.format_summary(runner.summarize(summary)), flush=True)
     return 0
 
 

@@ -78,6 +78,11 @@ def ensure_model(instance: dg.DagsterInstance, report: Report) -> None:
         raise SeamsError("exporting the embedding model failed: see the run in the Dagster UI")
 
 
+def source_of(path: Path) -> str:
+    """How batches registered by `seams run PATH` name their source."""
+    return f"cli:{path}"
+
+
 def register_path(path: Path, report: Report) -> list[str]:
     """Freeze the new file versions under `path` into batches of <= MAX_BATCH_DOCUMENTS."""
     files, refused = scan_inbox(path)
@@ -91,7 +96,7 @@ def register_path(path: Path, report: Report) -> list[str]:
     with postgres.connection() as conn:
         for start in range(0, len(files), MAX_BATCH_DOCUMENTS):
             key = register_batch(
-                conn, files[start : start + MAX_BATCH_DOCUMENTS], source=f"cli:{path}"
+                conn, files[start : start + MAX_BATCH_DOCUMENTS], source=source_of(path)
             )
             if key:
                 keys.append(key)
@@ -121,11 +126,8 @@ def materialize_batches(
         )
         summary.run_ids.append(result.run_id)
         if not result.success:
-            failure = next(
-                (e.message for e in result.all_events if e.is_step_failure or e.is_failure), ""
-            )
             raise SeamsError(
-                f"run {result.run_id} for batch {key} failed: {failure.strip()[:500]}. "
+                f"run {result.run_id} for batch {key} failed: {failure_reason(result)[:500]} "
                 "Open it in the UI (`seams dev`) for the full log."
             )
         for event in result.get_asset_materialization_events():
@@ -136,6 +138,38 @@ def materialize_batches(
                 summary.texts_embedded += int(meta["texts_embedded"].value)
         seconds = time.perf_counter() - started
         report(f"batch {number}/{len(batch_keys)} {key}: done in {seconds:.1f} s")
+
+
+_SEAMS_ERRORS = {"SeamsError", "ConfigError", "InputError", "EmbeddingError", "StorageError"}
+
+
+def failure_reason(result: dg.ExecuteInProcessResult) -> str:
+    """The Seams error behind the first failed step (the cause Dagster wraps), else its message."""
+    for event in result.all_events:
+        if event.is_step_failure and event.step_failure_data.error:
+            chain, error = [], event.step_failure_data.error
+            while error is not None:
+                chain.append(error)
+                error = error.cause
+            cause = next((e for e in chain if e.cls_name in _SEAMS_ERRORS), chain[-1])
+            return f'step "{event.step_key}": {cause.message.strip()}'
+        if event.is_failure:
+            return (event.message or "").strip()
+    return ""
+
+
+def unfinished_batches(instance: dg.DagsterInstance, *, source: str) -> list[str]:
+    """Batches registered from `source` whose chunks were never materialized (a killed run)."""
+    with _postgres().connection() as conn:
+        keys = [
+            r[0]
+            for r in conn.execute(
+                "SELECT batch_key FROM seams.batches WHERE source = %s ORDER BY batch_key",
+                (source,),
+            )
+        ]
+    done = instance.get_materialized_partitions(dg.AssetKey("chunks"))
+    return [k for k in keys if k not in done]
 
 
 def summarize(summary: RunSummary) -> RunSummary:
@@ -163,7 +197,8 @@ def summarize(summary: RunSummary) -> RunSummary:
     return summary
 
 
-def format_summary(summary: RunSummary, data_url: str) -> str:
+def format_summary(summary: RunSummary) -> str:
+    """The end-of-run summary; it never prints a database URL (it may hold a password)."""
     lines = [
         f"batches:        {', '.join(summary.batches) or '-'}",
         f"documents:      {summary.documents} ({summary.failed_documents} failed)",
@@ -173,7 +208,7 @@ def format_summary(summary: RunSummary, data_url: str) -> str:
         f"throughput:     {summary.words} words in {summary.seconds:.1f} s "
         f"({summary.words_per_second:,.0f} words/s)",
         "look at them:   seams dev  (UI: http://127.0.0.1:3000, asset group 'chunking')",
-        f'                psql "{data_url}" -c \'SELECT document_id, chunk_index, token_count,'
+        '                psql "$(seams db url)" -c \'SELECT document_id, chunk_index, token_count,'
         " left(text, 60) FROM seams.current_chunks LIMIT 10'",
     ]
     return "\n".join(lines)

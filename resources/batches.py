@@ -79,7 +79,22 @@ def scan_inbox(root: Path) -> tuple[list[SourceFile], list[RefusedFile]]:
     found: list[SourceFile] = []
     refused: list[RefusedFile] = []
     for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
-        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        kept = []
+        for name in sorted(dirnames):
+            folder = Path(dirpath) / name
+            if name.startswith("."):
+                continue
+            if folder.is_symlink():  # os.walk does not follow it: say so instead of staying silent
+                target = folder.resolve()
+                why = (
+                    f"symlink leaves the inbox (to {target})"
+                    if not target.is_relative_to(real_root)
+                    else "symlinked folder: not followed (its files are scanned where they are)"
+                )
+                refused.append(RefusedFile(folder, why))
+                continue
+            kept.append(name)
+        dirnames[:] = kept
         for name in sorted(filenames):
             if name.startswith("."):
                 continue

@@ -32,7 +32,13 @@ from pydantic import Field
 from tokenizers import Tokenizer
 
 from chunking.errors import ConfigError, EmbeddingError, InputError
-from resources.model_store import EXPORT_HINT, ModelManifest, default_model_dir, load_manifest
+from resources.model_store import (
+    EXPORT_HINT,
+    ModelManifest,
+    default_model_dir,
+    load_manifest,
+    verify_file,
+)
 
 log = logging.getLogger(__name__)
 
@@ -193,6 +199,7 @@ def _pool(sums: np.ndarray, pieces: _Pieces, n_texts: int) -> np.ndarray:
 
 _runtimes: dict[tuple[object, ...], EmbeddingRuntime] = {}
 _runtimes_lock = threading.Lock()
+_tokenizers: dict[tuple[str, str], Tokenizer] = {}
 
 
 def load_runtime(
@@ -234,6 +241,7 @@ def clear_runtime_cache() -> None:
     """Forget loaded sessions (tests; or to free memory in a long-lived process)."""
     with _runtimes_lock:
         _runtimes.clear()
+        _tokenizers.clear()
 
 
 def _open_session(path: Path, threads: int, providers: list[str]) -> ort.InferenceSession:
@@ -304,7 +312,19 @@ class OnnxEmbedder(dg.ConfigurableResource):
     def token_count(self, texts: list[str]) -> list[int]:
         """Word pieces per text, without [CLS]/[SEP]: the chunker's `tokens` size unit."""
         _check_texts(texts)
-        return [len(ids) for ids in self._load()[0].token_ids(texts)]
+        encodings = self._tokenizer().encode_batch(list(texts), add_special_tokens=False)
+        return [len(e.ids) for e in encodings]
+
+    def _tokenizer(self) -> Tokenizer:
+        """The verified tokenizer alone: a broken ONNX graph must not stop segmentation (the
+        embedding step then falls back to lexical boundaries)."""
+        manifest = load_manifest(self.resolved_model_dir(), verify=False)
+        verify_file(manifest.tokenizer_path, manifest.tokenizer_sha256)
+        key = (str(manifest.tokenizer_path), manifest.tokenizer_sha256)
+        with _runtimes_lock:
+            if key not in _tokenizers:
+                _tokenizers[key] = _open_tokenizer(manifest.tokenizer_path)
+            return _tokenizers[key]
 
     @property
     def model_id(self) -> str:

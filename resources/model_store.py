@@ -224,13 +224,13 @@ def load_manifest(directory: Path | str | None = None, *, verify: bool = True) -
             f"the model manifest {manifest_path} is unreadable ({exc}); {EXPORT_HINT}."
         ) from exc
     if verify:
-        _verify_file(directory / TOKENIZER_FILE, manifest.tokenizer_sha256)
+        verify_file(directory / TOKENIZER_FILE, manifest.tokenizer_sha256)
         for variant in manifest.variants.values():
-            _verify_file(directory / variant.file, variant.sha256)
+            verify_file(directory / variant.file, variant.sha256)
     return manifest
 
 
-def _verify_file(path: Path, expected_sha256: str) -> None:
+def verify_file(path: Path, expected_sha256: str) -> None:
     if not path.is_file():
         raise EmbeddingError(f"the model file {path} is missing; {EXPORT_HINT}.")
     actual = file_sha256(path)

@@ -120,6 +120,12 @@ class PostgresResource(dg.ConfigurableResource):
 def connection_lost(redacted_url: str, doing: str, exc: BaseException) -> StorageError:
     """A `StorageError` for a connection that failed while `doing` something."""
     reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    if (getattr(exc, "sqlstate", None) or "").startswith("53"):  # disk full, out of memory, ...
+        return StorageError(
+            f"PostgreSQL at {redacted_url} ran out of resources while {doing}: {reason}. "
+            "Nothing was written (each write is one transaction); free disk space or memory on "
+            "the server and rerun."
+        )
     return StorageError(
         f"lost the connection to PostgreSQL at {redacted_url} while {doing}: {reason}. "
         "Nothing was half-written (each write is one transaction); check the server and rerun."
@@ -150,7 +156,7 @@ def create_schema(url: str) -> None:
         with psycopg.connect(url, connect_timeout=CONNECT_TIMEOUT_S, autocommit=True) as conn:
             with conn.transaction():
                 conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (_DDL_LOCK,))
-                for statement in schema.ddl():
+                for statement in schema.ddl(**_existing(conn)):
                     conn.execute(statement)
             _check_declared_columns(conn, redact(url))
     except psycopg.errors.FeatureNotSupported as exc:  # pragma: no cover - server specific
@@ -168,6 +174,17 @@ def create_schema(url: str) -> None:
             f"cannot connect to PostgreSQL at {redact(url)}: {reason}. Check that the server is "
             f"running and the URL is right, or unset {URL_ENV} to use Seams' embedded PostgreSQL."
         ) from exc
+
+
+def _existing(conn: psycopg.Connection[Any]) -> dict[str, bool]:
+    """Whether the schema and pgvector already exist: their CREATE ... IF NOT EXISTS would still
+    need privileges a least-privilege data role (docs/reliability.md) does not have."""
+    row = conn.execute(
+        "SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = %s),"
+        " EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'vector')",
+        (schema.SCHEMA,),
+    ).fetchone()
+    return {"schema_exists": bool(row[0]), "vector_exists": bool(row[1])}
 
 
 _PG_TYPE_NAMES = {"timestamptz": "timestamp with time zone"}

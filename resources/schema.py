@@ -441,12 +441,13 @@ def chunk_parents_view() -> sql.Composable:
     ).format(view=sql.Identifier(SCHEMA, CHUNK_PARENTS_VIEW), chunks=CHUNKS.identifier())
 
 
-def ddl() -> list[sql.Composable]:
+def ddl(*, schema_exists: bool = False, vector_exists: bool = False) -> list[sql.Composable]:
     """Every statement that creates the `seams` schema, idempotently, in dependency order."""
-    statements: list[sql.Composable] = [
-        sql.SQL("CREATE EXTENSION IF NOT EXISTS vector"),
-        sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(SCHEMA)),
-    ]
+    statements: list[sql.Composable] = []
+    if not vector_exists:
+        statements.append(sql.SQL("CREATE EXTENSION IF NOT EXISTS vector"))
+    if not schema_exists:
+        statements.append(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(SCHEMA)))
     for table in TABLES:
         statements.extend(table.create_statements())
     statements.append(current_chunks_view())

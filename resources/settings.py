@@ -13,49 +13,64 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from chunking.config import ChunkingConfig, describe_validation_error
+from chunking.config import ChunkingConfig, describe_validation_error, reject_booleans_as_numbers
 from chunking.errors import ConfigError
 from resources.paths import PROJECT_ROOT, data_dir
 
 CONFIG_ENV = "SEAMS_CONFIG"
 
 
-class ChunkingSettings(BaseModel):
+class Section(BaseModel):
+    """A block of seams.yaml: unknown keys and booleans-as-numbers are errors, not ignored."""
+
     model_config = ConfigDict(extra="forbid")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_booleans_as_numbers(cls, data: Any) -> Any:
+        return reject_booleans_as_numbers(cls, data)
+
+
+class ChunkingSettings(Section):
     preset: str = "default"
     overrides: dict[str, Any] = Field(default_factory=dict)
 
 
-class EmbedderSettings(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    variant: str = "fp32"
+class EmbedderSettings(Section):
+    variant: Literal["fp32", "int8"] = "fp32"
     batch_size: int = Field(32, ge=1, le=4096)
     threads: int = Field(0, ge=0, le=256)
 
 
-class RetrievalSettings(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class RetrievalSettings(Section):
     # pooled: token-weighted mean of the chunk's candidate embeddings (free, best recall@1 in
     # benchmarks/retrieval_eval.py); text: embed the chunk text; late: late chunking.
     mode: Literal["text", "pooled", "late"] = "pooled"
     late_overlap_tokens: int = Field(64, ge=0, le=200)
 
 
-class InboxSettings(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class InboxSettings(Section):
     path: str | None = None
     min_files: int = Field(20, ge=1, le=1_000_000)
     max_wait_minutes: float = Field(10.0, ge=0.0, le=7 * 24 * 60)
     seal_cron: str = "0 * * * *"
 
+    @field_validator("seal_cron")
+    @classmethod
+    def _cron(cls, value: str) -> str:
+        from dagster._utils.schedules import is_valid_cron_string
+
+        if not is_valid_cron_string(value):
+            raise ValueError(f"seal_cron={value!r}: not a valid 5-field cron expression")
+        return value
+
     def folder(self) -> Path:
         return Path(self.path).expanduser().resolve() if self.path else data_dir() / "inbox"
 
 
-class SeamsSettings(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class SeamsSettings(Section):
     chunking: ChunkingSettings = Field(default_factory=ChunkingSettings)
     embedder: EmbedderSettings = Field(default_factory=EmbedderSettings)
     inbox: InboxSettings = Field(default_factory=InboxSettings)
