@@ -30,6 +30,7 @@ from resources.batches import register_batch, scan_inbox
 from resources.chunk_vectors import MODES
 from resources.database import database_url_for
 from resources.embedder import OnnxEmbedder
+from resources.static_embedder import StaticEmbedder
 from resources.io_manager import PostgresIOManager
 from resources.model_store import ModelManifest
 from resources.postgres import PostgresResource, close_pool
@@ -96,6 +97,7 @@ def _resources(url: str) -> dict[str, object]:
         "postgres": postgres,
         "io_manager": PostgresIOManager(postgres=postgres),
         "embedder": OnnxEmbedder(),
+        "static_embedder": StaticEmbedder(),
     }
 
 
