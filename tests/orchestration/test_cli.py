@@ -43,11 +43,12 @@ def _graphql(port: int, query: str) -> dict:
 @pytest.mark.slow
 def test_seams_dev_serves_ui_and_ctrl_c_leaves_nothing_behind(tmp_path: Path) -> None:
     port = _free_port()
+    log = tmp_path / "seams-dev.log"
     env = {**os.environ, "SEAMS_DATA_DIR": str(tmp_path / "data")}
     env.pop("SEAMS_DATABASE_URL", None)
     proc = subprocess.Popen(
         [sys.executable, "-m", "orchestration.cli", "dev", "--port", str(port)],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        env=env, stdout=log.open("w"), stderr=subprocess.STDOUT,
     )  # fmt: skip
     family: set[int] = set()
     try:
@@ -74,7 +75,8 @@ def test_seams_dev_serves_ui_and_ctrl_c_leaves_nothing_behind(tmp_path: Path) ->
         assert postgres, "the embedded PostgreSQL is not running"
         family |= set(postgres)
         proc.send_signal(signal.SIGINT)
-        assert proc.wait(timeout=60) == 0
+        code = proc.wait(timeout=180)
+        assert code == 0, log.read_text()[-3000:]
     finally:
         if proc.poll() is None:
             proc.kill()

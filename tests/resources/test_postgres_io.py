@@ -238,7 +238,7 @@ def test_ensure_schema_is_idempotent_and_creates_the_view(
                 "SELECT table_name FROM information_schema.tables WHERE table_schema = 'seams'"
             )
         }
-    assert names == {t.name for t in schema.TABLES} | {"current_chunks"}
+    assert names == {t.name for t in schema.TABLES} | {"current_chunks", "chunk_parents"}
 
 
 # --- replace, never duplicate; failures leave the previous rows ------------------------------
