@@ -11,7 +11,6 @@ password to leak and no port to collide. The embedded server outlives the proces
 from __future__ import annotations
 
 import contextlib
-import contextlib
 import logging
 import os
 import re

@@ -30,11 +30,11 @@ from resources.batches import register_batch, scan_inbox
 from resources.chunk_vectors import MODES
 from resources.database import database_url_for
 from resources.embedder import OnnxEmbedder
-from resources.static_embedder import StaticEmbedder
 from resources.io_manager import PostgresIOManager
 from resources.model_store import ModelManifest
 from resources.postgres import PostgresResource, close_pool
 from resources.search import MAX_QUERY_CHARS, search, search_response
+from resources.static_embedder import StaticEmbedder
 
 PIPELINE = [
     embedding_model, extracted_text, sentence_candidates, candidate_embeddings,
