@@ -184,9 +184,14 @@ def _spans_from_starts(text: str, starts: Sequence[int]) -> list[Span]:
     return spans
 
 
-def ours(config: ChunkingConfig, embedder: OnnxEmbedder) -> Callable[[str], list[Span]]:
+def ours(
+    config: ChunkingConfig, embedder: OnnxEmbedder, boundary_embed: Callable | None = None
+) -> Callable[[str], list[Span]]:
+    """Seams' chunks; `boundary_embed` replaces the transformer for boundaries (`fast`)."""
+
     def run(text: str) -> list[Span]:
-        made = chunk_text(text, document_id="eval", config=config, embed=embedder.embed,
+        made = chunk_text(text, document_id="eval", config=config,
+                          embed=boundary_embed or embedder.embed,
                           token_counter=embedder.token_count)  # fmt: skip
         return [(c.start_char, c.end_char) for c in made]
 
@@ -302,6 +307,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--json", type=Path, help="write the results here")
     parser.add_argument("--k", type=int, default=K)
+    parser.add_argument(
+        "--systems", help="comma-separated names of the systems to run (default: all)"
+    )
     args = parser.parse_args(argv)
     started = time.perf_counter()
     import logging
@@ -328,6 +336,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         ("fixed 400 tokens", fixed(400, embedder), ("text",)),
         ("langchain SemanticChunker", langchain(st_embed), ("text",)),
     ]
+    if args.systems is None or "seams fast" in args.systems:
+        from resources.distill import distill_static_model
+        from resources.static_embedder import StaticEmbedder
+
+        distill_static_model()
+        fast = ours(ChunkingConfig.preset("fast"), embedder, StaticEmbedder().embed)
+        # The fast preset's index embeds chunk texts with the transformer (pooled static
+        # vectors would not match transformer queries), as the chunk_index asset does.
+        systems.insert(1, ("seams fast", fast, ("text",)))
+    if args.systems:
+        wanted = {name.strip() for name in args.systems.split(",")}
+        systems = [s for s in systems if s[0] in wanted]
     results = []
     for name, chunker, modes in systems:
         t0 = time.perf_counter()
