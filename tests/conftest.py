@@ -15,10 +15,13 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import dagster as dg
 import psycopg
 import pytest
 from psycopg import sql
 
+from orchestration.instance import DAGSTER_URL_VAR, prepare_environment
+from resources import database
 from resources.database import EmbeddedPostgres, database_url_for
 from resources.model_store import ModelManifest
 from resources.postgres import close_pool
@@ -83,3 +86,36 @@ def exported_model(isolated_environment: Path) -> ModelManifest:
     from resources.model_export import export_model
 
     return export_model()
+
+
+#: Variables a test may change (`prepare_environment` writes them) that must come back as they were.
+ENV_VARIABLES = (
+    "DAGSTER_HOME",
+    DAGSTER_URL_VAR,
+    "SEAMS_DATA_DIR",
+    database.URL_ENV,
+    database.DAGSTER_URL_ENV,
+)
+
+
+def keep_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make `monkeypatch` restore every variable `prepare_environment` writes."""
+    for variable in ENV_VARIABLES:
+        value = os.environ.get(variable)
+        if value is None:
+            monkeypatch.delenv(variable, raising=False)
+        else:
+            monkeypatch.setenv(variable, value)
+
+
+@pytest.fixture
+def instance(
+    database_url: str, monkeypatch: pytest.MonkeyPatch, exported_model: ModelManifest
+) -> Iterator[dg.DagsterInstance]:
+    """A PostgreSQL-backed Dagster instance whose data and run storage is `database_url`."""
+    keep_environment(monkeypatch)
+    monkeypatch.setenv(database.URL_ENV, database_url)
+    monkeypatch.delenv(database.DAGSTER_URL_ENV, raising=False)
+    prepare_environment()
+    with dg.DagsterInstance.get() as dagster_instance:
+        yield dagster_instance

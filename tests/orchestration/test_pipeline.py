@@ -12,7 +12,6 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import dagster as dg
@@ -24,26 +23,12 @@ from assets.partitions import document_batches
 from assets.versions import CONFIG
 from chunking import ChunkingConfig
 from orchestration import runner
-from orchestration.instance import DAGSTER_URL_VAR, prepare_environment
 from orchestration.sensors import inbox_sensor, look_at_inbox, seal_inbox_schedule
-from resources import database
 from resources.model_store import ModelManifest
 from resources.postgres import PostgresResource
 from resources.settings import InboxSettings
 
 SAMPLES = ("field_notes.md", "history_of_maps.txt")
-
-
-@pytest.fixture
-def instance(
-    database_url: str, monkeypatch: pytest.MonkeyPatch, exported_model: ModelManifest
-) -> Iterator[dg.DagsterInstance]:
-    monkeypatch.setenv(database.URL_ENV, database_url)
-    for variable in ("DAGSTER_HOME", DAGSTER_URL_VAR, "SEAMS_DATA_DIR"):  # restored afterwards
-        monkeypatch.setenv(variable, os.environ.get(variable, ""))
-    prepare_environment()
-    with dg.DagsterInstance.get() as dagster_instance:
-        yield dagster_instance
 
 
 @pytest.fixture

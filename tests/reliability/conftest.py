@@ -6,57 +6,21 @@ They reuse the session fixtures of `tests/conftest.py` (`database_url`, `pg_serv
 
 from __future__ import annotations
 
-import os
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import dagster as dg
 import psycopg
-import pytest
 
 from orchestration import runner
-from orchestration.instance import DAGSTER_URL_VAR, prepare_environment
-from resources import database
-from resources.model_store import ModelManifest
-
-#: Variables a test may change and that must come back as they were.
-ENV_VARIABLES = (
-    "DAGSTER_HOME",
-    DAGSTER_URL_VAR,
-    "SEAMS_DATA_DIR",
-    database.URL_ENV,
-    database.DAGSTER_URL_ENV,
-)
+from tests.conftest import keep_environment  # noqa: F401  (re-exported for the tests here)
 
 SHORT_DOC = (
     "# Tides\n\nThe tide rises twice a day along this coast. Fishermen read the tables before "
     "they leave the harbour.\n\nOyster beds lie bare at the lowest tides of spring.\n"
 )
-
-
-def keep_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Make `monkeypatch` restore every variable `prepare_environment` writes."""
-    for variable in ENV_VARIABLES:
-        value = os.environ.get(variable)
-        if value is None:
-            monkeypatch.delenv(variable, raising=False)
-        else:
-            monkeypatch.setenv(variable, value)
-
-
-@pytest.fixture
-def instance(
-    database_url: str, monkeypatch: pytest.MonkeyPatch, exported_model: ModelManifest
-) -> Iterator[dg.DagsterInstance]:
-    """A PostgreSQL-backed Dagster instance whose data and run storage is `database_url`."""
-    keep_environment(monkeypatch)
-    monkeypatch.setenv(database.URL_ENV, database_url)
-    monkeypatch.delenv(database.DAGSTER_URL_ENV, raising=False)
-    prepare_environment()
-    with dg.DagsterInstance.get() as dagster_instance:
-        yield dagster_instance
 
 
 def run_path(instance: dg.DagsterInstance, path: Path, report: Any = print) -> runner.RunSummary:
