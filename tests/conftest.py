@@ -8,9 +8,14 @@ that cannot be started fails the tests that need it, loudly.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import socket
+import subprocess
+import sys
 import tempfile
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +23,7 @@ from pathlib import Path
 import dagster as dg
 import psycopg
 import pytest
+from dagster_graphql import DagsterGraphQLClient, DagsterGraphQLClientError
 from psycopg import sql
 
 from orchestration.instance import DAGSTER_URL_VAR, prepare_environment
@@ -119,3 +125,56 @@ def instance(
     prepare_environment()
     with dg.DagsterInstance.get() as dagster_instance:
         yield dagster_instance
+
+
+def free_port() -> int:
+    """A free TCP port on the loopback interface."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _stop_service(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        os.killpg(proc.pid, 15)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, 9)
+            proc.wait()
+
+
+@contextlib.contextmanager
+def dagster_services(logs: Path, *, timeout_s: float = 180) -> Iterator[DagsterGraphQLClient]:
+    """dagster-webserver + dagster-daemon for `orchestration` on a free loopback port, against
+    the instance `prepare_environment()` set up; yields a GraphQL client once the UI answers."""
+    port = free_port()
+    bin_dir = Path(sys.executable).parent
+    commands = {
+        "webserver": [str(bin_dir / "dagster-webserver"), "-m", "orchestration",
+                      "-h", "127.0.0.1", "-p", str(port)],
+        "daemon": [str(bin_dir / "dagster-daemon"), "run", "-m", "orchestration"],
+    }  # fmt: skip
+    procs = {}
+    for name, command in commands.items():
+        log = (logs / f"{name}.log").open("w")
+        procs[name] = subprocess.Popen(
+            command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=os.environ
+        )
+    try:
+        client = DagsterGraphQLClient("127.0.0.1", port_number=port, timeout=60)
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                client._execute("{ version }")
+                break
+            except DagsterGraphQLClientError:
+                assert procs["webserver"].poll() is None, (logs / "webserver.log").read_text()[
+                    -3000:
+                ]
+                assert time.monotonic() < deadline, "the webserver never answered"
+                time.sleep(0.5)
+        yield client
+    finally:
+        for proc in procs.values():
+            _stop_service(proc)

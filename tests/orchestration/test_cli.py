@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -16,18 +15,13 @@ import psutil
 import pytest
 
 from orchestration.cli import build_parser
+from tests.conftest import free_port
 
 
 def test_help_lists_every_command() -> None:
     text = build_parser().format_help()
     for command in ("db", "dev"):
         assert command in text
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _graphql(port: int, query: str) -> dict:
@@ -42,7 +36,7 @@ def _graphql(port: int, query: str) -> dict:
 
 @pytest.mark.slow
 def test_seams_dev_serves_ui_and_ctrl_c_leaves_nothing_behind(tmp_path: Path) -> None:
-    port = _free_port()
+    port = free_port()
     log = tmp_path / "seams-dev.log"
     env = {**os.environ, "SEAMS_DATA_DIR": str(tmp_path / "data")}
     env.pop("SEAMS_DATABASE_URL", None)

@@ -4,23 +4,18 @@ a PostgreSQL-backed instance, a run launched through GraphQL and queued by the r
 
 from __future__ import annotations
 
-import os
 import shutil
-import socket
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
 import pytest
-from dagster_graphql import DagsterGraphQLClient, DagsterGraphQLClientError
+from dagster_graphql import DagsterGraphQLClient
 
 from orchestration import runner
-from orchestration.instance import DAGSTER_URL_VAR, prepare_environment
-from resources import database
 from resources.model_store import ModelManifest
+from tests.conftest import dagster_services
 
 ADD_PARTITION = """
 mutation Add($repo: RepositorySelector!, $name: String!, $key: String!) {
@@ -40,71 +35,18 @@ query Materializations($key: AssetKeyInput!) {
 """
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _start(command: list[str], log: Path) -> subprocess.Popen:
-    handle = log.open("w")
-    return subprocess.Popen(
-        command, stdout=handle, stderr=subprocess.STDOUT, start_new_session=True, env=os.environ
-    )
-
-
-def _stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        os.killpg(proc.pid, 15)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, 9)
-            proc.wait()
-
-
 @pytest.fixture
-def services(
-    database_url: str,
-    monkeypatch: pytest.MonkeyPatch,
-    exported_model: ModelManifest,
-    tmp_path: Path,
-) -> Iterator[int]:
-    monkeypatch.setenv(database.URL_ENV, database_url)
-    for variable in ("DAGSTER_HOME", DAGSTER_URL_VAR, "SEAMS_DATA_DIR"):  # restored afterwards
-        monkeypatch.setenv(variable, os.environ.get(variable, ""))
-    prepare_environment()
-    port = _free_port()
-    bin_dir = Path(sys.executable).parent
-    web = _start(
-        [str(bin_dir / "dagster-webserver"), "-m", "orchestration",
-         "-h", "127.0.0.1", "-p", str(port)],
-        tmp_path / "webserver.log",
-    )  # fmt: skip
-    daemon = _start(
-        [str(bin_dir / "dagster-daemon"), "run", "-m", "orchestration"], tmp_path / "daemon.log"
-    )
-    try:
-        yield port
-    finally:
-        _stop(web)
-        _stop(daemon)
+def client(
+    instance: object, exported_model: ModelManifest, tmp_path: Path
+) -> Iterator[DagsterGraphQLClient]:
+    with dagster_services(tmp_path) as graphql:
+        yield graphql
 
 
 @pytest.mark.slow
 def test_run_launched_through_graphql_materializes_a_batch(
-    services: int, tmp_path: Path, database_url: str
+    client: DagsterGraphQLClient, tmp_path: Path, database_url: str
 ) -> None:
-    client = DagsterGraphQLClient("127.0.0.1", port_number=services, timeout=30)
-    deadline = time.monotonic() + 120
-    while True:
-        try:
-            client._execute("{ version }")
-            break
-        except DagsterGraphQLClientError:
-            assert time.monotonic() < deadline, "the webserver never answered"
-            time.sleep(0.5)
-
     inbox = tmp_path / "inbox"
     inbox.mkdir()
     shutil.copy(runner.SAMPLE_CORPUS / "kitchen_science.md", inbox)

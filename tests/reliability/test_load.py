@@ -9,10 +9,6 @@ queues many small batches would.
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,13 +16,14 @@ from pathlib import Path
 import dagster as dg
 import pytest
 import yaml
-from dagster_graphql import DagsterGraphQLClient, DagsterGraphQLClientError
+from dagster_graphql import DagsterGraphQLClient
 
 from assets.partitions import document_batches
 from orchestration import runner
 from orchestration.instance import INSTANCE_YAML, prepare_environment
 from resources import database
 from resources.model_store import ModelManifest
+from tests.conftest import dagster_services
 from tests.reliability.conftest import keep_environment, rows
 
 BATCHES = 20
@@ -36,29 +33,6 @@ TOPICS = (
     "beekeeping", "ferries", "maps", "clocks", "salt", "kites", "moss", "bridges", "ink",
     "owls", "canals", "tea",
 )  # fmt: skip
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _start(command: list[str], log: Path) -> subprocess.Popen:
-    return subprocess.Popen(
-        command, stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=True,
-        env=os.environ,
-    )  # fmt: skip
-
-
-def _stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        os.killpg(proc.pid, 15)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, 9)
-            proc.wait()
 
 
 @pytest.fixture
@@ -73,31 +47,8 @@ def queue(
     monkeypatch.setenv(database.URL_ENV, database_url)
     monkeypatch.delenv(database.DAGSTER_URL_ENV, raising=False)
     prepare_environment()
-    port = _free_port()
-    bin_dir = Path(sys.executable).parent
-    web = _start(
-        [str(bin_dir / "dagster-webserver"), "-m", "orchestration", "-h", "127.0.0.1",
-         "-p", str(port)],
-        tmp_path / "webserver.log",
-    )  # fmt: skip
-    daemon = _start(
-        [str(bin_dir / "dagster-daemon"), "run", "-m", "orchestration"], tmp_path / "daemon.log"
-    )
-    try:
-        client = DagsterGraphQLClient("127.0.0.1", port_number=port, timeout=60)
-        deadline = time.monotonic() + 180
-        while True:
-            try:
-                client._execute("{ version }")
-                break
-            except DagsterGraphQLClientError:
-                assert web.poll() is None, (tmp_path / "webserver.log").read_text()[-3000:]
-                assert time.monotonic() < deadline, "the webserver never answered"
-                time.sleep(0.5)
+    with dagster_services(tmp_path) as client:
         yield client
-    finally:
-        _stop(web)
-        _stop(daemon)
 
 
 def _max_overlap(intervals: list[tuple[float, float]]) -> int:
