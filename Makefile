@@ -11,7 +11,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q --upgrade pip
 	# CPU torch first (a local wheel here), so nothing below resolves a multi-GB CUDA build.
 	$(BIN)/python -m pip install -q torch==2.13.0
-	$(BIN)/python -m pip install -q -e '.[export,dev]'
+	$(BIN)/python -m pip install -q -e '.[export,dev,celery,langchain,llama-index,parquet]'
 	@touch $@
 
 install: $(STAMP)

@@ -1,52 +1,87 @@
-"""`semantic_boundaries`: one row per gap between candidates, with its verdict (stage 3)."""
+"""`semantic_boundaries`: every candidate with the verdict on the gap before it (stage 3).
+
+Rows carry the candidate, its vector and its text on (see `sentence_candidates`), so `chunks`
+reads only this table. Candidate 0 of a document always starts a chunk (`document_start`), so
+`reason` speaks the same words as the chunks' `boundary_reason`.
+"""
 
 import dagster as dg
 import pandas as pd
 
-from assets.frames import boundary_rows, by_document, candidates_from, embedding_matrix, frame
-from assets.partitions import BATCH_ASSET_DEFAULTS
-from assets.versions import BOUNDARY_PARTS, CONFIG, code_version
-from chunking import detect_boundaries, gap_similarities, jaccard_similarities
-
-BOUNDARY_VERSION = "1"
-
-
-@dg.asset(
-    **BATCH_ASSET_DEFAULTS,
-    code_version=code_version(BOUNDARY_VERSION, *BOUNDARY_PARTS),
-    description="Similarity across every gap between candidates, the threshold it was held to, "
-    "and whether it is a boundary (semantic, structural, or lexical fallback).",
+from seams.assets.display import asset_attributes, start_reasons
+from seams.assets.frames import (
+    by_document,
+    candidates_from,
+    carry,
+    document_text,
+    embedded_matrix,
+    embedding_matrix,
+    frame,
+    verdicts,
 )
-def semantic_boundaries(
-    context: dg.AssetExecutionContext,
-    extracted_text: pd.DataFrame,
-    sentence_candidates: pd.DataFrame,
-    candidate_embeddings: pd.DataFrame,
-) -> pd.DataFrame:
-    texts = {(d.batch_key, d.document_id): d.text for d in extracted_text.itertuples(index=False)}
-    vectors_by_doc = dict(by_document(candidate_embeddings))
-    rows, fallback_docs = [], 0
-    for key, group in by_document(sentence_candidates):
-        candidates = candidates_from(group)
-        embedded = vectors_by_doc.get(key)
-        vectors = embedding_matrix(embedded) if embedded is not None else None
-        if vectors is not None:
-            method = "semantic"
-            similarities = gap_similarities(vectors, len(candidates), CONFIG)
-        else:
-            method, fallback_docs = "jaccard", fallback_docs + 1
-            similarities = jaccard_similarities(texts[key], candidates, CONFIG)
-        found = detect_boundaries(similarities, candidates, CONFIG, method=method)
-        rows.extend(boundary_rows(key[0], key[1], found, method))
-    df = frame("semantic_boundaries", rows)
-    cuts = df[df["is_boundary"]] if len(df) else df
-    context.add_output_metadata(
-        {
-            "gaps": len(df),
-            "boundaries": len(cuts),
-            "reasons": dg.MetadataValue.json(cuts["reason"].value_counts().to_dict()),
-            "fallback_documents": fallback_docs,
-            "config_fingerprint": CONFIG.fingerprint("boundaries")[:12],
-        }
+from seams.assets.partitions import BATCH_ASSET_DEFAULTS
+from seams.assets.versions import StageParts, code_version
+from seams.chunking import (
+    ChunkingConfig,
+    detect_boundaries,
+    gap_similarities,
+    jaccard_similarities,
+)
+
+BOUNDARY_VERSION = "2"
+VERDICT_COLUMNS = ("similarity", "threshold", "is_boundary", "reason", "method")
+
+
+def build_boundaries_asset(
+    config: ChunkingConfig,
+    parts: StageParts,
+    automation_condition: dg.AutomationCondition | None = None,
+) -> dg.AssetsDefinition:
+    """`semantic_boundaries`, cutting with `config` (its code version folds in `parts`)."""
+
+    @dg.asset(
+        **BATCH_ASSET_DEFAULTS,
+        **asset_attributes("semantic_boundaries", stage="cut"),
+        code_version=code_version(BOUNDARY_VERSION, *parts.boundaries),
+        automation_condition=automation_condition,
+        description="Every candidate with the gap before it: its similarity, the threshold "
+        "rule's threshold, and whether (and why) a chunk starts there: document_start, "
+        "structural, semantic, size, or fallback (lexical similarity).",
     )
-    return df
+    def semantic_boundaries(
+        context: dg.AssetExecutionContext, candidate_embeddings: pd.DataFrame
+    ) -> pd.DataFrame:
+        columns: dict[str, list] = {name: [] for name in VERDICT_COLUMNS}
+        fallback_docs = 0
+        for _key, group in by_document(candidate_embeddings):
+            candidates = candidates_from(group)
+            vectors = embedded_matrix(group, config)
+            if vectors is not None:
+                method = "semantic"
+                similarities = gap_similarities(vectors, len(candidates), config)
+            else:
+                method, fallback_docs = "jaccard", fallback_docs + 1
+                similarities = jaccard_similarities(document_text(group), candidates, config)
+            found = detect_boundaries(
+                similarities, candidates, config, method=method, vectors=embedding_matrix(group)
+            )
+            for name, values in verdicts(found, len(candidates)).items():
+                columns[name].extend(values)
+            columns["method"].extend([method] * len(candidates))
+        if len(candidate_embeddings):
+            df = carry(candidate_embeddings, "semantic_boundaries", **columns)
+        else:
+            df = frame("semantic_boundaries", [])
+        cuts = df[df["is_boundary"]] if len(df) else df
+        context.add_output_metadata(
+            {
+                "gaps": len(df) - int(df["document_id"].nunique()) if len(df) else 0,
+                "chunk_starts": len(cuts),
+                "reasons": dg.MetadataValue.json(start_reasons(cuts["reason"])),
+                "fallback_documents": fallback_docs,
+                "config_fingerprint": config.fingerprint("boundaries")[:12],
+            }
+        )
+        return df
+
+    return semantic_boundaries

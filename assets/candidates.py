@@ -1,40 +1,58 @@
-"""`sentence_candidates`: sentences and structural units with exact offsets (stage 1)."""
+"""`sentence_candidates`: sentences and structural units with exact offsets (stage 1).
+
+Each row carries what later steps need besides the candidate itself: the text pieces that
+rebuild the document (`gap_before` + `text`), the file's URI and version, and its pages. So the
+next step reads only this table, and the graph stays a straight line.
+"""
 
 import dagster as dg
 import pandas as pd
 
-from assets.frames import candidate_rows, extracted, frame
-from assets.partitions import BATCH_ASSET_DEFAULTS
-from assets.versions import CONFIG, SEGMENTATION_PARTS, code_version
-from chunking import segment
-from chunking.pages import PageIndex
-from resources.embedder import OnnxEmbedder
+from seams.assets.display import asset_attributes
+from seams.assets.frames import candidate_rows, extracted, frame
+from seams.assets.partitions import BATCH_ASSET_DEFAULTS
+from seams.assets.versions import StageParts, code_version
+from seams.chunking import ChunkingConfig, segment
+from seams.chunking.pages import PageIndex
+from seams.resources.embedder import OnnxEmbedder
 
-SEGMENTATION_VERSION = "1"
+SEGMENTATION_VERSION = "2"
 
 
-@dg.asset(
-    **BATCH_ASSET_DEFAULTS,
-    code_version=code_version(SEGMENTATION_VERSION, *SEGMENTATION_PARTS),
-    description="Sentences, headings, list items, tables and code blocks of every document, "
-    "with exact character offsets and token counts (the embedding model's tokenizer).",
-)
-def sentence_candidates(
-    context: dg.AssetExecutionContext, embedder: OnnxEmbedder, extracted_text: pd.DataFrame
-) -> pd.DataFrame:
-    rows = []
-    for doc in extracted_text.itertuples(index=False):
-        if not extracted(doc):
-            continue
-        candidates = segment(doc.text, CONFIG, embedder.token_count)
-        page_of = PageIndex(doc.page_spans).page_at if doc.page_spans else None
-        rows.extend(candidate_rows(doc.batch_key, doc.document_id, candidates, page_of))
-    df = frame("sentence_candidates", rows)
-    context.add_output_metadata(
-        {
-            "candidates": len(df),
-            "documents": int(df["document_id"].nunique()) if len(df) else 0,
-            "kinds": dg.MetadataValue.json(df["kind"].value_counts().to_dict() if len(df) else {}),
-        }
+def build_candidates_asset(
+    config: ChunkingConfig,
+    parts: StageParts,
+    automation_condition: dg.AutomationCondition | None = None,
+) -> dg.AssetsDefinition:
+    """`sentence_candidates`, segmenting with `config` (its code version folds in `parts`)."""
+
+    @dg.asset(
+        **BATCH_ASSET_DEFAULTS,
+        **asset_attributes("sentence_candidates", stage="segment"),
+        code_version=code_version(SEGMENTATION_VERSION, *parts.segmentation),
+        automation_condition=automation_condition,
+        description="Sentences, headings, list items, tables and code blocks of every document, "
+        "with exact character offsets and token counts (the embedding model's tokenizer).",
     )
-    return df
+    def sentence_candidates(
+        context: dg.AssetExecutionContext, embedder: OnnxEmbedder, extracted_text: pd.DataFrame
+    ) -> pd.DataFrame:
+        rows = []
+        for doc in extracted_text.itertuples(index=False):
+            if not extracted(doc):
+                continue
+            candidates = segment(doc.text, config, embedder.count_tokens)
+            pages = PageIndex(doc.page_spans) if doc.page_spans else None
+            rows.extend(candidate_rows(doc, candidates, pages))
+        df = frame("sentence_candidates", rows)
+        kinds = df["kind"].value_counts().to_dict() if len(df) else {}
+        context.add_output_metadata(
+            {
+                "candidates": len(df),
+                "documents_segmented": int(df["document_id"].nunique()) if len(df) else 0,
+                "kinds": dg.MetadataValue.json(kinds),
+            }
+        )
+        return df
+
+    return sentence_candidates

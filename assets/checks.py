@@ -8,12 +8,14 @@ capped so a badly broken batch still gives a readable check result.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 
 import dagster as dg
 import numpy as np
 import pandas as pd
 
-from assets.frames import by_document
+from seams.assets.display import numbers
+from seams.assets.frames import by_document
 
 MAX_REPORTED = 20
 _NON_SPACE = re.compile(r"\S")
@@ -25,12 +27,18 @@ def _capped(problems: list[str]) -> list[str]:
     return problems
 
 
-def check_result(name: str, problems: list[str]) -> dg.AssetCheckResult:
-    """A Dagster check result: passed when there are no problems, else they are listed."""
-    metadata = {"problems": dg.MetadataValue.md("\n".join(f"- {p}" for p in problems))}
-    return dg.AssetCheckResult(
-        check_name=name, passed=not problems, metadata=metadata if problems else {}
-    )
+def check_result(
+    name: str, problems: list[str], checked: Mapping[str, float | int] | None = None
+) -> dg.AssetCheckResult:
+    """A Dagster check result: passed when there are no problems, else they are listed.
+
+    `checked` holds the numbers the check looked at (rows, documents, the bound it held them to),
+    so a result says what "passed" covered.
+    """
+    metadata: dict[str, dg.MetadataValue] = numbers(checked or {})
+    if problems:
+        metadata["problems"] = dg.MetadataValue.md("\n".join(f"- {p}" for p in problems))
+    return dg.AssetCheckResult(check_name=name, passed=not problems, metadata=metadata)
 
 
 def exact_slices(texts: dict[tuple[str, str], str], chunks: pd.DataFrame) -> list[str]:
@@ -61,13 +69,23 @@ def nothing_lost(texts: dict[tuple[str, str], str], chunks: pd.DataFrame) -> lis
     return _capped(problems)
 
 
-def sizes_within_bounds(chunks: pd.DataFrame, size_max: int) -> list[str]:
-    """No chunk is over max unless it is flagged oversized (one unsplittable unit)."""
+def sizes_within_bounds(
+    chunks: pd.DataFrame, size_max: int | None, chars_max: int | None = None
+) -> list[str]:
+    """No chunk is over the size cap (None: unbounded) or the character cap unless it is flagged
+    oversized (one unsplittable unit)."""
     problems = []
     for row in chunks.itertuples(index=False):
+        if (row.metadata or {}).get("oversized"):
+            continue
         size = (row.metadata or {}).get("size", row.token_count)
-        if size > size_max and not (row.metadata or {}).get("oversized"):
+        chars = row.end_char - row.start_char
+        if size_max is not None and size > size_max:
             problems.append(f"{row.document_id} chunk {row.chunk_index}: size {size} > {size_max}")
+        elif chars_max is not None and chars > chars_max:
+            problems.append(
+                f"{row.document_id} chunk {row.chunk_index}: {chars} characters > {chars_max}"
+            )
     return _capped(problems)
 
 
@@ -77,14 +95,16 @@ def unique_ids(chunks: pd.DataFrame) -> list[str]:
 
 
 def one_row_per_candidate(candidates: pd.DataFrame, embeddings: pd.DataFrame) -> list[str]:
-    """Every document has as many embedding rows as `embedding_texts` gave, indexed 0..n-1."""
+    """Every document has exactly one embedding row per candidate, indexed 0..n-1."""
     problems = []
+    expected = {key: len(group) for key, group in by_document(candidates)}
     for key, group in by_document(embeddings):
         indexes = np.sort(group["candidate_index"].to_numpy())
-        if not np.array_equal(indexes, np.arange(len(indexes))):
-            problems.append(f"{key[1]}: embedding rows are not indexed 0..{len(indexes) - 1}")
-    known = {k for k, _ in by_document(candidates)}
-    missing = known - {k for k, _ in by_document(embeddings)}
+        if not np.array_equal(indexes, np.arange(expected.get(key, len(indexes)))):
+            problems.append(
+                f"{key[1]}: embedding rows are not indexed 0..{expected.get(key, 0) - 1}"
+            )
+    missing = set(expected) - {k for k, _ in by_document(embeddings)}
     problems += [f"{doc}: candidates but no embedding rows" for _, doc in sorted(missing)]
     return _capped(problems)
 

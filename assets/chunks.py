@@ -1,30 +1,45 @@
-"""`chunks`: size-bounded, traceable chunks with lineage (stage 4), guarded by blocking checks."""
+"""`chunks`: size-bounded, traceable chunks with lineage (stage 4), guarded by blocking checks.
+
+It reads only `semantic_boundaries`, whose rows carry each candidate with its vector, its text
+piece and its file: the document text is rebuilt from those pieces, exactly up to the last
+candidate (nothing after it belongs to any chunk).
+"""
 
 from collections.abc import Iterator
+from dataclasses import replace
 
 import dagster as dg
 import numpy as np
 import pandas as pd
 
-from assets import checks
-from assets.checks import check_result
-from assets.frames import (
+from seams.assets import checks
+from seams.assets.checks import check_result
+from seams.assets.display import (
+    asset_attributes,
+    cut_words,
+    file_name,
+    md_cell,
+    size_histogram,
+    start_reasons,
+)
+from seams.assets.frames import (
     boundaries_from,
     by_document,
     candidates_from,
     chunk_rows,
+    document_text,
     embedding_matrix,
-    extracted,
     frame,
 )
-from assets.partitions import BATCH_ASSET_DEFAULTS
-from assets.versions import ASSEMBLY_PARTS, CONFIG, code_version
-from chunking import assemble_chunks, candidate_vectors
-from resources.embedder import OnnxEmbedder
+from seams.assets.partitions import BATCH_ASSET_DEFAULTS
+from seams.assets.versions import StageParts, code_version
+from seams.chunking import Chunk, ChunkingConfig, assemble_chunks
+from seams.chunking.tokens import counter_name, resolve_token_counter
+from seams.resources.embedder import OnnxEmbedder
 
 CHUNKS_VERSION = "1"
-CHUNKS_CODE_VERSION = code_version(CHUNKS_VERSION, *ASSEMBLY_PARTS)
 PREVIEW_CHUNKS = 5
+PREVIEW_CHARS = 120
 
 CHECKS = {
     "exact_slices": "every chunk's text equals source[start_char:end_char]",
@@ -34,94 +49,141 @@ CHECKS = {
 }
 
 
-@dg.asset(
-    **BATCH_ASSET_DEFAULTS,
-    code_version=CHUNKS_CODE_VERSION,
-    check_specs=[
-        dg.AssetCheckSpec(name, asset="chunks", description=text, blocking=True)
-        for name, text in CHECKS.items()
-    ],
-    description="The chunks a RAG system reads, each with offsets, sizes, pages, section, "
-    "cohesion, boundary method and lineage (run, config, model, file version, code version).",
-)
-def chunks(
-    context: dg.AssetExecutionContext,
-    embedder: OnnxEmbedder,
-    extracted_text: pd.DataFrame,
-    sentence_candidates: pd.DataFrame,
-    candidate_embeddings: pd.DataFrame,
-    semantic_boundaries: pd.DataFrame,
-) -> Iterator[dg.Output | dg.AssetCheckResult]:
-    docs = {(d.batch_key, d.document_id): d for d in extracted_text.itertuples(index=False)}
-    embedded = dict(by_document(candidate_embeddings))
-    cuts = dict(by_document(semantic_boundaries))
-    rows = []
-    for key, group in by_document(sentence_candidates):
-        doc, candidates = docs[key], candidates_from(group)
-        vectors_frame = embedded.get(key)
-        vectors = embedding_matrix(vectors_frame) if vectors_frame is not None else None
-        boundary_group = cuts.get(key)
-        boundaries = boundaries_from(boundary_group) if boundary_group is not None else []
-        method = boundary_group["method"].iloc[0] if boundary_group is not None else "semantic"
-        made = assemble_chunks(
-            doc.text,
-            candidates,
-            boundaries,
-            CONFIG,
-            document_id=doc.document_id,
-            embeddings=candidate_vectors(vectors, len(candidates), CONFIG)
-            if vectors is not None
-            else None,
-            page_spans=doc.page_spans,
-            boundary_method=method,
-            # In cl100k mode sizes are LLM tokens; this flags chunks over the model's window.
-            window_counter=embedder.token_count if CONFIG.tokenizer == "cl100k_base" else None,
+def build_chunks_asset(
+    config: ChunkingConfig,
+    parts: StageParts,
+    automation_condition: dg.AutomationCondition | None = None,
+) -> dg.AssetsDefinition:
+    """`chunks`, assembled with `config` (its code version folds in `parts`)."""
+    chunks_code_version = code_version(CHUNKS_VERSION, *parts.assembly)
+
+    @dg.asset(
+        **BATCH_ASSET_DEFAULTS,
+        **asset_attributes("chunks", stage="assemble"),
+        code_version=chunks_code_version,
+        automation_condition=automation_condition,
+        check_specs=[
+            dg.AssetCheckSpec(name, asset="chunks", description=text, blocking=True)
+            for name, text in CHECKS.items()
+        ],
+        description="The chunks a RAG system reads, each with offsets, sizes, pages, section, "
+        "cohesion, boundary method and lineage (run, config, model, file version, code version).",
+    )
+    def chunks(
+        context: dg.AssetExecutionContext,
+        embedder: OnnxEmbedder,
+        semantic_boundaries: pd.DataFrame,
+    ) -> Iterator[dg.Output | dg.AssetCheckResult]:
+        counter = counter_name(resolve_token_counter(embedder.count_tokens, config))
+        rows, texts, files = [], {}, {}
+        for key, group in by_document(semantic_boundaries):
+            group = group.sort_values("candidate_index")
+            first = group.iloc[0]
+            text, candidates = document_text(group), candidates_from(group)
+            vectors = embedding_matrix(group)
+            made = assemble_chunks(
+                text,
+                candidates,
+                boundaries_from(group),
+                config,
+                document_id=key[1],
+                embeddings=vectors,
+                boundary_method=first["method"],
+                token_counter_name=counter,
+                # In cl100k mode sizes are LLM tokens; this flags chunks over the model's window.
+                window_counter=embedder.count_tokens if config.tokenizer == "cl100k_base" else None,
+            )
+            lineage = {
+                "run_id": context.run.run_id,
+                "config_hash": config.fingerprint(),
+                "model_id": first["model_id"] if vectors is not None else "none",
+                "source_sha256": first["source_sha256"],
+                "code_version": chunks_code_version,
+            }
+            rows.extend(chunk_rows(key[0], with_pages(made, group), lineage))
+            texts[key], files[key[1]] = text, file_name(first["source_uri"])
+        df = frame("chunks", rows)
+        yield dg.Output(df, metadata=chunk_metadata(df, config, files))
+        yield from chunk_checks(df, texts, config)
+
+    return chunks
+
+
+def with_pages(made: list[Chunk], group: pd.DataFrame) -> list[Chunk]:
+    """`made` with page_start/page_end from the carried candidates' pages (paged formats): a
+    chunk starts at a candidate's start and ends at a candidate's end."""
+    if group["page"].isna().all():
+        return made
+    first_page = dict(zip(group["start_char"], group["page"], strict=True))
+    last_page = dict(zip(group["end_char"], group["last_page"], strict=True))
+
+    def page(value: object) -> int | None:
+        return None if value is None or pd.isna(value) else int(value)
+
+    return [
+        replace(
+            c,
+            page_start=page(first_page.get(c.start_char)),
+            page_end=page(last_page.get(c.end_char)),
         )
-        model_id = vectors_frame["model_id"].iloc[0] if vectors is not None else "none"
-        lineage = {
-            "run_id": context.run.run_id,
-            "config_hash": CONFIG.fingerprint(),
-            "model_id": model_id,
-            "source_sha256": doc.source_sha256,
-            "code_version": CHUNKS_CODE_VERSION,
-        }
-        rows.extend(chunk_rows(key[0], made, lineage))
-    df = frame("chunks", rows)
-    yield dg.Output(df, metadata=chunk_metadata(df))
-    texts = {key: doc.text for key, doc in docs.items() if extracted(doc)}
-    results = {
-        "exact_slices": checks.exact_slices(texts, df),
-        "nothing_lost": checks.nothing_lost(texts, df),
-        "sizes_within_bounds": checks.sizes_within_bounds(df, CONFIG.chunk_size_max),
-        "unique_chunk_ids": checks.unique_ids(df),
-    }
-    for name, problems in results.items():
-        yield check_result(name, problems)
+        for c in made
+    ]
 
 
-def chunk_metadata(df: pd.DataFrame) -> dict[str, object]:
-    """What the UI shows: counts, size percentiles, a preview with boundary reasons."""
+def chunk_checks(
+    df: pd.DataFrame, texts: dict[tuple[str, str], str], config: ChunkingConfig
+) -> Iterator[dg.AssetCheckResult]:
+    """The blocking checks of one `chunks` output, each with the numbers it checked."""
+    size_max, chars_max = config.chunk_size_max, config.effective_chars_max()
+    counted = {"chunks": len(df), "documents": len(texts)}
+    yield check_result("exact_slices", checks.exact_slices(texts, df), counted)
+    yield check_result(
+        "nothing_lost",
+        checks.nothing_lost(texts, df),
+        {**counted, "characters": sum(len(t) for t in texts.values())},
+    )
+    bounds = {"chunk_size_max": size_max} if size_max is not None else {}
+    if chars_max is not None:
+        bounds["chunk_chars_max"] = chars_max
+    largest = int(df["token_count"].max()) if len(df) else 0
+    yield check_result(
+        "sizes_within_bounds",
+        checks.sizes_within_bounds(df, size_max, chars_max),
+        {**counted, **bounds, "largest_token_count": largest},
+    )
+    yield check_result("unique_chunk_ids", checks.unique_ids(df), counted)
+
+
+def chunk_metadata(
+    df: pd.DataFrame, config: ChunkingConfig, files: dict[str, str] | None = None
+) -> dict[str, object]:
+    """What the UI shows: counts, sizes (percentiles and a histogram), a preview naming files.
+
+    `files` maps document ids to file names (the basename of the source URI). Why chunks start
+    where they do is counted in the words of `display.START_REASONS`, as the preview shows it.
+    """
     if df.empty:
-        return {"chunks": 0, "documents": 0}
+        return {"chunks": 0, "documents_chunked": 0}
+    files = files or {}
     tokens = df["token_count"].to_numpy()
     p50, p95 = np.percentile(tokens, [50, 95])
-    preview = ["| # | document | tokens | starts because | text |", "|---|---|---|---|---|"]
-    for row in df.head(PREVIEW_CHUNKS).itertuples(index=False):
-        snippet = " ".join(row.text.split())[:120].replace("|", "\\|")
-        reason = (row.metadata or {}).get("boundary_reason", "")
-        preview.append(
-            f"| {row.chunk_index} | {row.document_id[:16]} | {row.token_count} | {reason} "
-            f"| {snippet} |"
-        )
-    methods = df["boundary_method"].value_counts().to_dict()
+    reasons = [(m or {}).get("boundary_reason", "") for m in df["metadata"]]
+    preview = ["| file | # | tokens | starts because | text |", "|---|---|---|---|---|"]
+    for row, reason in zip(df.head(PREVIEW_CHUNKS).itertuples(index=False), reasons, strict=False):
+        name = md_cell(files.get(row.document_id, row.document_id))
+        snippet = md_cell(cut_words(row.text, PREVIEW_CHARS))
+        preview.append(f"| {name} | {row.chunk_index} | {row.token_count} | {reason} | {snippet} |")
+    lexical = int((df["boundary_method"] == "jaccard").sum())
     return {
         "chunks": len(df),
-        "documents": int(df["document_id"].nunique()),
+        "documents_chunked": int(df["document_id"].nunique()),
         "tokens_p50": float(p50),
         "tokens_p95": float(p95),
         "tokens_max": int(tokens.max()),
         "oversized": int(sum(bool((m or {}).get("oversized")) for m in df["metadata"])),
-        "boundary_methods": dg.MetadataValue.json(methods),
-        "config_fingerprint": CONFIG.fingerprint()[:12],
+        "chunk_starts": dg.MetadataValue.json(start_reasons(reasons)),
+        "lexical_fallback_chunks": lexical,
+        "size_histogram": dg.MetadataValue.md(size_histogram(tokens.tolist())),
+        "config_fingerprint": config.fingerprint()[:12],
         "preview": dg.MetadataValue.md("\n".join(preview)),
     }

@@ -7,27 +7,48 @@ so a rerun sees exactly the first run's input and no run needs the inbox mounted
 import dagster as dg
 import pandas as pd
 
-from assets.frames import frame
-from assets.partitions import BATCH_ASSET_DEFAULTS
-from assets.versions import code_version
-from resources.batches import batch_manifest, source_bytes
-from resources.extraction import extract_document
-from resources.postgres import PostgresResource
+from seams.assets.display import asset_attributes, cut_words, file_name
+from seams.assets.frames import frame
+from seams.assets.partitions import BATCH_ASSET_DEFAULTS
+from seams.assets.versions import code_version
+from seams.extraction import extract_document
+from seams.extraction.limits import ExtractionLimits
+from seams.resources.postgres import PostgresResource
+from seams.storage.batches import batch_manifest, source_bytes
 
-EXTRACTION_VERSION = "1"
+# 2: NUL bytes stripped, mostly-UTF-8 kept as UTF-8, deep HTML flattened, per-document limits.
+EXTRACTION_VERSION = "2"
+MAX_LISTED_DOCUMENTS = 200
+"""The `documents` table lists every failed file, then the others up to this many rows."""
 
 
-@dg.asset(
-    **BATCH_ASSET_DEFAULTS,
-    code_version=code_version(EXTRACTION_VERSION),
-    description="The text of every document in the batch (or a per-document error).",
-)
-def extracted_text(context: dg.AssetExecutionContext, postgres: PostgresResource) -> pd.DataFrame:
+def build_extraction_asset(limits: ExtractionLimits) -> dg.AssetsDefinition:
+    """`extracted_text` under per-document `limits` (non-default limits join its code version)."""
+
+    @dg.asset(
+        **BATCH_ASSET_DEFAULTS,
+        **asset_attributes("extracted_text", stage="extract"),
+        code_version=code_version(EXTRACTION_VERSION, *limits.changed()),
+        description="The text of every document in the batch (or a per-document error).",
+    )
+    def extracted_text(
+        context: dg.AssetExecutionContext, postgres: PostgresResource
+    ) -> pd.DataFrame:
+        return extract_batch(context, postgres, limits)
+
+    return extracted_text
+
+
+def extract_batch(
+    context: dg.AssetExecutionContext, postgres: PostgresResource, limits: ExtractionLimits
+) -> pd.DataFrame:
+    """One row per document of the run's batches, each extracted under `limits`."""
     rows = []
     with postgres.connection() as conn:
         for batch_key in context.partition_keys:
             for entry in batch_manifest(conn, batch_key):
-                doc = extract_document(source_bytes(conn, entry.source_sha256), entry.source_uri)
+                content = source_bytes(conn, entry.source_sha256)
+                doc = extract_document(content, entry.source_uri, limits)
                 for problem in [doc.error, *doc.warnings] if doc.error else doc.warnings:
                     context.log.warning(f"{entry.source_uri}: {problem}")
                 rows.append(
@@ -46,12 +67,50 @@ def extracted_text(context: dg.AssetExecutionContext, postgres: PostgresResource
                     }
                 )
     df = frame("extracted_text", rows)
-    failed = int(df["error"].notna().sum()) if len(df) else 0
-    context.add_output_metadata(
-        {
-            "documents": len(df),
-            "failed_documents": failed,
-            "characters": int(df["char_count"].sum()),
-        }
-    )
+    context.add_output_metadata(extraction_metadata(df))
     return df
+
+
+def extraction_metadata(df: pd.DataFrame) -> dict[str, object]:
+    """Counts, and a `documents` table naming every failed file with its error."""
+    failed = df[df["error"].notna()] if len(df) else df
+    return {
+        "document_count": len(df),
+        "failed_documents": len(failed),
+        "extracted_documents": len(df) - len(failed),
+        "characters": int(df["char_count"].sum()) if len(df) else 0,
+        "documents": documents_table(df),
+    }
+
+
+def documents_table(df: pd.DataFrame) -> dg.MetadataValue:
+    """One row per document (failed ones first, all of them): file, status, size, error."""
+    if len(df):
+        # False sorts first: failed files lead, each group by file URI.
+        ordered = df.assign(_ok=df["error"].isna()).sort_values(["_ok", "source_uri"])
+        limit = max(MAX_LISTED_DOCUMENTS, int((~ordered["_ok"]).sum()))
+        ordered = ordered.head(limit)
+    else:
+        ordered = df
+    records = [
+        dg.TableRecord(
+            {
+                "file": file_name(row.source_uri),
+                "status": "failed" if isinstance(row.error, str) else "extracted",
+                "characters": int(row.char_count),
+                "error": cut_words(row.error, 300) if isinstance(row.error, str) else "",
+                "warnings": len(row.warnings) if isinstance(row.warnings, list) else 0,
+            }
+        )
+        for row in ordered.itertuples(index=False)
+    ]
+    schema = dg.TableSchema(
+        columns=[
+            dg.TableColumn("file", "text", description="basename of the source URI"),
+            dg.TableColumn("status", "text", description="extracted or failed"),
+            dg.TableColumn("characters", "int", description="characters of extracted text"),
+            dg.TableColumn("error", "text", description="why extraction failed"),
+            dg.TableColumn("warnings", "int", description="non-fatal problems (see the log)"),
+        ]
+    )
+    return dg.MetadataValue.table(records=records, schema=schema)

@@ -13,8 +13,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from chunking import Boundary, Candidate, Chunk
-from resources.schema import ASSET_TABLES, BATCH_KEY
+from seams.chunking import Boundary, Candidate, Chunk, candidate_vectors
+from seams.storage.schema import ASSET_TABLES, BATCH_KEY
 
 CANDIDATE_FIELDS = (
     "start_char", "end_char", "kind", "section", "token_count",
@@ -44,15 +44,62 @@ def by_document(df: pd.DataFrame) -> Iterator[tuple[tuple[str, str], pd.DataFram
     return iter(df.groupby([BATCH_KEY, "document_id"], sort=True))
 
 
-def candidate_rows(batch_key: str, document_id: str, candidates: Sequence[Candidate],
-                   page_of: Any = None) -> list[dict[str, Any]]:  # fmt: skip
+def candidate_rows(doc: Any, candidates: Sequence[Candidate],
+                   pages: Any = None) -> list[dict[str, Any]]:  # fmt: skip
+    """Rows of `sentence_candidates` for one `extracted_text` row: each candidate with the text
+    pieces that rebuild the document (`gap_before` + `text`) and the file it comes from."""
     rows = []
+    previous_end = 0
     for c in candidates:
-        row = {BATCH_KEY: batch_key, "document_id": document_id, "candidate_index": c.index}
+        row = {BATCH_KEY: doc.batch_key, "document_id": doc.document_id,
+               "candidate_index": c.index}  # fmt: skip
         row.update({f: getattr(c, f) for f in CANDIDATE_FIELDS})
-        row["page"] = page_of(c.start_char) if page_of else None
+        row["page"] = pages.page_at(c.start_char) if pages else None
+        row["last_page"] = pages.page_at(max(c.start_char, c.end_char - 1)) if pages else None
+        row["gap_before"] = doc.text[previous_end : c.start_char]
+        row["text"] = doc.text[c.start_char : c.end_char]
+        row["source_uri"] = doc.source_uri
+        row["source_sha256"] = doc.source_sha256
         rows.append(row)
+        previous_end = c.end_char
     return rows
+
+
+def document_text(group: pd.DataFrame) -> str:
+    """The document's text up to its last candidate, rebuilt from one document's carried rows.
+
+    Every offset a later step uses lies inside it (whitespace after the last candidate belongs
+    to no chunk). Raises ValueError when the rows do not tile the text (a broken upstream).
+    """
+    group = group.sort_values("candidate_index")
+    pieces: list[str] = []
+    length = 0
+    for row in group.itertuples(index=False):
+        length += len(row.gap_before)
+        if length != row.start_char or row.end_char - row.start_char != len(row.text):
+            raise ValueError(
+                f"{row.document_id}: candidate {row.candidate_index} does not continue the "
+                "document's text; re-materialize sentence_candidates for this batch"
+            )
+        pieces += (row.gap_before, row.text)
+        length += len(row.text)
+    return "".join(pieces)
+
+
+def carry(source: pd.DataFrame, asset: str, **columns: Sequence[Any]) -> pd.DataFrame:
+    """`source`'s rows (sorted by batch, document, candidate) with `columns` added, as `asset`'s
+    frame: how a per-candidate step passes the candidate on to the next one.
+
+    `columns` values must be in that sorted order (the order `by_document` yields).
+    """
+    rows = sort_candidates(source).assign(**{name: list(v) for name, v in columns.items()})
+    return rows.reindex(columns=_columns(asset))
+
+
+def sort_candidates(df: pd.DataFrame) -> pd.DataFrame:
+    """Rows in (batch, document, candidate) order, with a fresh index."""
+    keys = [BATCH_KEY, "document_id", "candidate_index"]
+    return df.sort_values(keys, kind="stable").reset_index(drop=True)
 
 
 def candidates_from(group: pd.DataFrame) -> list[Candidate]:
@@ -76,25 +123,24 @@ def candidates_from(group: pd.DataFrame) -> list[Candidate]:
     return out
 
 
-def boundary_rows(batch_key: str, document_id: str, boundaries: Sequence[Boundary],
-                  method: str) -> list[dict[str, Any]]:  # fmt: skip
-    return [
-        {
-            BATCH_KEY: batch_key,
-            "document_id": document_id,
-            "candidate_index": b.index,
-            "similarity": b.similarity,
-            "threshold": b.threshold,
-            "is_boundary": b.is_boundary,
-            "reason": b.reason or "",
-            "method": method,
-        }
-        for b in boundaries
-    ]
+def verdicts(boundaries: Sequence[Boundary], n_candidates: int) -> dict[str, list[Any]]:
+    """Per candidate, the verdict on the gap before it; candidate 0 opens the document."""
+    similarity: list[Any] = [None] * n_candidates
+    threshold: list[Any] = [None] * n_candidates
+    cut = [False] * n_candidates
+    reason = [""] * n_candidates
+    if n_candidates:
+        cut[0], reason[0] = True, "document_start"
+    for b in boundaries:
+        similarity[b.index], threshold[b.index] = b.similarity, b.threshold
+        cut[b.index], reason[b.index] = b.is_boundary, b.reason or ""
+    return {"similarity": similarity, "threshold": threshold, "is_boundary": cut, "reason": reason}
 
 
 def boundaries_from(group: pd.DataFrame) -> list[Boundary]:
+    """The gaps' verdicts of one document (candidate 0 has no gap before it)."""
     group = group.sort_values("candidate_index")
+    group = group[group["candidate_index"] > 0]
     return [
         Boundary(
             index=int(r.candidate_index),
@@ -131,3 +177,30 @@ CHUNK_FIELDS = (
     "overlap_start", "overlap_end", "token_count", "sentence_count", "page_start", "page_end",
     "section", "cohesion", "boundary_method", "strategy", "metadata",
 )  # fmt: skip
+
+
+def embedded_matrix(group: pd.DataFrame, config: Any) -> np.ndarray | None:
+    """One document's vectors in `embedding_texts` order (what `gap_similarities` reads), rebuilt
+    from its carried `candidate_embeddings` rows; None when the model gave none (fallback).
+
+    Text windows: row j < n is the window ending at candidate j (`window_before`), row j >= n the
+    forward window of candidate j - w + 1 (`embedding`), clipped at the document's start.
+    """
+    forward = embedding_matrix(group)
+    if forward is None or config.window_mode != "text":
+        return forward
+    group = group.sort_values("candidate_index")
+    backward = np.vstack([np.asarray(v, dtype=np.float32) for v in group["window_before"]])
+    n, w = len(forward), config.window_size
+    tail = [forward[max(0, j - w + 1)] for j in range(n, n + w - 1)]
+    return np.vstack([backward, *tail]) if tail else backward
+
+
+def per_candidate(vectors: np.ndarray | None, n: int, config: Any) -> tuple[list, list]:
+    """The `embedding` and `window_before` columns of one document's `n` candidates, from the
+    vectors of its `embedding_texts` (inverse of `embedded_matrix`)."""
+    if vectors is None:
+        return [None] * n, [None] * n
+    forward = candidate_vectors(vectors, n, config)
+    backward = list(vectors[:n]) if config.window_mode == "text" else [None] * n
+    return list(forward), backward

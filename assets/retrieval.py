@@ -1,6 +1,6 @@
 """`chunk_index`: one retrieval embedding per chunk, in pgvector behind an HNSW index.
 
-The mode (seams.yaml `retrieval.mode`, see `resources.chunk_vectors`: "text", "pooled" or
+The mode (seams.yaml `retrieval.mode`, see `seams.models.chunk_vectors`: "text", "pooled" or
 "late") is part of the code version,
 so changing it marks every batch's index unsynced and a backfill rebuilds exactly the index.
 Every partition is rewritten whole (the IO manager's delete + COPY in one transaction), so a
@@ -15,114 +15,156 @@ import dagster as dg
 import numpy as np
 import pandas as pd
 
-from assets.frames import by_document, candidates_from, embedding_matrix, frame
-from assets.partitions import BATCH_ASSET_DEFAULTS
-from assets.versions import ASSEMBLY_PARTS, CONFIG, SETTINGS, code_version
-from chunking import candidate_vectors
-from chunking.errors import EmbeddingError
-from resources.chunk_vectors import (
+from seams.assets.display import asset_attributes
+from seams.assets.frames import (
+    by_document,
+    candidates_from,
+    document_text,
+    embedding_matrix,
+    frame,
+)
+from seams.assets.partitions import BATCH_ASSET_DEFAULTS
+from seams.assets.versions import StageParts, code_version
+from seams.chunking import ChunkingConfig
+from seams.errors import EmbeddingError
+from seams.models.chunk_vectors import (
+    RetrievalMode,
     late_cache_keys,
     late_cache_model_id,
     late_vectors,
     pooled_vectors,
-    runtime_of,
 )
-from resources.embedder import OnnxEmbedder
-from resources.embedding_cache import CacheStats, EmbeddingCache
-from resources.postgres import PostgresResource
-from resources.schema import EMBEDDING_DIM
+from seams.resources.embedder import OnnxEmbedder
+from seams.resources.postgres import PostgresResource
+from seams.storage.embedding_cache import CacheStats, EmbeddingCache
+from seams.storage.schema import EMBEDDING_DIM
 
 RETRIEVAL_GROUP = "retrieval"
-# Pooled vectors are the boundary model's: with the static model (`fast`) they would not match
-# the transformer that embeds queries, so the index embeds chunk texts instead.
-RETRIEVAL_MODE = (
-    "text"
-    if SETTINGS.retrieval.mode == "pooled" and CONFIG.boundary_model == "static"
-    else SETTINGS.retrieval.mode
-)
-LATE_OVERLAP_TOKENS = SETTINGS.retrieval.late_overlap_tokens
 INDEX_VERSION = "1"
-INDEX_CODE_VERSION = code_version(
-    INDEX_VERSION,
-    *ASSEMBLY_PARTS,
-    f"mode:{RETRIEVAL_MODE}",
-    f"late_overlap:{LATE_OVERLAP_TOKENS}" if RETRIEVAL_MODE == "late" else "",
-)
 
 
-@dg.asset(
-    **{**BATCH_ASSET_DEFAULTS, "group_name": RETRIEVAL_GROUP},
-    code_version=INDEX_CODE_VERSION,
-    description="One embedding per chunk (mode: text, pooled or late chunking) in "
-    "seams.chunk_index, searched with HNSW (cosine) by `seams search`.",
-)
-def chunk_index(
-    context: dg.AssetExecutionContext,
-    embedder: OnnxEmbedder,
-    postgres: PostgresResource,
-    extracted_text: pd.DataFrame,
-    sentence_candidates: pd.DataFrame,
-    candidate_embeddings: pd.DataFrame,
-    chunks: pd.DataFrame,
-) -> pd.DataFrame:
-    started = time.perf_counter()
-    chunks = chunks.reset_index(drop=True)  # positions below index the vectors' rows
-    try:
-        model_id = embedder.model_id
-    except EmbeddingError as exc:
-        # The chunks are stored (with lexical boundaries); only the index must wait for a model.
-        context.log.warning(f"embedding model unavailable, nothing indexed: {exc}")
-        context.add_output_metadata({"mode": RETRIEVAL_MODE, "chunks_indexed": 0,
-                                     "model_unavailable": str(exc)[:500]})  # fmt: skip
-        return frame("chunk_index", [])
-    if RETRIEVAL_MODE == "text":
-        vectors, stats = EmbeddingCache(postgres).get_or_embed(
-            model_id, list(chunks["text"]), embedder.embed
-        )
-        keep = np.ones(len(chunks), bool)
-    elif RETRIEVAL_MODE == "pooled":
-        vectors, keep = _pooled(chunks, sentence_candidates, candidate_embeddings)
-        stats = CacheStats(len(chunks), len(chunks), 0, 0)
-    else:
-        vectors, stats = _late(chunks, extracted_text, embedder, postgres, model_id)
-        keep = np.ones(len(chunks), bool)
-    indexed = chunks[keep]
-    df = frame(
-        "chunk_index",
-        [
-            {"batch_key": r.batch_key, "chunk_id": r.chunk_id, "document_id": r.document_id,
-             "mode": RETRIEVAL_MODE, "model_id": model_id, "embedding": v}
-            for r, v in zip(indexed.itertuples(index=False), vectors[keep], strict=True)
-        ],
-    )  # fmt: skip
-    skipped = int((~keep).sum())
-    if skipped:
-        context.log.warning(f"{skipped} chunk(s) have no candidate embeddings: not indexed")
-    context.add_output_metadata(
-        {
-            "mode": RETRIEVAL_MODE,
-            "model_id": model_id,
-            "chunks_indexed": len(df),
-            "chunks_skipped": skipped,
-            "cache_hits": stats.hits,
-            "texts_embedded": stats.embedded,
-            "seconds": round(time.perf_counter() - started, 3),
-        }
+def index_mode(requested: RetrievalMode, config: ChunkingConfig) -> RetrievalMode:
+    """The mode `chunk_index` builds for seams.yaml's `retrieval.mode` under `config`.
+
+    Pooled vectors are the boundary model's: with the static model (`fast`) they would not match
+    the transformer that embeds queries, so the index embeds chunk texts instead. Search reads the
+    mode back from the index's rows, so it never needs this rule.
+    """
+    return "text" if requested == "pooled" and config.boundary_model == "static" else requested
+
+
+def build_index_asset(
+    config: ChunkingConfig,
+    parts: StageParts,
+    requested_mode: RetrievalMode,
+    late_overlap_tokens: int,
+    automation_condition: dg.AutomationCondition | None = None,
+) -> dg.AssetsDefinition:
+    """`chunk_index` in the mode `index_mode` picks (its code version folds in `parts`).
+
+    It reads what its mode needs, and no more: chunk texts ("text") come from `chunks` alone;
+    pooled candidate vectors and late chunking's document text from `semantic_boundaries` too.
+    """
+    mode = index_mode(requested_mode, config)
+    overlap = f"late_overlap:{late_overlap_tokens}" if mode == "late" else ""
+    index_code_version = code_version(INDEX_VERSION, *parts.assembly, f"mode:{mode}", overlap)
+    attributes = dict(
+        **{**BATCH_ASSET_DEFAULTS, "group_name": RETRIEVAL_GROUP},
+        **asset_attributes("chunk_index", stage="index", kinds=("postgres", "onnx")),
+        code_version=index_code_version,
+        automation_condition=automation_condition,
+        description="One embedding per chunk (mode: text, pooled or late chunking) in "
+        "seams.chunk_index, searched with HNSW (cosine) by `seams search`.",
     )
-    return df
+
+    def index(
+        context: dg.AssetExecutionContext,
+        embedder: OnnxEmbedder,
+        postgres: PostgresResource,
+        chunks: pd.DataFrame,
+        candidates: pd.DataFrame | None,
+    ) -> pd.DataFrame:
+        started = time.perf_counter()
+        chunks = chunks.reset_index(drop=True)  # positions below index the vectors' rows
+        try:
+            model_id = embedder.model_id
+        except EmbeddingError as exc:
+            # The chunks are stored (with lexical boundaries); only the index must wait for a model.
+            context.log.warning(f"embedding model unavailable, nothing indexed: {exc}")
+            context.add_output_metadata({"mode": mode, "chunks_indexed": 0,
+                                         "model_unavailable": str(exc)[:500]})  # fmt: skip
+            return frame("chunk_index", [])
+        if mode == "text":
+            vectors, stats = EmbeddingCache(postgres).get_or_embed(
+                model_id, list(chunks["text"]), embedder.embed
+            )
+            keep = np.ones(len(chunks), bool)
+        elif mode == "pooled":
+            vectors, keep = _pooled(chunks, candidates)
+            stats = CacheStats(len(chunks), len(chunks), 0, 0)
+        else:
+            vectors, stats = _late(
+                chunks, candidates, embedder, postgres, model_id, late_overlap_tokens
+            )
+            keep = np.ones(len(chunks), bool)
+        indexed = chunks[keep]
+        df = frame(
+            "chunk_index",
+            [
+                {"batch_key": r.batch_key, "chunk_id": r.chunk_id, "document_id": r.document_id,
+                 "mode": mode, "model_id": model_id, "embedding": v}
+                for r, v in zip(indexed.itertuples(index=False), vectors[keep], strict=True)
+            ],
+        )  # fmt: skip
+        skipped = int((~keep).sum())
+        if skipped:
+            context.log.warning(f"{skipped} chunk(s) have no candidate embeddings: not indexed")
+        context.add_output_metadata(
+            {
+                "mode": mode,
+                "model_id": model_id,
+                "chunks_indexed": len(df),
+                "chunks_skipped": skipped,
+                "cache_hits": stats.hits,
+                "texts_embedded": stats.embedded,
+                "seconds": round(time.perf_counter() - started, 3),
+            }
+        )
+        return df
+
+    if mode == "text":
+
+        @dg.asset(**attributes)
+        def chunk_index(
+            context: dg.AssetExecutionContext,
+            embedder: OnnxEmbedder,
+            postgres: PostgresResource,
+            chunks: pd.DataFrame,
+        ) -> pd.DataFrame:
+            return index(context, embedder, postgres, chunks, None)
+
+        return chunk_index
+
+    @dg.asset(**attributes)
+    def chunk_index(  # the mode that reads candidates too
+        context: dg.AssetExecutionContext,
+        embedder: OnnxEmbedder,
+        postgres: PostgresResource,
+        chunks: pd.DataFrame,
+        semantic_boundaries: pd.DataFrame,
+    ) -> pd.DataFrame:
+        return index(context, embedder, postgres, chunks, semantic_boundaries)
+
+    return chunk_index
 
 
-def _pooled(
-    chunks: pd.DataFrame, candidates: pd.DataFrame, embeddings: pd.DataFrame
-) -> tuple[np.ndarray, np.ndarray]:
+def _pooled(chunks: pd.DataFrame, candidates: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     """Pooled candidate vectors per chunk; chunks of a document without vectors are skipped."""
     out = np.zeros((len(chunks), EMBEDDING_DIM), np.float32)
     keep = np.zeros(len(chunks), bool)
     positions = {key: group.index.to_numpy() for key, group in by_document(chunks)}
-    embedded = dict(by_document(embeddings))
     for key, group in by_document(candidates):
-        rows, vectors_frame = positions.get(key), embedded.get(key)
-        vectors = embedding_matrix(vectors_frame) if vectors_frame is not None else None
+        rows, vectors = positions.get(key), embedding_matrix(group)
         if rows is None or vectors is None:
             continue
         found = candidates_from(group)
@@ -131,7 +173,7 @@ def _pooled(
             list(zip(doc_chunks["start_char"], doc_chunks["end_char"], strict=True)),
             [(c.start_char, c.end_char) for c in found],
             [c.token_count for c in found],
-            candidate_vectors(vectors, len(found), CONFIG),
+            vectors,
         )
         keep[rows] = True
     return out, keep
@@ -139,13 +181,14 @@ def _pooled(
 
 def _late(
     chunks: pd.DataFrame,
-    extracted_text: pd.DataFrame,
+    candidates: pd.DataFrame,
     embedder: OnnxEmbedder,
     postgres: PostgresResource,
     model_id: str,
+    overlap_tokens: int,
 ) -> tuple[np.ndarray, CacheStats]:
     """Late-chunked vectors, through the embedding cache (keyed by document hash + span)."""
-    texts = {(d.batch_key, d.document_id): d.text for d in extracted_text.itertuples(index=False)}
+    texts = {key: document_text(group) for key, group in by_document(candidates)}
     keys, positions, documents, offsets = [], [], [], []
     for key, group in by_document(chunks):
         spans = list(zip(group["start_char"], group["end_char"], strict=True))
@@ -153,7 +196,7 @@ def _late(
         keys.extend(late_cache_keys(texts[key], spans))
         positions.append(group.index.to_numpy())
         documents.append((texts[key], spans))
-    cache_id = late_cache_model_id(model_id, embedder.max_tokens, LATE_OVERLAP_TOKENS)
+    cache_id = late_cache_model_id(model_id, embedder.max_tokens, overlap_tokens)
     cache = EmbeddingCache(postgres)
     lookup = cache.get(cache_id, keys)
     out = np.zeros((len(chunks), EMBEDDING_DIM), np.float32)
@@ -165,10 +208,10 @@ def _late(
         else:
             out[rows] = np.stack(cached)
     fresh = late_vectors(
-        runtime_of(embedder),
+        embedder.runtime(),
         [documents[n] for n in missing_docs],
         max_tokens=embedder.max_tokens,
-        overlap_tokens=LATE_OVERLAP_TOKENS,
+        overlap_tokens=overlap_tokens,
         batch_size=embedder.batch_size,
     )
     new_keys, new_vectors = [], []

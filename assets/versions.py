@@ -5,16 +5,17 @@ only after its upstream is re-materialized. So each stage's version folds in its
 *and* those of the stages above it: change the boundary threshold and the UI shows
 `semantic_boundaries` and `chunks` unsynced at once, while `sentence_candidates` and
 `candidate_embeddings` (whose inputs did not change) stay fresh.
+
+Nothing here reads settings: the composition root (`orchestration.definitions`) computes the
+parts from the settings it loaded and hands them to the asset factories.
 """
 
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
 
-from resources.settings import current_settings
-
-SETTINGS = current_settings()
-CONFIG = SETTINGS.chunking_config()
+from seams.chunking import ChunkingConfig
 
 
 def code_version(asset_version: str, *parts: str) -> str:
@@ -23,8 +24,20 @@ def code_version(asset_version: str, *parts: str) -> str:
     return f"{asset_version}-{digest}"
 
 
-# Cumulative settings slices, one per stage, in pipeline order.
-SEGMENTATION_PARTS = (CONFIG.fingerprint("segmentation"), f"tokenizer:{SETTINGS.embedder.variant}")
-EMBEDDING_PARTS = (*SEGMENTATION_PARTS, CONFIG.fingerprint("embedding"), SETTINGS.embedder.variant)
-BOUNDARY_PARTS = (*EMBEDDING_PARTS, CONFIG.fingerprint("boundaries"))
-ASSEMBLY_PARTS = (*BOUNDARY_PARTS, CONFIG.fingerprint("assembly"))
+@dataclass(frozen=True)
+class StageParts:
+    """Cumulative settings slices, one per stage, in pipeline order."""
+
+    segmentation: tuple[str, ...]
+    embedding: tuple[str, ...]
+    boundaries: tuple[str, ...]
+    assembly: tuple[str, ...]
+
+    @classmethod
+    def of(cls, config: ChunkingConfig, embedder_variant: str) -> StageParts:
+        """The parts for `config` run with the `embedder_variant` ONNX graph (and tokenizer)."""
+        segmentation = (config.fingerprint("segmentation"), f"tokenizer:{embedder_variant}")
+        embedding = (*segmentation, config.fingerprint("embedding"), embedder_variant)
+        boundaries = (*embedding, config.fingerprint("boundaries"))
+        assembly = (*boundaries, config.fingerprint("assembly"))
+        return cls(segmentation, embedding, boundaries, assembly)

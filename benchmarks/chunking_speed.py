@@ -51,7 +51,7 @@ from topic_shift import (  # noqa: E402
     token_counter,
 )
 
-from chunking import (  # noqa: E402
+from seams.chunking import (  # noqa: E402
     ChunkingConfig,
     assemble_chunks,
     candidate_texts,
@@ -62,7 +62,7 @@ from chunking import (  # noqa: E402
     load_token_counter,
     segment,
 )
-from chunking.similarity import candidate_vectors  # noqa: E402
+from seams.chunking.similarity import candidate_vectors  # noqa: E402
 
 
 def prose(copies: int) -> str:
@@ -145,11 +145,11 @@ def part_one(doc: str, config: ChunkingConfig, model, runs: int) -> dict:
         stages["similarities"] = median_time(
             lambda: gap_similarities(vectors_now, len(candidates), config), runs
         )
-        boundaries = detect_boundaries(sims, candidates, config)
-        stages["boundaries"] = median_time(
-            lambda: detect_boundaries(sims, candidates, config), runs
-        )
         cvecs = candidate_vectors(vectors_now, len(candidates), config)
+        boundaries = detect_boundaries(sims, candidates, config, vectors=cvecs)
+        stages["boundaries"] = median_time(
+            lambda: detect_boundaries(sims, candidates, config, vectors=cvecs), runs
+        )
         stages["assemble + ids + cohesion"] = median_time(
             lambda: assemble_chunks(
                 doc, candidates, boundaries, config, document_id="bench", embeddings=cvecs
@@ -284,7 +284,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--json", type=Path, help="write the results here")
     args = parser.parse_args(argv)
-    logging.getLogger("chunking").setLevel(logging.ERROR)
+    logging.getLogger("seams.chunking").setLevel(logging.ERROR)
     warnings.simplefilter("ignore")
 
     config = ChunkingConfig()
@@ -301,7 +301,7 @@ def main(argv: list[str] | None = None) -> int:
     results["non_model_path"] = part_one(prose(args.copies), config, model, args.runs)
     if model is not None:
         if args.embedder == "onnx":
-            from resources.embedder import OnnxEmbedder
+            from seams.resources.embedder import OnnxEmbedder
 
             onnx = OnnxEmbedder(model_dir=str(args.onnx_model_dir) if args.onnx_model_dir else None)
             embed, label = onnx.embed, "onnxruntime OnnxEmbedder"

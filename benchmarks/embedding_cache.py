@@ -38,11 +38,11 @@ def main() -> int:
     from psycopg import sql
 
     from benchmarks.synthetic import document
-    from resources.database import EmbeddedPostgres, database_url_for
-    from resources.embedder import OnnxEmbedder
-    from resources.embedding_cache import EmbeddingCache
-    from resources.model_export import export_model
-    from resources.postgres import PostgresResource
+    from seams.models.model_export import export_model
+    from seams.resources.database import EmbeddedPostgres, database_url_for
+    from seams.resources.embedder import OnnxEmbedder
+    from seams.resources.postgres import PostgresResource
+    from seams.storage.embedding_cache import EmbeddingCache
 
     export_model()
     text = document(7, args.words)

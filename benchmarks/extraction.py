@@ -38,8 +38,8 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from benchmarks.embedding import technical_text  # noqa: E402
-from chunking import chunk_text  # noqa: E402
-from resources.extraction import extract_document  # noqa: E402
+from seams.chunking import chunk_text  # noqa: E402
+from seams.extraction import extract_document  # noqa: E402
 
 DEFAULT_JSON = REPO / "benchmarks" / "results" / "extraction.json"
 BAR_S = 5.0
@@ -74,8 +74,8 @@ def bare_pypdf(content: bytes) -> list[str]:
 
 def load_embedders(model_dir: str | None) -> tuple[dict[str, Any], str]:
     """{variant: OnnxEmbedder} for the exported variants, and where the model came from."""
-    from resources.embedder import OnnxEmbedder
-    from resources.model_export import export_model
+    from seams.models.model_export import export_model
+    from seams.resources.embedder import OnnxEmbedder
 
     if model_dir is None:
         data_dir = tempfile.mkdtemp(prefix="seams-bench-")
@@ -200,7 +200,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--no-model", action="store_true", help="skip the embedder rows")
     parser.add_argument("--json", type=Path, default=DEFAULT_JSON)
     args = parser.parse_args(argv)
-    logging.getLogger("chunking").setLevel(logging.ERROR)  # the Jaccard notice, once per round
+    # the Jaccard notice, once per round
+    logging.getLogger("seams.chunking").setLevel(logging.ERROR)
     report = run(args)
     print_table(report)
     args.json.parent.mkdir(parents=True, exist_ok=True)

@@ -57,18 +57,18 @@ from topic_shift import (  # noqa: E402
     token_counter,
 )
 
-from chunking import ChunkingConfig, chunk_text  # noqa: E402
+from seams.chunking import ChunkingConfig, chunk_text  # noqa: E402
 
 TARGET_SECONDS_PER_10K = 0.1
 
 
 def provision() -> tuple[object, object]:
     """(OnnxEmbedder, StaticEmbedder) on one thread, exporting/distilling first if missing."""
-    from resources.distill import default_static_dir, distill_static_model
-    from resources.embedder import OnnxEmbedder
-    from resources.model_export import export_model
-    from resources.model_store import default_model_dir
-    from resources.static_embedder import StaticEmbedder
+    from seams.models.distill import distill_static_model
+    from seams.models.model_export import export_model
+    from seams.models.model_store import default_model_dir, default_static_dir
+    from seams.resources.embedder import OnnxEmbedder
+    from seams.resources.static_embedder import StaticEmbedder
 
     if not (default_model_dir() / "manifest.json").is_file():
         export_model(quantize=False)
@@ -126,7 +126,7 @@ def speed(onnx, static, runs: int) -> dict:
     chunk_text(doc, document_id="b", config=fast, embed=static, token_counter=counter)
 
     def cold_start() -> None:
-        from resources.static_embedder import clear_static_cache
+        from seams.models.static_runtime import clear_static_cache
 
         clear_static_cache()
         static.embed(["warm"])
@@ -185,7 +185,7 @@ def speed(onnx, static, runs: int) -> dict:
 
 
 def _segment(doc: str, counter):
-    from chunking import segment
+    from seams.chunking import segment
 
     return segment(doc, ChunkingConfig(), counter)
 
@@ -227,7 +227,7 @@ def quality(static, docs: int, grid: bool, cache_dir: Path) -> list[dict]:
         (f"seams {name}", ours(fast.with_overrides(**kw), static, counter))
         for name, kw in (fast_grid() if grid else [])
     ]
-    logging.getLogger("chunking").setLevel(logging.ERROR)
+    logging.getLogger("seams.chunking").setLevel(logging.ERROR)
     results = []
     for split, documents in splits.items():
         for name, system in systems + (grid_systems if split == "dev" else []):

@@ -45,10 +45,10 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from resources import schema  # noqa: E402
-from resources.database import URL_ENV, EmbeddedPostgres, database_url_for  # noqa: E402
-from resources.io_manager import read_table, write_table  # noqa: E402
-from resources.postgres import PostgresResource, close_pool, register_vector  # noqa: E402
+from seams.resources.database import URL_ENV, EmbeddedPostgres, database_url_for  # noqa: E402
+from seams.resources.io_manager import read_table, write_table  # noqa: E402
+from seams.resources.postgres import PostgresResource, close_pool, register_vector  # noqa: E402
+from seams.storage import schema  # noqa: E402
 
 DEFAULT_JSON = REPO / "benchmarks" / "results" / "io.json"
 TARGETS = {"sentence_candidates": 50_000, "candidate_embeddings": 10_000}

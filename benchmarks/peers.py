@@ -81,7 +81,7 @@ class System:
 
 # --- the shared model ------------------------------------------------------------------------
 def model_dir() -> Path:
-    from resources.model_export import packaged_model_dir
+    from seams.models.model_export import packaged_model_dir
 
     return packaged_model_dir()
 
@@ -233,7 +233,7 @@ def chonkie_system(model, encode: Encode | None = None, **kwargs: Any) -> System
 
 
 def seams_system(key: str, label: str, embed, token_counter, config=None) -> System:
-    from chunking import ChunkingConfig, chunk_text
+    from seams.chunking import ChunkingConfig, chunk_text
 
     config = config or ChunkingConfig()
 
@@ -263,8 +263,8 @@ def use_model_exports() -> None:
 def onnx_embedder(threads: int):
     """Seams' `OnnxEmbedder` (fp32, what the pipeline runs) on the shared export."""
     use_model_exports()
-    from resources.embedder import OnnxEmbedder
-    from resources.model_export import export_model
+    from seams.models.model_export import export_model
+    from seams.resources.embedder import OnnxEmbedder
 
     with _quiet():
         export_model()
@@ -274,13 +274,13 @@ def onnx_embedder(threads: int):
 def fast_system() -> System | None:
     """Seams' "fast" preset (boundaries from the static model distilled from MiniLM), if this
     version of Seams has it; the static model is distilled once if missing (~20 s)."""
-    from chunking import ChunkingConfig
+    from seams.chunking import ChunkingConfig
 
     if "fast" not in getattr(ChunkingConfig, "PRESETS", ()):
         return None
     try:
-        from resources.distill import distill_static_model
-        from resources.static_embedder import StaticEmbedder
+        from seams.models.distill import distill_static_model
+        from seams.resources.static_embedder import StaticEmbedder
     except ImportError as exc:
         log.warning("ChunkingConfig has a fast preset but %s: not measured", exc)
         return None
@@ -300,7 +300,7 @@ def fast_system() -> System | None:
 
 
 def speed_systems(model, encode: Encode, threads: int) -> list[System]:
-    from chunking import load_token_counter
+    from seams.chunking import load_token_counter
 
     onnx = onnx_embedder(threads)
     systems = [
@@ -414,7 +414,7 @@ def _paired(times: Sequence[float], reference: Sequence[float]) -> float:
 # --- boundary quality --------------------------------------------------------------------------
 def run_boundaries(args: argparse.Namespace) -> dict:
     from benchmarks import topic_shift
-    from chunking import load_token_counter
+    from seams.chunking import load_token_counter
 
     model = load_sentence_transformer(args.threads)
     cached = topic_shift.CachedEmbedder(model)
@@ -510,7 +510,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.rounds < 2:
         parser.error("--rounds must be >= 2 (determinism compares the first two runs)")
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    logging.getLogger("chunking").setLevel(logging.ERROR)
+    logging.getLogger("seams.chunking").setLevel(logging.ERROR)
 
     started = time.perf_counter()
     run = run_speed if args.comparison == "speed" else run_boundaries

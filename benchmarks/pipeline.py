@@ -49,15 +49,13 @@ def main() -> int:
         (inbox / f"doc{number:03d}.md").write_text(text, encoding="utf-8")
     words = sum(len(t.split()) for t in texts)
 
-    import dagster as dg
+    from seams.chunking import chunk_text
+    from seams.models.model_export import export_model
+    from seams.orchestration import runner
+    from seams.orchestration.instance import prepare_instance
+    from seams.resources.embedder import OnnxEmbedder
 
-    from chunking import chunk_text
-    from orchestration import runner
-    from orchestration.instance import prepare_environment
-    from resources.embedder import OnnxEmbedder
-    from resources.model_export import export_model
-
-    prepare_environment()
+    seams_instance = prepare_instance()
     export_model()
     embedder = OnnxEmbedder()
     embedder.embed(["warm up the session"])
@@ -78,7 +76,7 @@ def main() -> int:
     # the benchmark shows up as a spread instead of biasing the ratio.
     before_s, reference_chunks = chunk_all()
 
-    with dg.DagsterInstance.get() as instance:
+    with seams_instance.open() as instance:
         keys = runner.register_path(inbox, print)
         summary = runner.RunSummary(batches=keys)
         started = time.perf_counter()
@@ -92,8 +90,8 @@ def main() -> int:
     settings.write_text("chunking:\n  overrides: {percentile: 35.0}\n", encoding="utf-8")
     started = time.perf_counter()
     done = subprocess.run(
-        [sys.executable, "-m", "orchestration.cli", "backfill", "--json"],
-        env={**os.environ, "SEAMS_CONFIG": str(settings)},
+        [sys.executable, "-m", "seams", "backfill", "--json"],
+        env={**seams_instance.environment(), "SEAMS_CONFIG": str(settings)},
         capture_output=True, text=True, check=True,
     )  # fmt: skip
     backfill_wall_s = time.perf_counter() - started
@@ -121,7 +119,7 @@ def main() -> int:
     )
     RESULTS.parent.mkdir(exist_ok=True)
     RESULTS.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
-    from resources.database import EmbeddedPostgres
+    from seams.resources.database import EmbeddedPostgres
 
     EmbeddedPostgres().stop()
     return 0

@@ -66,9 +66,9 @@ from topic_shift import (  # noqa: E402
     load_minilm,
 )
 
-from chunking import ChunkingConfig, chunk_text  # noqa: E402
-from resources.chunk_vectors import late_vectors, runtime_of  # noqa: E402
-from resources.embedder import OnnxEmbedder  # noqa: E402
+from seams.chunking import ChunkingConfig, chunk_text  # noqa: E402
+from seams.models.chunk_vectors import late_vectors  # noqa: E402
+from seams.resources.embedder import OnnxEmbedder  # noqa: E402
 
 SEED = 20261122
 TOPICS = ROOT / "benchmarks" / "corpus" / "topics"
@@ -219,7 +219,7 @@ def embed_text(embedder: OnnxEmbedder, docs, spans_by_doc) -> np.ndarray:
 
 
 def embed_late(embedder: OnnxEmbedder, docs, spans_by_doc) -> np.ndarray:
-    runtime = runtime_of(embedder)
+    runtime = embedder.runtime()
     vectors = late_vectors(runtime, [(d.text, spans_by_doc[d.name]) for d in docs])
     return np.vstack(vectors)
 
@@ -227,8 +227,8 @@ def embed_late(embedder: OnnxEmbedder, docs, spans_by_doc) -> np.ndarray:
 def embed_pooled(embedder: OnnxEmbedder, docs, spans_by_doc) -> np.ndarray:
     """Mean of the candidate embeddings inside each chunk (as the pipeline's `pooled` mode):
     candidates are our segmenter's sentences, embedded once per document."""
-    from chunking import segment
-    from resources.chunk_vectors import pooled_vectors
+    from seams.chunking import segment
+    from seams.models.chunk_vectors import pooled_vectors
 
     out = []
     for d in docs:
@@ -314,7 +314,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     started = time.perf_counter()
     import logging
 
-    logging.getLogger("chunking").setLevel(logging.ERROR)
+    logging.getLogger("seams.chunking").setLevel(logging.ERROR)
     embedder = OnnxEmbedder()
     docs = build_corpus()
     questions = build_questions(docs)
@@ -337,8 +337,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         ("langchain SemanticChunker", langchain(st_embed), ("text",)),
     ]
     if args.systems is None or "seams fast" in args.systems:
-        from resources.distill import distill_static_model
-        from resources.static_embedder import StaticEmbedder
+        from seams.models.distill import distill_static_model
+        from seams.resources.static_embedder import StaticEmbedder
 
         distill_static_model()
         fast = ours(ChunkingConfig.preset("fast"), embedder, StaticEmbedder().embed)

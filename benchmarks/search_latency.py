@@ -43,14 +43,16 @@ for path in (ROOT, ROOT / "benchmarks"):
 from psycopg import sql  # noqa: E402
 from retrieval_eval import build_corpus, build_questions  # noqa: E402
 
-from resources import schema  # noqa: E402
-from resources.chunk_vectors import RETRIEVAL_MODE  # noqa: E402
-from resources.database import DATA_DATABASE, EmbeddedPostgres, database_url_for  # noqa: E402
-from resources.embedder import OnnxEmbedder  # noqa: E402
-from resources.io_manager import write_table  # noqa: E402
-from resources.postgres import PostgresResource, close_all_pools  # noqa: E402
-from resources.search import search_vector  # noqa: E402
+from seams.resources.database import DATA_DATABASE, EmbeddedPostgres, database_url_for  # noqa: E402
+from seams.resources.embedder import OnnxEmbedder  # noqa: E402
+from seams.resources.io_manager import write_table  # noqa: E402
+from seams.resources.postgres import PostgresResource, close_all_pools  # noqa: E402
+from seams.settings import RetrievalSettings  # noqa: E402
+from seams.storage import schema  # noqa: E402
+from seams.storage.search import search_vector  # noqa: E402
 
+RETRIEVAL_MODE = RetrievalSettings().mode
+"""The mode the benchmark indexes in: the settings' default."""
 SEED = 7
 DOCS_PER_BATCH = 1000
 
@@ -154,7 +156,7 @@ def exact(postgres: PostgresResource, vector: np.ndarray, k: int, model_id: str)
         conn.execute("SET enable_bitmapscan = off")
     try:
         started = time.perf_counter()
-        hits, _ = search_vector(postgres, vector, k, model_id=model_id)
+        hits, _ = search_vector(postgres, vector, k, model_id=model_id, mode=RETRIEVAL_MODE)
         return hits, (time.perf_counter() - started) * 1000
     finally:
         with postgres.connection() as conn:
@@ -209,13 +211,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         queries = [questions[i % len(questions)].keywords for i in range(args.queries)]
         embed_ms, search_ms, scanned = [], [], []
         for q in queries[:20]:  # warm-up: sessions, caches, index pages
-            search_vector(postgres, embedder.embed([q])[0], args.k, model_id=model_id)
+            search_vector(
+                postgres, embedder.embed([q])[0], args.k, model_id=model_id, mode=RETRIEVAL_MODE
+            )
         query_vectors = []
         for q in queries:
             t0 = time.perf_counter()
             vector = embedder.embed([q])[0]
             t1 = time.perf_counter()
-            hits, fetched = search_vector(postgres, vector, args.k, model_id=model_id)
+            hits, fetched = search_vector(
+                postgres, vector, args.k, model_id=model_id, mode=RETRIEVAL_MODE
+            )
             t2 = time.perf_counter()
             assert len(hits) == args.k
             embed_ms.append((t1 - t0) * 1000)

@@ -46,7 +46,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from chunking import ChunkingConfig, chunk_text, load_token_counter  # noqa: E402
+from seams.chunking import ChunkingConfig, chunk_text, load_token_counter  # noqa: E402
 
 CORPUS = Path(__file__).resolve().parent / "corpus" / "topics"
 SEED = 20240611
@@ -368,7 +368,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     import logging
 
-    logging.getLogger("chunking").setLevel(logging.ERROR)
+    logging.getLogger("seams.chunking").setLevel(logging.ERROR)
     results = []
     for split, documents in splits.items():
         for name, system in systems:

@@ -6,23 +6,22 @@ embedder) -> `gap_similarities` (or `jaccard_similarities`) -> `detect_boundarie
 token counter.
 """
 
-from chunking.assemble import Chunk, Segment, assemble_chunks, plan_segments
-from chunking.boundaries import Boundary, detect_boundaries, gap_thresholds
-from chunking.chunker import chunk_text, embed_candidates
-from chunking.config import CONFIG_SECTIONS, ChunkingConfig
-from chunking.errors import ConfigError, EmbeddingError, InputError, SeamsError, StorageError
-from chunking.fallback import jaccard_similarities
-from chunking.ids import assign_chunk_ids, chunk_id, normalise_text
-from chunking.pages import PageSpan
-from chunking.profiles import ChunkingProfiles, ProfileRule
-from chunking.segment import Candidate, candidate_texts, segment
-from chunking.similarity import (
+from seams.chunking.assemble import Chunk, Segment, assemble_chunks, plan_segments
+from seams.chunking.boundaries import Boundary, detect_boundaries, gap_thresholds
+from seams.chunking.chunker import chunk_text, embed_candidates
+from seams.chunking.config import CONFIG_SECTIONS, ChunkingConfig
+from seams.chunking.fallback import jaccard_similarities
+from seams.chunking.ids import assign_chunk_ids, chunk_id, normalise_text
+from seams.chunking.pages import PageSpan
+from seams.chunking.segment import Candidate, candidate_texts, segment
+from seams.chunking.similarity import (
     candidate_vectors,
     embedding_texts,
     gap_similarities,
     window_texts,
 )
-from chunking.tokens import HeuristicTokenCounter, TokenizerCounter, load_token_counter
+from seams.chunking.tokens import HeuristicTokenCounter, TokenizerCounter, load_token_counter
+from seams.errors import ConfigError, EmbeddingError, InputError, SeamsError, StorageError
 
 __all__ = [
     "CONFIG_SECTIONS",
@@ -30,13 +29,11 @@ __all__ = [
     "Candidate",
     "Chunk",
     "ChunkingConfig",
-    "ChunkingProfiles",
     "ConfigError",
     "EmbeddingError",
     "HeuristicTokenCounter",
     "InputError",
     "PageSpan",
-    "ProfileRule",
     "SeamsError",
     "Segment",
     "StorageError",

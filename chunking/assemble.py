@@ -37,13 +37,13 @@ from typing import Any
 
 import numpy as np
 
-from chunking.boundaries import Boundary
-from chunking.config import ChunkingConfig
-from chunking.ids import assign_chunk_ids
-from chunking.pages import PageIndex
-from chunking.segment import Candidate
-from chunking.similarity import candidate_vectors, expected_rows, normalise_rows
-from chunking.tokens import (
+from seams.chunking.boundaries import Boundary
+from seams.chunking.config import ChunkingConfig
+from seams.chunking.ids import assign_chunk_ids
+from seams.chunking.pages import PageIndex
+from seams.chunking.segment import Candidate
+from seams.chunking.similarity import candidate_vectors, expected_rows, normalise_rows
+from seams.chunking.tokens import (
     CL100K_NAME,
     HEURISTIC_COUNTER_NAME,
     HeuristicTokenCounter,
@@ -173,6 +173,8 @@ class _Planner:
         self.n = len(candidates)
         self.config = config
         self.sizes = _Sizes(candidates, config.size_unit)
+        self.hi = size_cap(config)
+        self.chars_max = config.effective_chars_max() or math.inf
         # gap i (1..n-1) lives at index i; index 0 and n are unused sentinels
         self.similarity = np.ones(self.n + 1, dtype=np.float64)
         self.reasons: dict[int, str] = {}
@@ -214,7 +216,7 @@ class _Planner:
         while stack:
             a, b = stack.pop()
             total = sizes.of(a, b)
-            if b - a < 2 or total <= config.chunk_size_max:
+            if b - a < 2 or not self._too_big(a, b):
                 continue
             gaps = np.arange(a + 1, b)
             left = sizes.left_of_gaps(a, gaps)
@@ -223,7 +225,8 @@ class _Planner:
             # near target): `target_pull` weighs it against similarity; a tiny weight always
             # breaks exact ties (flat similarities, lexical zeros) toward even, target-sized
             # pieces instead of peeling off minimum-sized ones.
-            pieces = max(2, math.ceil(total / config.chunk_size_target))
+            target = config.chunk_size_target or total / 2
+            pieces = max(2, math.ceil(total / target))
             ratio = left / (total / pieces)
             off_target = 2 * np.abs(ratio - np.round(ratio))
             score = self.split_score[a + 1 : b] + (config.target_pull + _TIE_BREAK) * off_target
@@ -240,7 +243,7 @@ class _Planner:
     def _merge_small(self, cuts: list[int]) -> list[int]:
         config = self.config
         sizes = self.sizes
-        lo, hi = config.chunk_size_min, config.chunk_size_max
+        lo = config.chunk_size_min
         starts = [0, *cuts]
         stop_of = dict(zip(starts, [*cuts, self.n], strict=True))
         start_of_stop = {stop: start for start, stop in stop_of.items()}
@@ -279,11 +282,11 @@ class _Planner:
             options.sort(reverse=True)
             merged = False
             for _, side in options:
-                if side == "left" and left is not None and sizes.of(left, b) <= hi:
+                if side == "left" and left is not None and not self._too_big(left, b):
                     replace([left, a], [(left, b)])
                     merged = True
                     break
-                if side == "right" and right is not None and sizes.of(a, right) <= hi:
+                if side == "right" and right is not None and not self._too_big(a, right):
                     replace([a, b], [(a, right)])
                     merged = True
                     break
@@ -300,6 +303,11 @@ class _Planner:
                     break
         return sorted(a for a in stop_of if a > 0)
 
+    def _too_big(self, first: int, stop: int) -> bool:
+        """Whether candidates [first, stop) exceed the size or the character cap."""
+        chars = int(self.sizes.ends[stop - 1] - self.sizes.starts[first])
+        return self.sizes.of(first, stop) > self.hi or chars > self.chars_max
+
     def _rebalance(self, first: int, stop: int) -> int | None:
         """The weakest gap in [first, stop) leaving both sides within [min, max], if any."""
         if stop - first < 2:
@@ -308,8 +316,11 @@ class _Planner:
         gaps = np.arange(first + 1, stop)
         left = self.sizes.left_of_gaps(first, gaps)
         right = self.sizes.right_of_gaps(gaps, stop)
-        lo, hi = config.chunk_size_min, config.chunk_size_max
+        lo, hi = config.chunk_size_min, self.hi
+        left_chars = self.sizes.ends[gaps - 1] - self.sizes.starts[first]
+        right_chars = self.sizes.ends[stop - 1] - self.sizes.starts[gaps]
         ok = (left >= lo) & (left <= hi) & (right >= lo) & (right <= hi)
+        ok &= (left_chars <= self.chars_max) & (right_chars <= self.chars_max)
         if not ok.any():
             return None
         score = np.where(ok, self.split_score[first + 1 : stop], np.inf)
@@ -342,7 +353,7 @@ def assemble_chunks(
     sizes = _Sizes(candidates, config.size_unit)
     vectors = _cohesion_vectors(embeddings, len(candidates), config)
     pages = PageIndex(page_spans) if page_spans is not None else None
-    lo, hi = config.chunk_size_min, config.chunk_size_max
+    lo, hi = config.chunk_size_min, size_cap(config)
 
     spans: list[tuple[int, int, int]] = []  # (overlap first, core first, stop)
     for k, seg in enumerate(segments):
@@ -407,6 +418,11 @@ def assemble_chunks(
     return chunks
 
 
+def size_cap(config: ChunkingConfig) -> float:
+    """`chunk_size_max`, or infinity when sizes are unbounded (`chunk_size_max=None`)."""
+    return math.inf if config.chunk_size_max is None else config.chunk_size_max
+
+
 def _overlap_start(
     previous: Segment,
     segment: Segment,
@@ -424,7 +440,7 @@ def _overlap_start(
     used = 0
     while first - 1 > previous.first:  # keep at least one candidate the previous chunk's own
         tokens = int(sizes.tokens[first - 1])
-        if used + tokens > budget or sizes.of(first - 1, segment.stop) > config.chunk_size_max:
+        if used + tokens > budget or sizes.of(first - 1, segment.stop) > size_cap(config):
             break
         if candidates[first - 1].kind == "heading":
             break

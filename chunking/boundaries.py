@@ -31,8 +31,9 @@ from typing import Literal
 
 import numpy as np
 
-from chunking.config import ChunkingConfig
-from chunking.segment import Candidate
+from seams.chunking.config import ChunkingConfig
+from seams.chunking.optimal import SizeLimits, centred_units, cut_evidence, optimal_cuts
+from seams.chunking.segment import Candidate
 
 Reason = Literal["semantic", "structural", "size", "fallback"]
 
@@ -55,8 +56,15 @@ def detect_boundaries(
     config: ChunkingConfig,
     *,
     method: Literal["semantic", "jaccard"] = "semantic",
+    vectors: np.ndarray | None = None,
 ) -> list[Boundary]:
-    """One `Boundary` per gap (len(candidates) - 1 of them) from the gaps' similarities."""
+    """One `Boundary` per gap (len(candidates) - 1 of them) from the gaps' similarities.
+
+    With `config.segmenter == "optimal"` and the candidates' embeddings (`vectors`, one row per
+    candidate), the verdicts are the cuts of the best segmentation under the size contract
+    (`chunking.optimal`); `similarity` and `threshold` stay as the per-gap evidence. Without
+    vectors (the lexical fallback) the threshold rule decides.
+    """
     sims = np.asarray(similarities, dtype=np.float64)
     n_gaps = max(len(candidates) - 1, 0)
     if sims.shape != (n_gaps,):
@@ -72,6 +80,12 @@ def detect_boundaries(
         previous = np.concatenate(([np.inf], sims[:-1]))
         following = np.concatenate((sims[1:], [np.inf]))
         below &= (sims <= previous) & (sims <= following)
+    if config.segmenter == "optimal" and method == "semantic" and vectors is not None:
+        reasons = _optimal_reasons(sims, candidates, config, vectors)
+        return [
+            Boundary(gap + 1, float(sims[gap]), float(thresholds[gap]), r is not None, r)
+            for gap, r in enumerate(reasons)
+        ]
     semantic_reason: Reason = "fallback" if method == "jaccard" else "semantic"
     kinds = [c.kind for c in candidates]
     out = []
@@ -94,6 +108,29 @@ def detect_boundaries(
             )
         )
     return out
+
+
+def _optimal_reasons(
+    sims: np.ndarray, candidates: Sequence[Candidate], config: ChunkingConfig, vectors: np.ndarray
+) -> list[Reason | None]:
+    """Each gap's reason under the optimal segmenter: None (no cut), "structural" (a heading
+    opens the chunk), "semantic" (a topic shift), "size" (a cut inside one topic that a size cap
+    forces)."""
+    n = len(candidates)
+    array = np.asarray(vectors, dtype=np.float32)
+    if array.shape[0] != n:
+        raise ValueError(f"vectors has {array.shape[0]} rows for {n} candidates")
+    depths = gap_depths(sims, config.window_size) if config.boundary_weight else None
+    evidence = cut_evidence(candidates, depths, config)
+    limits = SizeLimits.of(candidates, config.size_unit)
+    cuts = optimal_cuts(centred_units(array), limits, evidence, config)
+    reasons: list[Reason | None] = [None] * (n - 1)
+    for cut in cuts.topic:
+        heading = config.split_on_headings and candidates[cut].kind == "heading"
+        reasons[cut - 1] = "structural" if heading else "semantic"
+    for cut in cuts.size:
+        reasons[cut - 1] = "size"
+    return reasons
 
 
 def gap_thresholds(
@@ -124,6 +161,16 @@ def gap_thresholds(
     if cutoff <= 0:
         return np.full(n, -np.inf)
     return (left + right - cutoff) / 2 + 1e-12
+
+
+def gap_depths(sims: np.ndarray, horizon: int) -> np.ndarray:
+    """TextTiling's depth of each gap: the drop into it from the highest similarity within
+    `horizon` gaps on its left plus the rise out of it on its right (0 on a flat curve)."""
+    sims = np.asarray(sims, dtype=np.float64)
+    if sims.shape[0] == 0:
+        return sims
+    left, right = _peaks(sims, max(1, horizon))
+    return left + right - 2 * sims
 
 
 def _peaks(sims: np.ndarray, horizon: int) -> tuple[np.ndarray, np.ndarray]:

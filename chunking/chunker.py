@@ -9,29 +9,54 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from chunking.assemble import Chunk, assemble_chunks
-from chunking.boundaries import detect_boundaries
-from chunking.config import ChunkingConfig
-from chunking.errors import InputError
-from chunking.fallback import jaccard_similarities
-from chunking.segment import Candidate, segment
-from chunking.similarity import (
+from seams.chunking.assemble import Chunk, assemble_chunks
+from seams.chunking.boundaries import detect_boundaries
+from seams.chunking.config import ChunkingConfig
+from seams.chunking.fallback import jaccard_similarities
+from seams.chunking.segment import Candidate, segment
+from seams.chunking.similarity import (
     candidate_vectors,
     embedding_texts,
     expected_rows,
     gap_similarities,
     normalise_rows,
 )
-from chunking.tokens import counter_name, resolve_token_counter
+from seams.chunking.tokens import counter_name, resolve_token_counter
+from seams.errors import InputError
 
 logger = logging.getLogger(__name__)
 
-Embedder = Callable[[list[str]], Any]
 DEFAULT_CONFIG = ChunkingConfig()
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """What `chunk_text(embed=...)` accepts besides a bare callable: an embedding model that
+    carries its own token counter, so chunks are sized in the tokens of the model that reads
+    them (`seams.OnnxEmbedder`, `seams.StaticEmbedder`, or your own)."""
+
+    def embed(self, texts: list[str], /) -> Any:
+        """(len(texts), d) float32 rows (normalised here if they are not)."""
+        ...
+
+    @property
+    def count_tokens(self) -> Callable[[list[str]], list[int]]:
+        """Tokens per text without special tokens; a `name` attribute names it in lineage."""
+        ...
+
+    @property
+    def model_id(self) -> str: ...
+
+
+def embedder_token_counter(embed: object) -> Callable[[list[str]], list[int]] | None:
+    """The token counter an embedder object carries (`count_tokens`), or None for a bare
+    callable or None."""
+    counter = getattr(embed, "count_tokens", None)
+    return counter if callable(counter) else None
 
 
 def embed_candidates(
@@ -78,27 +103,31 @@ def chunk_text(
     *,
     document_id: str,
     config: ChunkingConfig = DEFAULT_CONFIG,
-    embed: Embedder | Any = None,
+    embed: Embedder | Callable[[list[str]], Any] | None = None,
     token_counter: Callable[[list[str]], list[int]] | None = None,
     page_spans: Sequence[tuple[int, int, int]] | None = None,
 ) -> list[Chunk]:
     """Chunk one document (contract).
 
-    `embed(list[str]) -> (n, d)` array of L2-normalised float32 rows (e.g.
-    `OnnxEmbedder.embed`); None or a failing embedder gives the lexical fallback, recorded as
-    `boundary_method="jaccard"`. `token_counter(list[str]) -> list[int]` counts tokens without
-    special tokens (see `chunking.tokens.load_token_counter`); None uses the conservative
-    heuristic. With `config.tokenizer="cl100k_base"` sizes are counted in cl100k_base tokens
-    instead, and `token_counter` (the model's) only checks each chunk against the model's window
-    (metadata `model_tokens`, `exceeds_model_window`). `page_spans`: `(page, start_char,
-    end_char)` per page. Empty or whitespace-only text gives []. Deterministic: the same inputs
-    give the same chunks.
+    `embed`: an `Embedder` object (`seams.OnnxEmbedder()`, `seams.StaticEmbedder()`), whose
+    `count_tokens` then sizes the chunks, or a bare callable `list[str] -> (n, d)` rows; None or
+    a failing embedder gives the lexical fallback, recorded as `boundary_method="jaccard"`.
+    `token_counter(list[str]) -> list[int]` (tokens without special tokens, see
+    `chunking.tokens.load_token_counter`) overrides the embedder's counter; with neither, the
+    conservative heuristic sizes chunks. The counter used is named in each chunk's
+    `metadata["token_counter"]`. With `config.tokenizer="cl100k_base"` sizes are counted in
+    cl100k_base tokens instead, and `token_counter` (the model's) only checks each chunk against
+    the model's window (metadata `model_tokens`, `exceeds_model_window`). `page_spans`:
+    `(page, start_char, end_char)` per page. Empty or whitespace-only text gives [].
+    Deterministic: the same inputs give the same chunks.
     """
     if not isinstance(text, str):
         raise InputError(f"text must be str, got {type(text).__name__}")
     if not isinstance(document_id, str) or not document_id:
         raise InputError("document_id must be a non-empty string")
     config = config if config is not None else DEFAULT_CONFIG
+    if token_counter is None:
+        token_counter = embedder_token_counter(embed)
     candidates = segment(text, config, token_counter)
     if not candidates:
         return []
@@ -112,14 +141,15 @@ def chunk_text(
         similarities = gap_similarities(vectors, n, config)
     else:
         similarities = jaccard_similarities(text, candidates, config)
-    boundaries = detect_boundaries(similarities, candidates, config, method=method)
+    own = candidate_vectors(vectors, n, config) if vectors is not None else None
+    boundaries = detect_boundaries(similarities, candidates, config, method=method, vectors=own)
     return assemble_chunks(
         text,
         candidates,
         boundaries,
         config,
         document_id=document_id,
-        embeddings=candidate_vectors(vectors, n, config) if vectors is not None else None,
+        embeddings=own,
         page_spans=page_spans,
         boundary_method=method,
         token_counter_name=counter_name(resolve_token_counter(token_counter, config)),

@@ -3,20 +3,23 @@
 Why one object: the pipeline fingerprints it (whole, or one slice per stage) to decide what needs
 recomputing after a change, so every knob that changes output must live here and nowhere else.
 
-Defaults (size unit = tokens of the embedding model's tokenizer), chosen for all-MiniLM-L6-v2
-and checked with `benchmarks/topic_shift.py` (dev split; see the README table):
+Defaults (size unit = tokens of the embedding model's tokenizer), chosen for all-MiniLM-L6-v2 by
+cross-validation across public sets nobody here wrote (Choi's sets 2 and 3, five SQuAD articles)
+and our own topic-shift set (`benchmarks/choi.py`, `benchmarks/squad.py`,
+`benchmarks/topic_shift.py`; figures in the README):
 
 - `chunk_size_max=254`: the model reads at most 256 tokens including [CLS] and [SEP], so 254 is
   the largest chunk it embeds whole (design.md section 9: MiniLM truncates, and 400-token chunks
-  retrieved worse than 200-token ones).
-- `chunk_size_target=200`: ~200-token chunks retrieved best in our evaluation.
-- `chunk_size_min=48`: a one-paragraph topic (~50-80 tokens) may stand alone, while fragments
-  (a lone heading, a one-line tail) merge into a neighbour. On the topic-shift set min 96 made
-  Pk ~7x worse by merging short topics into their neighbours.
-- Boundaries: "pooled" windows of 4 candidates per side (symmetric near the edges), cut at local
-  minima below the 30th percentile of the document's own gap similarities. Pooled windows cut
-  Pk ~10x against single-sentence similarity; a document-relative threshold did as well as the
-  best fixed one (0.3 for MiniLM) without being tied to one model's similarity scale.
+  retrieved worse than 200-token ones). `None` lifts the limit (whole topic segments).
+- `chunk_size_target=200`: only pulls when `target_weight` > 0 (off: a pull toward the target
+  moved cuts away from topic shifts on Choi's sets).
+- `chunk_size_min=32`: a short topic may stand alone, fragments (a lone heading, a one-line tail)
+  merge. Against 48: Choi Pk 0.143 / 0.154 vs 0.151 / 0.162 (sets 2 and 3, default sizes),
+  SQuAD and our own set unchanged; 24 was no better.
+- Boundaries: `segmenter="optimal"` (`chunking.optimal`), `cut_cost=1.5` (1.25 and 1.75 lose on
+  both Choi sets, with and without size limits). The threshold rule (`segmenter="threshold"`:
+  pooled windows of 4, local minima below the 30th percentile) stays as an option and as the
+  per-gap evidence in `semantic_boundaries`.
 
 `boundary_model="static"` (the `fast` preset) finds boundaries with a static embedding model
 distilled from the same MiniLM (`resources.StaticEmbedder`, ~100x cheaper than the transformer);
@@ -32,13 +35,18 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from chunking.errors import ConfigError
+from seams.errors import ConfigError
 
 SizeUnit = Literal["tokens", "chars", "sentences"]
 ThresholdType = Literal["fixed", "percentile", "stddev", "interquartile", "gradient"]
+Segmenter = Literal["optimal", "threshold"]
 WindowMode = Literal["single", "pooled", "text"]
 BoundaryModel = Literal["model", "static"]
 TokenizerName = Literal["model", "cl100k_base"]
+
+#: `chunk_chars_max` by default: 8x the ~4 characters an English word piece averages, so only
+#: text that tokenizes pathologically (no spaces, [UNK] runs) ever meets it.
+CHARS_PER_TOKEN_CAP = 32
 
 #: Version of the fingerprint payload layout; bump only if the canonical form itself changes.
 FINGERPRINT_SCHEMA = 1
@@ -50,7 +58,36 @@ _LATER_FIELDS: dict[str, Any] = {
     "boundary_model": "model",
     "tokenizer": "model",
     "model_window_tokens": 254,
+    # The optimal segmenter replaced the threshold rule as the default: configs that pick the
+    # old rule keep their old digests, the new default gets a new one (its chunks differ).
+    "segmenter": "threshold",
+    "chunk_chars_max": None,
+    # The optimal segmenter's knobs, at the values they were introduced with (fixed here, not
+    # read from the fields: a later change of a default must change the digest).
+    "cut_cost": 1.5,
+    "boundary_weight": 0.0,
+    "paragraph_weight": 0.0,
+    "target_weight": 0.0,
+    "max_chunk_candidates": 128,
 }
+#: The optimal segmenter's own knobs: in the "boundaries" slice only when it is chosen.
+_OPTIMAL_FIELDS = (
+    "cut_cost",
+    "boundary_weight",
+    "paragraph_weight",
+    "target_weight",
+    "max_chunk_candidates",
+)
+#: What the optimal segmenter reads beyond the threshold rule's inputs (the size contract).
+_OPTIMAL_BOUNDARY_INPUTS = (
+    *_OPTIMAL_FIELDS,
+    "size_unit",
+    "tokenizer",
+    "chunk_size_min",
+    "chunk_size_target",
+    "chunk_size_max",
+    "chunk_chars_max",
+)
 
 #: Which fields shape which pipeline stage. `fingerprint(section)` hashes exactly these, so a
 #: Dagster asset's code_version changes only when a parameter it reads changes. The "embedding"
@@ -82,6 +119,18 @@ CONFIG_SECTIONS: dict[str, tuple[str, ...]] = {
         "window_mode",
         "window_size",
         "split_on_headings",
+        "segmenter",
+        "cut_cost",
+        "boundary_weight",
+        "paragraph_weight",
+        "target_weight",
+        "max_chunk_candidates",
+        "size_unit",
+        "tokenizer",
+        "chunk_size_min",
+        "chunk_size_target",
+        "chunk_size_max",
+        "chunk_chars_max",
     ),
     "assembly": (
         "size_unit",
@@ -90,6 +139,7 @@ CONFIG_SECTIONS: dict[str, tuple[str, ...]] = {
         "chunk_size_min",
         "chunk_size_target",
         "chunk_size_max",
+        "chunk_chars_max",
         "overlap_tokens",
         "overlap_ratio",
         "target_pull",
@@ -109,9 +159,16 @@ class ChunkingConfig(BaseModel):
 
     # --- sizes -------------------------------------------------------------------------------
     size_unit: SizeUnit = "tokens"
-    chunk_size_min: int = Field(48, ge=1, le=1_000_000)
-    chunk_size_target: int = Field(200, ge=1, le=1_000_000)
-    chunk_size_max: int = Field(254, ge=1, le=1_000_000)
+    chunk_size_min: int = Field(32, ge=1, le=1_000_000)
+    chunk_size_target: int | None = Field(200, ge=1, le=1_000_000)
+    """The size the optimal segmenter pulls toward (`target_weight`); None: no pull."""
+    chunk_size_max: int | None = Field(254, ge=1, le=1_000_000)
+    """Hard cap on a chunk's size; None: no size limit (chunks are whole topic segments, which is
+    what topic-segmentation benchmarks measure; `max_chunk_candidates` still bounds the search)."""
+    chunk_chars_max: int | None = Field(None, ge=16, le=100_000_000)
+    """Hard cap in characters beside the size cap, so text the tokenizer reads as few tokens (a
+    long run without spaces) cannot make a chunk of hundreds of kilobytes. None: 32 characters per
+    token of `chunk_size_max` for the tokens unit, `chunk_size_max` for chars, else no cap."""
     overlap_tokens: int = Field(0, ge=0, le=100_000)
     overlap_ratio: float = Field(0.0, ge=0.0, le=0.5)
     target_pull: float = Field(0.0, ge=0.0, le=1.0)
@@ -121,6 +178,24 @@ class ChunkingConfig(BaseModel):
     longer than this in the model's own tokens are flagged `exceeds_model_window`."""
 
     # --- boundaries --------------------------------------------------------------------------
+    segmenter: Segmenter = "optimal"
+    """"optimal": the best segmentation under the size contract (`chunking.optimal`);
+    "threshold": cut where the similarity dips below `threshold_type`'s threshold, then let the
+    size rules add or drop cuts (the earlier default, kept as an option)."""
+    cut_cost: float = Field(1.5, ge=0.0, le=1000.0)
+    """Optimal segmenter: what a chunk must explain of its candidates' spread to be worth a cut
+    (`chunking.optimal`); higher gives fewer, longer chunks."""
+    boundary_weight: float = Field(0.0, ge=0.0, le=1000.0)
+    """Optimal segmenter: weight of a gap's valley depth (pooled similarities) as cut evidence."""
+    paragraph_weight: float = Field(0.0, ge=0.0, le=1000.0)
+    """Optimal segmenter: evidence for cutting at a paragraph break (on the scale of `cut_cost`).
+    Off by default: 1.0 made SQuAD's chunks follow its paragraphs (IoU@5 0.054 vs 0.043) but
+    cut every paragraph of our own topic-shift set (Pk 0.47 vs 0.035); 0.25 lost on both."""
+    target_weight: float = Field(0.0, ge=0.0, le=1000.0)
+    """Optimal segmenter: pull toward `chunk_size_target` (squared relative distance)."""
+    max_chunk_candidates: int = Field(128, ge=2, le=100_000)
+    """Optimal segmenter: most candidates one chunk may hold (bounds the search when sizes do
+    not)."""
     threshold_type: ThresholdType = "percentile"
     boundary_threshold: float = Field(1.0, ge=-1.0, le=1.0)
     percentile: float = Field(30.0, ge=0.0, le=100.0)
@@ -168,11 +243,16 @@ class ChunkingConfig(BaseModel):
 
     @model_validator(mode="after")
     def _check_relations(self) -> ChunkingConfig:
-        if not self.chunk_size_min <= self.chunk_size_target <= self.chunk_size_max:
+        lo, target, hi = self.chunk_size_min, self.chunk_size_target, self.chunk_size_max
+        if target is not None and not (lo <= target and (hi is None or target <= hi)):
             raise ValueError(
-                f"chunk_size_target={self.chunk_size_target} must lie in "
-                f"[chunk_size_min={self.chunk_size_min}, chunk_size_max={self.chunk_size_max}]"
-                " (and chunk_size_min <= chunk_size_max)"
+                f"chunk_size_target={target} must lie in "
+                f"[chunk_size_min={lo}, chunk_size_max={hi}] (or be null for no pull)"
+            )
+        if hi is not None and lo > hi:
+            raise ValueError(
+                f"chunk_size_min={lo} must not exceed chunk_size_max={hi} "
+                "(set chunk_size_max: null for no size limit)"
             )
         if self.overlap_tokens and self.overlap_ratio:
             raise ValueError(
@@ -186,6 +266,18 @@ class ChunkingConfig(BaseModel):
                     "without spaces (the trailing period is optional)"
                 )
         return self
+
+    def effective_chars_max(self) -> int | None:
+        """The character cap in force (see `chunk_chars_max`)."""
+        if self.chunk_chars_max is not None:
+            return self.chunk_chars_max
+        if self.chunk_size_max is None:
+            return None
+        if self.size_unit == "tokens":
+            return CHARS_PER_TOKEN_CAP * self.chunk_size_max
+        if self.size_unit == "chars":
+            return self.chunk_size_max
+        return None
 
     # --- presets -----------------------------------------------------------------------------
     @classmethod
@@ -230,7 +322,10 @@ class ChunkingConfig(BaseModel):
                 params["boundary_model"] = self.boundary_model
             return params
         dumped = _stable_dump(self)
-        return {name: dumped[name] for name in CONFIG_SECTIONS[section] if name in dumped}
+        names = CONFIG_SECTIONS[section]
+        if section == "boundaries" and self.segmenter == "threshold":
+            names = tuple(n for n in names if n not in _OPTIMAL_BOUNDARY_INPUTS)
+        return {name: dumped[name] for name in names if name in dumped}
 
     def fingerprint(self, section: str | None = None) -> str:
         """Stable sha256 hex of the config (or of one section's slice).

@@ -13,8 +13,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from chunking.config import ChunkingConfig
-from chunking.segment import Candidate
+from seams.chunking.config import ChunkingConfig
+from seams.chunking.segment import Candidate
 
 # CJK ideographs and kana count one character per "word" (no spaces to split on); else runs of
 # letters/digits.

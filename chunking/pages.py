@@ -6,7 +6,7 @@ import bisect
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from chunking.errors import InputError
+from seams.errors import InputError
 
 
 class PageSpan(NamedTuple):

@@ -10,7 +10,8 @@ headings, tables, list items, rules) over the whole text; the prose between them
 sentence-end regex, and Python only looks at each potential sentence end (a few per sentence).
 
 Sentence rules: a sentence ends at `.`, `!`, `?` (plus closing quotes/brackets) followed by
-whitespace and a word that does not start in lower case, or at CJK `。！？` (no space needed).
+whitespace and a word that does not start in lower case (any word when the terminator stands
+apart, as in tokenised text: "end . next"), or at CJK `。！？` (no space needed).
 Not at abbreviations (Dr., e.g., U.S., No. 5), single-letter initials, ellipses, inside brackets
 or quotes that close soon after, nor at `.` without following whitespace (decimals, versions,
 URLs, e-mail addresses). A single line break is not a sentence end (hard-wrapped text); a blank
@@ -30,8 +31,8 @@ import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from chunking.config import ChunkingConfig
-from chunking.tokens import count_tokens, resolve_token_counter
+from seams.chunking.config import ChunkingConfig
+from seams.chunking.tokens import count_tokens, resolve_token_counter
 
 KINDS = ("sentence", "heading", "list_item", "table", "code", "rule", "fragment")
 
@@ -359,7 +360,10 @@ class _Segmenter:
         while j < stop and text[j] in _OPENERS:
             j += 1
         following = text[j] if j < stop else ""
-        if following.islower():
+        # A terminator set off by whitespace ("end . next", tokenised text) ends the sentence
+        # whatever follows; attached to a word, a lower-case continuation means it does not.
+        detached = match.start() > sentence_start and text[match.start() - 1].isspace()
+        if following.islower() and not detached:
             return False
         if punct == ".":
             word_start = match.start()
@@ -436,8 +440,8 @@ def _bound_sizes(
 ) -> list[Candidate]:
     """Candidates from raw spans, splitting any unit bigger than the limits."""
     unit = config.size_unit
-    limit = config.chunk_size_max
-    max_chars = config.max_candidate_chars
+    limit = config.chunk_size_max if config.chunk_size_max is not None else 2**62
+    max_chars = min(config.max_candidate_chars, config.effective_chars_max() or 2**62)
     if unit == "chars":
         max_chars = min(max_chars, limit)
     candidates: list[Candidate] = []

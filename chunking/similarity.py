@@ -20,8 +20,11 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from chunking.config import ChunkingConfig
-from chunking.segment import Candidate
+from seams.chunking.config import ChunkingConfig
+from seams.chunking.segment import Candidate
+
+#: Gaps whose pooled windows are compared at once (bounds the temporaries to a few MB).
+_GAP_BLOCK = 4096
 
 
 def embedding_texts(
@@ -91,14 +94,18 @@ def gap_similarities(vectors: np.ndarray, n_candidates: int, config: ChunkingCon
         return _cosines(array[:-1], array[1:])
     cumulative = np.zeros((n + 1, array.shape[1]), dtype=np.float32)
     np.cumsum(array, axis=0, out=cumulative[1:])
-    gaps = np.arange(1, n)
-    # Symmetric windows: near the document's edges both sides shrink together, so a gap is never
-    # judged by one candidate against four (means of more vectors are more similar to anything,
-    # which made edge gaps look like boundaries).
-    k = np.minimum(np.minimum(gaps, n - gaps), w)
-    left = cumulative[gaps] - cumulative[gaps - k]
-    right = cumulative[gaps + k] - cumulative[gaps]
-    return _cosines(left, right)
+    out = np.empty(n - 1, dtype=np.float64)
+    # In blocks of gaps, so the temporaries stay small however long the document is.
+    for start in range(1, n, _GAP_BLOCK):
+        gaps = np.arange(start, min(start + _GAP_BLOCK, n))
+        # Symmetric windows: near the document's edges both sides shrink together, so a gap is
+        # never judged by one candidate against four (means of more vectors are more similar to
+        # anything, which made edge gaps look like boundaries).
+        k = np.minimum(np.minimum(gaps, n - gaps), w)
+        left = cumulative[gaps] - cumulative[gaps - k]
+        right = cumulative[gaps + k] - cumulative[gaps]
+        out[gaps - 1] = _cosines(left, right)
+    return out
 
 
 def candidate_vectors(vectors: np.ndarray, n_candidates: int, config: ChunkingConfig) -> np.ndarray:

@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from chunking.errors import ConfigError
+from seams.errors import ConfigError
 
 HEURISTIC_COUNTER_NAME = "heuristic-v1"
 CL100K_NAME = "cl100k_base"
@@ -69,7 +69,7 @@ class HeuristicTokenCounter:
 # Characters where Python's `str.split()` and a BERT-style normalizer/pre-tokenizer may disagree
 # about word boundaries (control/format characters that BERT deletes, exotic spaces), and lone
 # surrogates, which the tokenizer cannot encode. Texts containing one are counted whole.
-_UNSAFE_FOR_WORD_CACHE = re.compile(
+UNSAFE_FOR_WORD_CACHE = re.compile(
     "[\x00-\x08\x0b-\x1f\x7f-\x9f\u00a0\u00ad\u0600-\u0605\u061c\u06dd\u070f\u1680\u180e"
     "\u2000-\u200f\u2028-\u202f\u205f-\u206f\u3000\ufeff\ufff9-\ufffb\ud800-\udfff]"
 )
@@ -106,7 +106,7 @@ class TokenizerCounter:
         spec = json.loads(tokenizer.to_str())
         digest = hashlib.sha256(tokenizer.to_str().encode("utf-8")).hexdigest()[:16]
         self.name = name or f"tokenizers:sha256:{digest}"
-        self.word_cached = _is_word_additive(spec)
+        self.word_cached = is_word_additive(spec)
         self._cache: dict[str, int] = {}
         self._max_cache = max_cache
 
@@ -127,7 +127,7 @@ class TokenizerCounter:
         cache = self._cache
         if len(cache) > self._max_cache:
             cache.clear()
-        unsafe = _UNSAFE_FOR_WORD_CACHE.search
+        unsafe = UNSAFE_FOR_WORD_CACHE.search
         splits: list[list[str] | None] = [None if unsafe(t) else t.split() for t in texts]
         missing = {w for words in splits if words is not None for w in words if w not in cache}
         if missing:
@@ -139,7 +139,10 @@ class TokenizerCounter:
         return [next(whole_counts) if words is None else sum(map(get, words)) for words in splits]
 
 
-def _is_word_additive(spec: dict[str, Any]) -> bool:
+def is_word_additive(spec: dict[str, Any]) -> bool:
+    """Whether a tokenizer (its JSON spec) never joins across whitespace, so that
+    `count(text) == sum(count(word) for word in text.split())` and per-word caches are exact."""
+
     def names(node: Any, key: str) -> list[str]:
         if node is None:
             return []
@@ -168,6 +171,24 @@ def load_token_counter(tokenizer_json: str | Path) -> TokenizerCounter:
     data = path.read_bytes()
     digest = hashlib.sha256(data).hexdigest()[:16]
     return TokenizerCounter(Tokenizer.from_str(data.decode("utf-8")), name=f"tokenizer:{digest}")
+
+
+_shared_counters: dict[tuple[str, int, int], TokenizerCounter] = {}
+
+
+def shared_token_counter(tokenizer_json: str | Path) -> TokenizerCounter:
+    """The process-wide `TokenizerCounter` of a `tokenizer.json` (keyed by path, size and mtime),
+    so every document an embedder sizes shares one word cache."""
+    path = Path(tokenizer_json)
+    try:
+        st = path.stat()
+    except OSError:
+        return load_token_counter(path)  # raises the ConfigError that names the path
+    key = (str(path.resolve()), st.st_size, st.st_mtime_ns)
+    counter = _shared_counters.get(key)
+    if counter is None:
+        counter = _shared_counters[key] = load_token_counter(path)
+    return counter
 
 
 class Cl100kCounter:

@@ -1,8 +1,7 @@
-"""Dagster wiring of Seams: partitions, batches, sensors, schedules, jobs, the CLI.
+"""Dagster wiring of Seams: the composition root, partitions, sensors, schedules, jobs, the CLI.
 
-`orchestration.defs` (contract) is what `dagster dev` loads (see `[tool.dagster]`).
+`seams.orchestration.definitions.build_definitions(settings)` (contract) builds the one
+`Definitions` object; `seams.orchestration.location.defs` is what the code location loads (see
+`[tool.dagster]` and the workspace file `seams` writes into `$DAGSTER_HOME`). This package's
+`__init__` imports nothing, so `seams --help` does not load the whole code location.
 """
-
-from orchestration.definitions import defs
-
-__all__ = ["defs"]

@@ -9,14 +9,17 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import logging
 import os
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+import traceback
+from collections.abc import Iterator, Sequence
+from typing import Any
 
-from chunking.errors import SeamsError
+from seams.errors import InputError, SeamsError
 
 EXIT_ERROR = 2
 
@@ -29,7 +32,7 @@ def _print_err(message: str) -> None:
 
 
 def cmd_db(args: argparse.Namespace) -> int:
-    from resources.database import URL_ENV, EmbeddedPostgres, redact, resolve
+    from seams.resources.database import URL_ENV, EmbeddedPostgres, redact, resolve
 
     external = bool(os.environ.get(URL_ENV, "").strip())
     server = EmbeddedPostgres()
@@ -70,19 +73,25 @@ def _reset_signals() -> None:
 
 
 def cmd_dev(args: argparse.Namespace) -> int:
-    from orchestration.instance import dagster_home, prepare_environment
-    from resources.database import EmbeddedPostgres
+    from seams.orchestration.instance import prepare_instance, workspace_file
+    from seams.resources.database import EmbeddedPostgres
 
     server = EmbeddedPostgres()
     was_running = server.is_running()
-    urls = prepare_environment()
+    seams_instance = prepare_instance()
     command = [
-        sys.executable, "-m", "dagster", "dev", "-m", "orchestration",
+        # Seams runs `dagster dev` for the user: its "use `dg dev`" notice is not theirs to act on.
+        sys.executable, "-W", "ignore:Function `dev_command` is superseded", "-m", "dagster", "dev",
+        "-w", str(workspace_file()),
         "-h", args.host, "-p", str(args.port),
     ]  # fmt: skip
     print(f"Dagster UI: http://{args.host}:{args.port}  (Ctrl-C stops everything)", flush=True)
     child = subprocess.Popen(
-        command, cwd=dagster_home(), preexec_fn=_reset_signals, start_new_session=True
+        command,
+        cwd=seams_instance.home,
+        env=seams_instance.environment(),
+        preexec_fn=_reset_signals,
+        start_new_session=True,
     )
 
     def forward(signum: int, _frame: object) -> None:
@@ -95,7 +104,7 @@ def cmd_dev(args: argparse.Namespace) -> int:
         code = child.wait()
     finally:
         _stop_group(child)
-        if urls.embedded and not was_running:
+        if seams_instance.urls.embedded and not was_running:
             server.stop()
     return 0 if code in (0, -signal.SIGINT, -signal.SIGTERM, 130) else code
 
@@ -126,23 +135,20 @@ def _group_alive(pgid: int) -> bool:
 # --- seams check -------------------------------------------------------------------------------
 
 
-def cmd_check(_args: argparse.Namespace) -> int:
+def cmd_check(args: argparse.Namespace) -> int:
     """Prove the installation works: PostgreSQL reachable, Dagster instance and definitions load."""
-    from dagster import DagsterInstance
+    from seams.orchestration.instance import prepare_instance
+    from seams.resources.database import redact
 
-    from orchestration.instance import dagster_home, prepare_environment
-    from resources.database import redact
-
-    urls = prepare_environment()
-    from orchestration import defs
-
-    repo = defs.get_repository_def()
-    with DagsterInstance.get() as instance:
+    seams_instance = prepare_instance()
+    repo = _definitions(args).get_repository_def()
+    with seams_instance.open() as instance:
         storage = type(instance.run_storage).__name__
+    urls = seams_instance.urls
     where = "embedded" if urls.embedded else "external"
     print(
         f"PostgreSQL ({where}): {redact(urls.data)}\n"
-        f"Dagster instance: {dagster_home()} ({storage})\n"
+        f"Dagster instance: {seams_instance.home} ({storage})\n"
         f"Definitions: {len(repo.assets_defs_by_key)} assets, {len(repo.get_all_jobs())} jobs, "
         f"{len(repo.sensor_defs)} sensors, {len(repo.schedule_defs)} schedules\n"
         "Next: `seams dev` and open the UI."
@@ -157,32 +163,46 @@ def _say(message: str) -> None:
     print(f"seams: {message}", flush=True)
 
 
+def _definitions(args: argparse.Namespace):  # -> dg.Definitions (dagster imported lazily)
+    """The definitions of the settings `main` loaded: the one composition root, called once."""
+    from seams.orchestration.definitions import build_definitions
+
+    return build_definitions(args.settings)
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     """Register PATH (default: the sample corpus) as batches and materialize them end to end."""
     from pathlib import Path
 
-    from dagster import DagsterInstance
-
-    from orchestration import runner
-    from orchestration.instance import prepare_environment
+    from seams.orchestration import runner
+    from seams.orchestration.instance import prepare_instance
 
     path = Path(args.path) if args.path else runner.SAMPLE_CORPUS
-    prepare_environment()
-    with DagsterInstance.get() as instance:
-        runner.ensure_model(instance, _say)
-        unfinished = runner.unfinished_batches(instance, source=runner.source_of(path))
+    if not path.expanduser().exists():  # before any expensive work (model export, database)
+        raise InputError(
+            f"{path} does not exist: pass a file or a folder of documents "
+            f"(`{runner.seams_command()} run` alone chunks the bundled sample corpus)"
+        )
+    defs = _definitions(args)
+    runner.check_can_submit(defs, "seams run")
+    with prepare_instance().open() as instance:
+        runner.ensure_model(instance, _say, defs=defs)
+        source = runner.source_of(path)
+        unfinished = runner.unfinished_batches(instance, source=source, defs=defs)
         if unfinished:
             _say(f"finishing {len(unfinished)} batch(es) an earlier run left unfinished")
-        keys = list(dict.fromkeys([*unfinished, *runner.register_path(path, _say)]))
+        retired: list[str] = []
+        registered = runner.register_path(path, _say, defs=defs, retired=retired)
+        keys = list(dict.fromkeys([*unfinished, *registered]))
         if not keys:
             _say(f"nothing new under {path}: every file version is already in a batch")
             return 0
         _say(f"registered {len(keys)} batch(es) from {path}; materializing...")
-        summary = runner.RunSummary(batches=keys)
+        summary = runner.RunSummary(batches=keys, retired=retired)
         started = time.perf_counter()
-        runner.materialize_batches(instance, keys, _say, summary)
+        runner.materialize_batches(instance, keys, _say, summary, defs=defs)
     summary.seconds = time.perf_counter() - started
-    print(runner.format_summary(runner.summarize(summary)), flush=True)
+    print(runner.format_summary(runner.summarize(summary, defs=defs)), flush=True)
     return 0
 
 
@@ -190,22 +210,21 @@ def cmd_backfill(args: argparse.Namespace) -> int:
     """Recompute, for every batch, the assets a settings or code change made unsynced."""
     import json
 
-    from dagster import DagsterInstance
+    from seams.orchestration import runner
+    from seams.orchestration.instance import prepare_instance
 
-    from orchestration import runner
-    from orchestration.instance import prepare_environment
-
-    prepare_environment()
+    defs = _definitions(args)
+    runner.check_can_submit(defs, "seams backfill")
     started = time.perf_counter()
     report = (lambda _m: None) if args.json else _say
-    with DagsterInstance.get() as instance:
-        summary = runner.backfill(instance, report)
+    with prepare_instance().open() as instance:
+        summary = runner.backfill(instance, report, defs=defs)
     summary.seconds = time.perf_counter() - started
     if args.json:
         fields = ("batches", "run_ids", "texts_embedded", "cache_hits", "seconds")
         print(json.dumps({name: getattr(summary, name) for name in fields}))
     elif summary.batches:
-        print(runner.format_summary(runner.summarize(summary)), flush=True)
+        print(runner.format_summary(runner.summarize(summary, defs=defs)), flush=True)
     return 0
 
 
@@ -213,15 +232,19 @@ def cmd_search(args: argparse.Namespace) -> int:
     """Top-k chunks for a query, with their parent section and neighbouring chunks."""
     import json
 
-    from orchestration.definitions import build_resources
-    from orchestration.instance import prepare_environment
-    from resources.postgres import PostgresResource
-    from resources.search import format_response, search_response
+    from seams.models.model_store import load_manifest
+    from seams.orchestration.runner import seams_command
+    from seams.storage.search import format_response, search_response
 
-    prepare_environment()
-    embedder = build_resources()["embedder"]
-    # Outside Dagster an EnvVar is not resolved: an empty URL resolves the same database.
-    response = search_response(PostgresResource(), embedder, args.query, args.k)
+    try:
+        load_manifest()  # a fresh install has no model and nothing indexed: say what to run
+    except SeamsError as exc:
+        raise InputError(
+            f"nothing to search yet: chunk some documents first with `{seams_command()} run "
+            "PATH` (a file or a folder; without PATH, the bundled sample corpus)"
+        ) from exc
+    resources = _definitions(args).resources
+    response = search_response(resources["postgres"], resources["embedder"], args.query, args.k)
     if args.json:
         print(json.dumps(response.to_dict(), ensure_ascii=False))
     else:
@@ -229,9 +252,25 @@ def cmd_search(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_worker(args: argparse.Namespace) -> int:
+    """Become a Celery worker for this code location (after checking it would not lose data)."""
+    from seams.orchestration.worker import default_worker_name, prepare_worker
+
+    launch = prepare_worker(
+        args.settings,
+        name=args.name or default_worker_name(),
+        concurrency=args.concurrency,
+        loglevel=args.loglevel,
+    )
+    print(f"seams: Celery worker {args.name or default_worker_name()} (DAGSTER_HOME {launch.home})",
+          flush=True)  # fmt: skip
+    os.execve(launch.command[0], launch.command, launch.env)
+    return 0  # not reached: the worker replaced this process
+
+
 def cmd_model(args: argparse.Namespace) -> int:
-    from resources.distill import distill_static_model
-    from resources.model_export import export_model
+    from seams.models.distill import distill_static_model
+    from seams.models.model_export import export_model
 
     manifest = export_model(force=args.force)
     state = "exported" if manifest.exported_now else "already exported (verified)"
@@ -252,8 +291,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="seams",
         description=(
             "Seams: semantic chunking for retrieval, as partitioned Dagster assets in PostgreSQL.\n"
-            "Data lives in $SEAMS_DATA_DIR (default ./.seams); set SEAMS_DATABASE_URL to use an "
-            "existing PostgreSQL instead of the embedded one."
+            "Settings: $SEAMS_CONFIG, else ./seams.yaml, else the defaults. Data: $SEAMS_DATA_DIR, "
+            "else ./.seams in a folder with a seams.yaml, else ~/.local/share/seams. Set "
+            "SEAMS_DATABASE_URL to use an existing PostgreSQL instead of the embedded one."
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -286,6 +326,10 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument("--json", action="store_true", help="print JSON")
     search.set_defaults(func=cmd_search)
 
+    from seams.export import add_export_command  # the command body lives in seams/export.py
+
+    add_export_command(sub)
+
     model = sub.add_parser("model", help="provision the embedding model")
     model_sub = model.add_subparsers(dest="model_command", required=True, metavar="ACTION")
     export = model_sub.add_parser(
@@ -301,19 +345,139 @@ def build_parser() -> argparse.ArgumentParser:
     dev.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     dev.add_argument("--port", type=int, default=3000, help="UI port (default 3000)")
     dev.set_defaults(func=cmd_dev)
+
+    worker = sub.add_parser(
+        "worker",
+        help="run a Celery worker for distributed runs (execution.executor: celery; needs "
+        "SEAMS_DATABASE_URL, SEAMS_CELERY_BROKER_URL, SEAMS_CELERY_BACKEND_URL)",
+    )
+    worker.add_argument("-n", "--name", help="worker name (default: seams-<pid>)")
+    worker.add_argument("-c", "--concurrency", type=int, default=1, help="steps at once (1)")
+    worker.add_argument("-l", "--loglevel", default="INFO", help="Celery log level (INFO)")
+    worker.set_defaults(func=cmd_worker)
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+def _storage_fault(exc: BaseException) -> str | None:
+    """One line for a database failure that escaped a command (a server stopped mid-run, a URL
+    that stopped answering), naming what failed and what to do; None for any other error.
+
+    Dagster's own storage raises SQLAlchemy/psycopg2 errors, Seams' data access psycopg 3 ones;
+    Dagster may wrap them, so the whole cause/context chain is searched.
+    """
+    import psycopg
+
+    from seams.resources.database import DAGSTER_URL_ENV, URL_ENV, redact
+
+    dagster_errors: tuple[type[BaseException], ...] = ()
+    with contextlib.suppress(ImportError):
+        import psycopg2
+        import sqlalchemy.exc
+
+        dagster_errors = (sqlalchemy.exc.OperationalError, sqlalchemy.exc.InterfaceError,
+                          psycopg2.OperationalError, psycopg2.InterfaceError)  # fmt: skip
+    seen: set[int] = set()
+    error: BaseException | None = exc
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        if isinstance(error, psycopg.OperationalError | psycopg.InterfaceError):
+            what, variable = "Seams' data database", URL_ENV
+            break
+        if dagster_errors and isinstance(error, dagster_errors):
+            what, variable = "Dagster's run storage", DAGSTER_URL_ENV
+            break
+        error = error.__cause__ or error.__context__
+    else:
+        return None
+    driver = getattr(error, "orig", None) or error  # SQLAlchemy keeps the driver's error
+    text = str(driver).strip()
+    reason = redact(text.splitlines()[0]) if text else type(driver).__name__
+    code = getattr(driver, "sqlstate", None) or getattr(driver, "pgcode", None) or ""
+    if not os.environ.get(variable, "").strip():
+        variable = URL_ENV  # Dagster's storage lives beside the data unless told otherwise
+    if code.startswith("53"):  # disk full, out of memory, too many connections
+        happened = f"PostgreSQL ran out of resources ({what}: {reason})"
+        fix = "free disk space or memory on the database server"
+    else:
+        happened = f"lost the connection to PostgreSQL ({what}: {reason})"
+        fix = (
+            f"check that the server of {variable} is up"
+            if os.environ.get(variable, "").strip()
+            else "is the embedded PostgreSQL running? (`seams db status`, `seams db start`)"
+        )
+    return (
+        f"{happened}: {fix}; then rerun the command (each write is one transaction: nothing was "
+        "half-written). Add -v for the traceback."
+    )
+
+
+# What Dagster's storage prints on its own while the database is away, before the error reaches
+# main(): dagster-postgres logs every reconnect attempt on the root logger, and Dagster writes a
+# failed event-log write straight to stderr. `-v` shows them; by default the one line says it all.
+_STORAGE_NOISE = ("Retrying failed database connection", "Exception while writing logger call")
+
+
+class _NoiseFilter:
+    """Drops `_STORAGE_NOISE` records and `sys.stderr` writes; passes everything else through."""
+
+    def __init__(self, stream: Any) -> None:
+        self.stream = stream
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith(_STORAGE_NOISE)
+
+    def write(self, text: str) -> int:
+        return len(text) if text.startswith(_STORAGE_NOISE) else self.stream.write(text)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.stream, name)
+
+
+@contextlib.contextmanager
+def _quiet_storage_noise(enabled: bool) -> Iterator[None]:
+    if not enabled:
+        yield
+        return
+    noise = _NoiseFilter(sys.stderr)
+    root = logging.getLogger()
+    root.addFilter(noise)
+    sys.stderr = noise  # type: ignore[assignment]
     try:
-        return args.func(args)
+        yield
+    finally:
+        sys.stderr = noise.stream
+        root.removeFilter(noise)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    parser.add_argument(
+        "-v", "--verbose", action="store_true", help="print the traceback of an error too"
+    )
+    args = parser.parse_args(argv)
+    try:
+        if args.command != "db":  # `seams db` needs no settings (and must work when they break)
+            from seams.settings import load_settings
+
+            args.settings = load_settings()
+        with _quiet_storage_noise(not args.verbose):
+            return args.func(args)
     except SeamsError as exc:
+        if args.verbose:
+            traceback.print_exc()
         _print_err(f"seams: error: {exc}")
         return EXIT_ERROR
     except KeyboardInterrupt:
         _print_err("seams: interrupted")
         return 130
+    except Exception as exc:
+        fault = _storage_fault(exc)
+        if fault is None:
+            raise
+        if args.verbose:
+            traceback.print_exc()
+        _print_err(f"seams: error: {fault}")
+        return EXIT_ERROR
 
 
 if __name__ == "__main__":

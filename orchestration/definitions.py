@@ -1,49 +1,162 @@
-"""`orchestration.defs` (contract): the one `Definitions` object of the Seams code location.
+"""The composition root: `build_definitions(settings)` (contract) wires the whole code location.
 
-Resources come from the environment, so the same code location runs on a laptop (embedded
-PostgreSQL), in CI and on Kubernetes (`SEAMS_DATABASE_URL` pointing at a shared server).
+Settings are read once by the caller (`seams.orchestration.location` for the code location, the
+CLI for its commands, tests for theirs) and passed down: resources are built here, once, and every
+asset is made by its module's factory from the config slice it reads, with the code version that
+slice implies. Nothing below this module reads seams.yaml or holds settings.
+
+Resources come from the environment at run time (`SEAMS_DATABASE_URL`, else the embedded server),
+so the same code location runs on a laptop, in CI and on Kubernetes.
 """
 
 from __future__ import annotations
 
-import os
-
 import dagster as dg
 
-from assets import boundaries, candidates, chunks, embeddings, extraction, model, retrieval
-from assets.versions import SETTINGS
-from orchestration.jobs import chunk_batches_job
-from orchestration.sensors import inbox_sensor, seal_inbox_schedule
-from resources.database import URL_ENV
-from resources.embedder import OnnxEmbedder
-from resources.io_manager import PostgresIOManager
-from resources.postgres import PostgresResource
-from resources.static_embedder import StaticEmbedder
+from seams.assets.automation import settings_changed_condition
+from seams.assets.boundaries import build_boundaries_asset
+from seams.assets.candidates import build_candidates_asset
+from seams.assets.chunks import build_chunks_asset
+from seams.assets.embeddings import build_embeddings_asset
+from seams.assets.extraction import build_extraction_asset
+from seams.assets.model import build_model_asset
+from seams.assets.partitions import PIPELINE_GROUP
+from seams.assets.retrieval import RETRIEVAL_GROUP, build_index_asset
+from seams.assets.sync import build_sync_check, build_sync_sensor
+from seams.assets.versions import StageParts
+from seams.errors import ConfigError
+from seams.orchestration.jobs import chunk_batches_job
+from seams.orchestration.sensors import build_inbox_sensor, build_seal_schedule
+from seams.resources.embedder import OnnxEmbedder
+from seams.resources.io_manager import PostgresIOManager
+from seams.resources.postgres import PostgresResource
+from seams.resources.static_embedder import StaticEmbedder
+from seams.settings import BackfillSettings, ExecutionSettings, SeamsSettings
+
+CELERY_BROKER_ENV = "SEAMS_CELERY_BROKER_URL"
+CELERY_BACKEND_ENV = "SEAMS_CELERY_BACKEND_URL"
+SETTINGS_CHANGED_SENSOR = "seams_settings_changed"
 
 
-def build_resources() -> dict[str, object]:
-    """`postgres`, `io_manager` and `embedder`, configured from the environment and seams.yaml."""
-    postgres = (
-        PostgresResource(url=dg.EnvVar(URL_ENV)) if os.environ.get(URL_ENV) else PostgresResource()
-    )
+def build_postgres() -> PostgresResource:
+    """The Postgres resource, built this one way everywhere.
+
+    Its URL stays empty: it resolves `SEAMS_DATABASE_URL` (or starts the embedded server) when
+    first used, in whichever process runs the step, so no URL is frozen into the definitions.
+    """
+    return PostgresResource()
+
+
+def build_resources(settings: SeamsSettings) -> dict[str, dg.ConfigurableResource]:
+    """`postgres`, `io_manager`, `embedder` and `static_embedder`, each built once."""
+    postgres = build_postgres()
     return {
         "postgres": postgres,
         "io_manager": PostgresIOManager(postgres=postgres),
         "embedder": OnnxEmbedder(
-            variant=SETTINGS.embedder.variant,
-            batch_size=SETTINGS.embedder.batch_size,
-            intra_op_threads=SETTINGS.embedder.threads,
+            variant=settings.embedder.variant,
+            batch_size=settings.embedder.batch_size,
+            intra_op_threads=settings.embedder.threads,
         ),
         "static_embedder": StaticEmbedder(),
     }
 
 
-defs = dg.Definitions(
-    assets=dg.load_assets_from_modules(
-        [model, extraction, candidates, embeddings, boundaries, chunks, retrieval]
-    ),
-    jobs=[chunk_batches_job],
-    sensors=[inbox_sensor],
-    schedules=[seal_inbox_schedule],
-    resources=build_resources(),
-)
+def build_assets(settings: SeamsSettings) -> list[dg.AssetsDefinition]:
+    """Every asset of the pipeline, in pipeline order, shaped by `settings`."""
+    config = settings.chunking_config()
+    parts = StageParts.of(config, settings.embedder.variant)
+    retrieval = settings.retrieval
+    automation = settings_changed_condition(settings.backfill.automatic)
+    assets = [
+        build_model_asset(settings.embedder.variant),
+        build_extraction_asset(settings.extraction_limits()),
+        build_candidates_asset(config, parts, automation_condition=automation),
+        build_embeddings_asset(config, parts, automation_condition=automation),
+        build_boundaries_asset(config, parts, automation_condition=automation),
+        build_chunks_asset(config, parts, automation_condition=automation),
+        build_index_asset(
+            config,
+            parts,
+            retrieval.mode,
+            retrieval.late_overlap_tokens,
+            automation_condition=automation,
+        ),
+    ]
+    return [_with_backfill_policy(asset, settings.backfill) for asset in assets]
+
+
+def _with_backfill_policy(
+    asset: dg.AssetsDefinition, backfill: BackfillSettings
+) -> dg.AssetsDefinition:
+    """`backfill.max_batches_per_run: k` fans a backfill out into runs of k batches (one per
+    worker); unset, the assets keep their single-run policy (one run for the whole backfill)."""
+    if backfill.max_batches_per_run is None or asset.partitions_def is None:
+        return asset
+    return asset.with_attributes(
+        backfill_policy=dg.BackfillPolicy.multi_run(backfill.max_batches_per_run)
+    )
+
+
+def build_executor(execution: ExecutionSettings) -> dg.ExecutorDefinition | None:
+    """The `executor=` of the definitions; None keeps Dagster's default (multiprocess, or
+    in-process when a run's config asks for it)."""
+    if execution.executor == "in_process":
+        return dg.in_process_executor
+    if execution.executor == "multiprocess":
+        return None
+    try:
+        from dagster_celery import celery_executor
+    except ImportError:
+        raise ConfigError(
+            "execution.executor: celery needs the Celery extra: pip install 'seams[celery]'"
+        ) from None
+    # Resolved when a run starts, in the process that submits steps: no URL is frozen in here.
+    return celery_executor.configured(
+        celery_config(execution),
+        name="seams_celery",
+    )
+
+
+def celery_config(execution: ExecutionSettings) -> dict[str, object]:
+    """The Celery executor's config, shared by the runs that submit steps and `seams worker`
+    (both sides must agree on broker, backend and queue)."""
+    return {
+        "broker": {"env": CELERY_BROKER_ENV},
+        "backend": {"env": CELERY_BACKEND_ENV},
+        "config_source": {"task_default_queue": execution.celery_queue},
+    }
+
+
+def build_automation_sensors(backfill: BackfillSettings) -> list[dg.SensorDefinition]:
+    """With `backfill.automatic`, a running sensor that evaluates the assets' automation
+    conditions, so the daemon starts the settings-change backfill itself after a reload."""
+    if not backfill.automatic:
+        return []
+    return [
+        dg.AutomationConditionSensorDefinition(
+            SETTINGS_CHANGED_SENSOR,
+            target=dg.AssetSelection.groups(PIPELINE_GROUP, RETRIEVAL_GROUP),
+            default_status=dg.DefaultSensorStatus.RUNNING,
+            emit_backfills=True,
+            description="Backfills the assets a settings change made unsynced "
+            "(backfill.automatic: true in seams.yaml).",
+        )
+    ]
+
+
+def build_definitions(settings: SeamsSettings) -> dg.Definitions:
+    """The one `Definitions` of the Seams code location for `settings` (contract)."""
+    return dg.Definitions(
+        assets=build_assets(settings),
+        asset_checks=[build_sync_check()],
+        jobs=[chunk_batches_job],
+        sensors=[
+            build_inbox_sensor(settings.inbox),
+            build_sync_sensor(),
+            *build_automation_sensors(settings.backfill),
+        ],
+        schedules=[build_seal_schedule(settings.inbox)],
+        resources=build_resources(settings),
+        executor=build_executor(settings.execution),
+    )

@@ -1,45 +1,121 @@
-"""Prepares the Dagster instance: `DAGSTER_HOME` under the data dir, storage in PostgreSQL.
+"""The Dagster instance of Seams: `DAGSTER_HOME` under the data dir, storage in PostgreSQL.
 
-Every `seams` command that talks to Dagster calls `prepare_environment()` first, so the webserver,
-daemon, run workers and in-process runs all see the same instance and the same database.
+Every `seams` command that talks to Dagster calls `prepare_instance()` once and gets a
+`SeamsInstance`: `open()` gives the in-process `DagsterInstance` (its storage URL passed as an
+override, never through `os.environ`), and `environment()` the explicit variables a child process
+(dagster dev, the webserver, the daemon, run workers) needs to reach the same instance and
+database without starting another server.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
+import sys
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from chunking.errors import ConfigError
-from resources.database import URL_ENV, DatabaseUrls, resolve
-from resources.paths import PROJECT_ROOT, data_dir
+import dagster as dg
+from dagster._core.instance.ref import InstanceRef
 
-DAGSTER_URL_VAR = "SEAMS_DAGSTER_PG_URL"
-INSTANCE_YAML = PROJECT_ROOT / "dagster.yaml"
+from seams.errors import ConfigError
+from seams.paths import data_dir, packaged_default
+from seams.resources.database import DAGSTER_URL_ENV, URL_ENV, DatabaseUrls, dagster_url, resolve
+from seams.settings import CONFIG_ENV, settings_path
+
+LEGACY_DAGSTER_URL_ENV = "SEAMS_DAGSTER_PG_URL"
+"""The old name of `SEAMS_DAGSTER_DATABASE_URL`: still honoured, with a deprecation message."""
+INSTANCE_YAML = packaged_default("dagster.yaml")
+"""The instance template (package data; the checkout's `dagster.yaml` is its source)."""
+LOCATION_NAME = "seams"
+LOCATION_MODULE = "seams.orchestration.location"
+WORKSPACE_YAML = f"""\
+# Written by `seams`: the one code location, named as the UI shows it.
+load_from:
+  - python_module:
+      module_name: {LOCATION_MODULE}
+      location_name: {LOCATION_NAME}
+"""
 
 
 def dagster_home() -> Path:
     return data_dir() / "dagster_home"
 
 
-def prepare_environment(*, start: bool = True) -> DatabaseUrls:
-    """Resolve (and start) PostgreSQL, write `$DAGSTER_HOME/dagster.yaml`, export the variables.
+def workspace_file() -> Path:
+    """`$DAGSTER_HOME/workspace.yaml`: loads `seams.orchestration.location` as location `seams`
+    (a `-m` flag would name the location after the module)."""
+    return dagster_home() / "workspace.yaml"
 
-    Child processes (dagster dev, run workers) inherit `DAGSTER_HOME`, `SEAMS_DAGSTER_PG_URL` and
-    `SEAMS_DATABASE_URL`, so they reach the same server without starting another.
-    """
+
+@dataclass(frozen=True)
+class SeamsInstance:
+    """A prepared Dagster home and the databases it stores into."""
+
+    home: Path
+    urls: DatabaseUrls
+    settings_file: Path | None
+    """The seams.yaml this process read, handed on so children read the same file."""
+
+    def open(self) -> dg.DagsterInstance:
+        """The Dagster instance, run storage in PostgreSQL (use it as a context manager)."""
+        storage = {"postgres": {"postgres_url": self.urls.dagster}}
+        return dg.DagsterInstance.from_ref(
+            InstanceRef.from_dir(str(self.home), overrides={"storage": storage})
+        )
+
+    def variables(self) -> dict[str, str]:
+        """What a child process must be told: where the instance, data, settings and databases
+        are. Absolute paths, so the child's working directory does not matter."""
+        values = {
+            "DAGSTER_HOME": str(self.home),
+            "SEAMS_DATA_DIR": str(data_dir()),
+            URL_ENV: self.urls.data,
+            DAGSTER_URL_ENV: self.urls.dagster,
+        }
+        if self.settings_file is not None:
+            values[CONFIG_ENV] = str(self.settings_file)
+        return values
+
+    def environment(self) -> dict[str, str]:
+        """This process's environment plus `variables()`: the `env` of a child process."""
+        env = {k: v for k, v in os.environ.items() if k != LEGACY_DAGSTER_URL_ENV}
+        env.update(self.variables())
+        return env
+
+
+def prepare_instance(*, start: bool = True) -> SeamsInstance:
+    """Resolve (and start) PostgreSQL and write `$DAGSTER_HOME/dagster.yaml` + `workspace.yaml`."""
     if not INSTANCE_YAML.is_file():
         raise ConfigError(
-            f"the Dagster instance file {INSTANCE_YAML} is missing: restore it from git"
+            f"the Dagster instance template {INSTANCE_YAML} is missing from the installed "
+            "package: reinstall seams (in a checkout, restore dagster.yaml from git)"
         )
-    urls = resolve(start=start)
+    urls = _with_legacy_dagster_url(resolve(start=start))
     home = dagster_home()
     home.mkdir(parents=True, exist_ok=True)
     target = home / "dagster.yaml"
-    if not target.exists() or target.read_bytes() != INSTANCE_YAML.read_bytes():
-        shutil.copyfile(INSTANCE_YAML, target)
-    os.environ["SEAMS_DATA_DIR"] = str(data_dir())  # absolute, whatever the children's cwd
-    os.environ["DAGSTER_HOME"] = str(home)
-    os.environ[DAGSTER_URL_VAR] = urls.dagster
-    os.environ[URL_ENV] = urls.data
-    return urls
+    template = INSTANCE_YAML.read_bytes()
+    if not target.exists() or target.read_bytes() != template:
+        target.write_bytes(template)
+    workspace = workspace_file()
+    if not workspace.exists() or workspace.read_text(encoding="utf-8") != WORKSPACE_YAML:
+        workspace.write_text(WORKSPACE_YAML, encoding="utf-8")
+    settings = settings_path()
+    settings_file = settings.resolve() if settings is not None and settings.is_file() else None
+    return SeamsInstance(home, urls, settings_file)
+
+
+def _with_legacy_dagster_url(urls: DatabaseUrls) -> DatabaseUrls:
+    """Honour `SEAMS_DAGSTER_PG_URL` where `SEAMS_DAGSTER_DATABASE_URL` would count, and say so."""
+    legacy = os.environ.get(LEGACY_DAGSTER_URL_ENV, "").strip()
+    if not legacy:
+        return urls
+    print(
+        f"seams: {LEGACY_DAGSTER_URL_ENV} is deprecated: set {DAGSTER_URL_ENV} instead "
+        f"(it names the database of Dagster's run storage; default: {URL_ENV})",
+        file=sys.stderr,
+        flush=True,
+    )
+    if urls.embedded or os.environ.get(DAGSTER_URL_ENV, "").strip():
+        return urls
+    return replace(urls, dagster=dagster_url(legacy))

@@ -7,7 +7,9 @@ executor (design.md section 9).
 
 from __future__ import annotations
 
-import time
+import contextlib
+import shutil
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,14 +17,18 @@ from pathlib import Path
 import dagster as dg
 import numpy as np
 
-from assets.partitions import document_batches
-from chunking.errors import InputError, SeamsError
-from resources.batches import register_batch, scan_inbox
-from resources.model_store import load_manifest
-from resources.paths import PROJECT_ROOT
-from resources.postgres import PostgresResource
+from seams.assets.partitions import document_batches
+from seams.errors import InputError, SeamsError
+from seams.models.model_store import load_manifest
+from seams.orchestration import launch
+from seams.orchestration.definitions import build_definitions, build_postgres
+from seams.paths import sample_corpus
+from seams.resources.postgres import PostgresResource
+from seams.settings import load_settings
+from seams.storage.batches import RETIRE_REASON, register_batch, retire_missing, scan_inbox
 
-SAMPLE_CORPUS = PROJECT_ROOT / "orchestration" / "sample_corpus"
+SAMPLE_CORPUS = sample_corpus()
+"""The bundled sample corpus (package data): what `seams run` chunks when given no folder."""
 JOB_NAME = "chunk_batches"
 MAX_BATCH_DOCUMENTS = 500
 
@@ -46,28 +52,36 @@ class RunSummary:
     texts_embedded: int = 0
     seconds: float = 0.0
     run_ids: list[str] = field(default_factory=list)
+    retired: list[str] = field(default_factory=list)
+    """Files that were in the scanned folder's earlier batches and are gone now."""
+    backfill_ids: list[str] = field(default_factory=list)
 
     @property
     def words_per_second(self) -> float:
         return self.words / self.seconds if self.seconds else 0.0
 
 
-def _postgres() -> PostgresResource:
-    # An empty URL resolves SEAMS_DATABASE_URL or the embedded server, as the assets' does.
-    return PostgresResource()
+def definitions(defs: dg.Definitions | None = None) -> dg.Definitions:
+    """`defs`, or the definitions of the settings on disk now (for callers that hold none)."""
+    return defs if defs is not None else build_definitions(load_settings())
 
 
-def ensure_model(instance: dg.DagsterInstance, report: Report) -> None:
+def _postgres(defs: dg.Definitions | None) -> PostgresResource:
+    """The pipeline's own Postgres resource: the same database the assets write."""
+    return build_postgres() if defs is None else defs.resources["postgres"]
+
+
+def ensure_model(
+    instance: dg.DagsterInstance, report: Report, *, defs: dg.Definitions | None = None
+) -> None:
     """Materialize `embedding_model` unless a verified export is already there."""
-    from orchestration import defs
-
     try:
         load_manifest()
         return
     except SeamsError:
         pass
     report("exporting the embedding model to ONNX (one-off, ~10-30 s)...")
-    job = defs.resolve_implicit_global_asset_job_def()
+    job = definitions(defs).resolve_implicit_global_asset_job_def()
     result = job.execute_in_process(
         instance=instance,
         asset_selection=[dg.AssetKey("embedding_model")],
@@ -83,14 +97,20 @@ def source_of(path: Path) -> str:
     return f"cli:{path}"
 
 
-def register_path(path: Path, report: Report) -> list[str]:
-    """Freeze the new file versions under `path` into batches of <= MAX_BATCH_DOCUMENTS."""
+def register_path(
+    path: Path,
+    report: Report,
+    *,
+    defs: dg.Definitions | None = None,
+    retired: list[str] | None = None,
+) -> list[str]:
+    """Freeze the new file versions under `path` (a folder or one file) into batches of
+    <= MAX_BATCH_DOCUMENTS, and retire the documents whose files left the folder (their URIs
+    are appended to `retired`)."""
     files, refused = scan_inbox(path)
     for item in refused:
         report(f"skipped {item.path}: {item.reason}")
-    if not files:
-        raise InputError(f"{path} holds no files to chunk")
-    postgres = _postgres()
+    postgres = _postgres(defs)
     postgres.ensure_schema()
     keys = []
     with postgres.connection() as conn:
@@ -100,6 +120,13 @@ def register_path(path: Path, report: Report) -> list[str]:
             )
             if key:
                 keys.append(key)
+        gone = retire_missing(conn, path, [*(f.path for f in files), *(r.path for r in refused)])
+    for document in gone:
+        report(f"retired {document.source_uri}: {RETIRE_REASON}")
+    if retired is not None:
+        retired.extend(document.source_uri for document in gone)
+    if not files and not gone:
+        raise InputError(f"{path} holds no files to chunk")
     return keys
 
 
@@ -109,43 +136,110 @@ def materialize_batches(
     report: Report,
     summary: RunSummary,
     asset_selection: Sequence[dg.AssetKey] | None = None,
+    *,
+    defs: dg.Definitions | None = None,
+    started_by: str = "seams run",
 ) -> None:
-    """Run the `chunk_batches` job once per batch, in-process, adding to `summary`."""
-    from orchestration import defs
+    """Materialize `batch_keys` as one Dagster asset backfill, adding to `summary`."""
+    defs = definitions(defs)
+    keys = list(asset_selection or defs.resolve_job_def(JOB_NAME).asset_layer.executable_asset_keys)
+    run_backfill(instance, {key: keys for key in batch_keys}, report, summary, defs=defs,
+                 started_by=started_by)  # fmt: skip
 
-    instance.add_dynamic_partitions(document_batches.name, list(batch_keys))
-    job = defs.resolve_job_def(JOB_NAME)
-    for number, key in enumerate(batch_keys, 1):
-        started = time.perf_counter()
-        result = job.execute_in_process(
-            instance=instance,
-            partition_key=key,
-            asset_selection=list(asset_selection) if asset_selection else None,
-            run_config=QUIET,
-            raise_on_error=False,
+
+def check_can_submit(defs: dg.Definitions, command: str) -> None:
+    """Before any work: a distributed executor needs the one shared PostgreSQL (fail fast)."""
+    if launch.is_distributed(defs, JOB_NAME):
+        launch.require_shared_database(f"`{command}` with execution.executor: celery")
+
+
+def run_backfill(
+    instance: dg.DagsterInstance,
+    targets: dict[str, Sequence[dg.AssetKey]],
+    report: Report,
+    summary: RunSummary,
+    *,
+    defs: dg.Definitions,
+    started_by: str,
+) -> launch.BackfillOutcome:
+    """One asset backfill of `targets` (batch -> assets), executed here or by a running daemon.
+
+    Raises SeamsError naming the failed run when any batch failed (the CLI's exit code 2).
+    """
+    distributed = launch.is_distributed(defs, JOB_NAME)
+    check_can_submit(defs, started_by)
+    instance.add_dynamic_partitions(document_batches.name, list(targets))
+    by_daemon = launch.daemon_is_running(instance)
+    backfill = launch.create_backfill(
+        instance, defs, targets, started_by=started_by, run_config=None if by_daemon else QUIET
+    )
+    summary.backfill_ids.append(backfill.backfill_id)
+    if by_daemon:
+        report(f"backfill {backfill.backfill_id}: handed to the running Dagster daemon")
+        outcome = launch.follow_backfill(instance, defs, backfill.backfill_id, report)
+        results = [_RunEvents.of_run(instance, run_id) for run_id in outcome.run_ids]
+    else:
+        where = "steps on the workers" if distributed else "running here"
+        report(f"backfill {backfill.backfill_id}: {len(targets)} batch(es), {where}")
+        outcome = launch.run_backfill_here(
+            instance, defs, backfill.backfill_id, JOB_NAME, report, distributed=distributed
         )
-        summary.run_ids.append(result.run_id)
-        if not result.success:
-            raise SeamsError(
-                f"run {result.run_id} for batch {key} failed: {failure_reason(result)[:500]} "
-                "Open it in the UI (`seams dev`) for the full log."
-            )
-        for event in result.get_asset_materialization_events():
-            materialization = event.step_materialization_data.materialization
-            if materialization.asset_key == dg.AssetKey("candidate_embeddings"):
-                meta = materialization.metadata
-                summary.cache_hits += int(meta["cache_hits"].value)
-                summary.texts_embedded += int(meta["texts_embedded"].value)
-        seconds = time.perf_counter() - started
-        report(f"batch {number}/{len(batch_keys)} {key}: done in {seconds:.1f} s")
+        results = [_RunEvents.of_result(result) for result in outcome.results]
+    summary.run_ids.extend(outcome.run_ids)
+    for events in results:
+        summary.cache_hits += events.metadata_sum("candidate_embeddings", "cache_hits")
+        summary.texts_embedded += events.metadata_sum("candidate_embeddings", "texts_embedded")
+    failed = next((events for events in results if not events.success), None)
+    if failed is not None or outcome.status != launch.BulkActionStatus.COMPLETED_SUCCESS:
+        run_id = failed.run_id if failed else "-"
+        reason = failed.failure_reason()[:500] if failed else f"it ended {outcome.status.value}"
+        raise SeamsError(
+            f"backfill {backfill.backfill_id} failed (run {run_id}): {reason} "
+            "Open it in the UI (`seams dev`, Runs -> Backfills) for the full log."
+        )
+    return outcome
+
+
+@dataclass
+class _RunEvents:
+    """A finished run's events, from an in-process result or the instance's event log."""
+
+    run_id: str
+    success: bool
+    events: list[dg.DagsterEvent]
+
+    @classmethod
+    def of_result(cls, result: dg.ExecuteInProcessResult) -> _RunEvents:
+        return cls(result.run_id, result.success, list(result.all_events))
+
+    @classmethod
+    def of_run(cls, instance: dg.DagsterInstance, run_id: str) -> _RunEvents:
+        run = instance.get_run_by_id(run_id)
+        events = [r.dagster_event for r in instance.all_logs(run_id) if r.dagster_event]
+        return cls(run_id, bool(run and run.status == dg.DagsterRunStatus.SUCCESS), events)
+
+    def metadata_sum(self, step: str, name: str) -> int:
+        """`name` of the step's whole output (its STEP_OUTPUT event), summed over the run's
+        outputs: per-partition materializations would count a multi-batch step once per batch."""
+        total = 0
+        for event in self.events:
+            if event.is_successful_output and event.step_key == step:
+                value = event.step_output_data.metadata.get(name)
+                total += int(value.value) if value is not None else 0
+        return total
+
+    def failure_reason(self) -> str:
+        return failure_reason(self.events)
 
 
 _SEAMS_ERRORS = {"SeamsError", "ConfigError", "InputError", "EmbeddingError", "StorageError"}
 
 
-def failure_reason(result: dg.ExecuteInProcessResult) -> str:
+def failure_reason(events: dg.ExecuteInProcessResult | Sequence[dg.DagsterEvent]) -> str:
     """The Seams error behind the first failed step (the cause Dagster wraps), else its message."""
-    for event in result.all_events:
+    if isinstance(events, dg.ExecuteInProcessResult):
+        events = events.all_events
+    for event in events:
         if event.is_step_failure and event.step_failure_data.error:
             chain, error = [], event.step_failure_data.error
             while error is not None:
@@ -158,9 +252,11 @@ def failure_reason(result: dg.ExecuteInProcessResult) -> str:
     return ""
 
 
-def unfinished_batches(instance: dg.DagsterInstance, *, source: str) -> list[str]:
+def unfinished_batches(
+    instance: dg.DagsterInstance, *, source: str, defs: dg.Definitions | None = None
+) -> list[str]:
     """Batches registered from `source` whose chunks were never materialized (a killed run)."""
-    with _postgres().connection() as conn:
+    with _postgres(defs).connection() as conn:
         keys = [
             r[0]
             for r in conn.execute(
@@ -172,12 +268,12 @@ def unfinished_batches(instance: dg.DagsterInstance, *, source: str) -> list[str
     return [k for k in keys if k not in done]
 
 
-def summarize(summary: RunSummary) -> RunSummary:
+def summarize(summary: RunSummary, *, defs: dg.Definitions | None = None) -> RunSummary:
     """Fill in the numbers of `summary.batches`, read back from the stored tables."""
     if not summary.batches:
         return summary
     keys = summary.batches
-    with _postgres().connection() as conn:
+    with _postgres(defs).connection() as conn:
         docs = conn.execute(
             "SELECT count(*), count(error), coalesce(sum(array_length("
             "regexp_split_to_array(btrim(text), '\\s+'), 1)) FILTER (WHERE btrim(text) <> ''), 0)"
@@ -202,20 +298,56 @@ def format_summary(summary: RunSummary) -> str:
     lines = [
         f"batches:        {', '.join(summary.batches) or '-'}",
         f"documents:      {summary.documents} ({summary.failed_documents} failed)",
+        f"retired:        {len(summary.retired)} document(s) whose file left the folder "
+        "(gone from current_chunks and search; history kept)",
         f"chunks:         {summary.chunks} (tokens per chunk p50 {summary.tokens_p50:.0f}, "
         f"p95 {summary.tokens_p95:.0f})",
         f"embeddings:     {summary.texts_embedded} texts embedded, {summary.cache_hits} from cache",
         f"throughput:     {summary.words} words in {summary.seconds:.1f} s "
         f"({summary.words_per_second:,.0f} words/s)",
-        "look at them:   seams dev  (UI: http://127.0.0.1:3000, asset group 'chunking')",
-        '                psql "$(seams db url)" -c \'SELECT document_id, chunk_index, token_count,'
-        " left(text, 60) FROM seams.current_chunks LIMIT 10'",
+        f"look at them:   {seams_command()} dev  (UI: http://127.0.0.1:3000, asset group "
+        "'chunking')",
+        f'                {seams_command()} search "your question"',
+        f'                {python_command()} -c "import psycopg; from seams.resources.database '
+        "import resolve; print(*psycopg.connect(resolve().data).execute('SELECT document_id, "
+        "chunk_index, token_count, left(text, 60) FROM seams.current_chunks LIMIT 10'), "
+        "sep='\\n')\"",
     ]
+    if not summary.retired:
+        lines.pop(2)
     return "\n".join(lines)
 
 
+def _as_typed(executable: Path) -> str:
+    """`executable` as a person types it here: relative to the working folder when inside it."""
+    with contextlib.suppress(ValueError):
+        return str(Path(".") / executable.relative_to(Path.cwd()))
+    return str(executable)
+
+
+def python_command() -> str:
+    """The Python that runs Seams, as a command that works in a fresh shell."""
+    return _as_typed(Path(sys.executable))
+
+
+def seams_command() -> str:
+    """The `seams` command as it works in a fresh shell: `seams` when that is on PATH and the
+    one of this environment, else this environment's script (`.venv/bin/seams`), else
+    `python -m seams`."""
+    script = Path(sys.executable).parent / "seams"
+    on_path = shutil.which("seams")
+    if on_path and Path(on_path).resolve() == script.resolve():
+        return "seams"
+    if script.exists():
+        return _as_typed(script)
+    return f"{python_command()} -m seams"
+
+
 def unsynced_assets(
-    instance: dg.DagsterInstance, partition_keys: Sequence[str]
+    instance: dg.DagsterInstance,
+    partition_keys: Sequence[str],
+    *,
+    defs: dg.Definitions | None = None,
 ) -> dict[str, list[dg.AssetKey]]:
     """Per partition, the per-batch assets Dagster considers stale (code, config or inputs)."""
     # Dagster's own staleness resolver, as the UI uses it (no public wrapper in 1.13).
@@ -223,8 +355,7 @@ def unsynced_assets(
     from dagster._core.definitions.data_version import CachingStaleStatusResolver, StaleStatus
     from dagster._time import get_current_datetime
 
-    from orchestration import defs
-
+    defs = definitions(defs)
     graph = defs.resolve_asset_graph()
     view = AssetGraphView(
         temporal_context=TemporalContext(effective_dt=get_current_datetime(), last_event_id=None),
@@ -242,18 +373,20 @@ def unsynced_assets(
     }
 
 
-def backfill(instance: dg.DagsterInstance, report: Report) -> RunSummary:
-    """Re-materialize, for every batch, exactly the assets that are unsynced."""
+def backfill(
+    instance: dg.DagsterInstance, report: Report, *, defs: dg.Definitions | None = None
+) -> RunSummary:
+    """One Dagster backfill of exactly the unsynced assets of every batch (none: no backfill)."""
+    defs = definitions(defs)
     partitions = instance.get_dynamic_partitions(document_batches.name)
-    stale = unsynced_assets(instance, partitions)
-    summary = RunSummary()
-    for partition, keys in stale.items():
-        if not keys:
-            continue
-        names = ", ".join(k.to_user_string() for k in keys)
-        report(f"batch {partition}: unsynced {names}")
-        summary.batches.append(partition)
-        materialize_batches(instance, [partition], report, summary, asset_selection=keys)
-    if not summary.batches:
+    stale = {
+        p: keys for p, keys in unsynced_assets(instance, partitions, defs=defs).items() if keys
+    }
+    summary = RunSummary(batches=list(stale))
+    if not stale:
         report(f"all {len(partitions)} batch(es) are up to date: nothing to backfill")
+        return summary
+    for partition, keys in stale.items():
+        report(f"batch {partition}: unsynced {', '.join(k.to_user_string() for k in keys)}")
+    run_backfill(instance, stale, report, summary, defs=defs, started_by="seams backfill")
     return summary

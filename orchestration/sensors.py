@@ -1,6 +1,6 @@
 """The inbox sensor and the sealing schedule: how new documents become batches and runs.
 
-Both freeze pending file versions into a batch (`orchestration.batches`), add its partition and
+Both freeze pending file versions into a batch (`seams.storage.batches`), add its partition and
 request its run. Both are idempotent: the database refuses a file version already in a batch, and
 `run_key=batch_key` makes Dagster drop a repeated request. A batch registered by a tick that
 failed before its partition was added is picked up by the next tick.
@@ -11,11 +11,11 @@ from dataclasses import dataclass
 
 import dagster as dg
 
-from assets.partitions import document_batches
-from orchestration.jobs import chunk_batches_job
-from resources.batches import all_batch_keys, register_batch, scan_inbox, unregistered
-from resources.postgres import PostgresResource
-from resources.settings import InboxSettings, current_settings
+from seams.assets.partitions import document_batches
+from seams.orchestration.jobs import chunk_batches_job
+from seams.resources.postgres import PostgresResource
+from seams.settings import InboxSettings
+from seams.storage.batches import all_batch_keys, register_batch, scan_inbox, unregistered
 
 
 @dataclass(frozen=True)
@@ -69,38 +69,48 @@ def _run_requests(tick: InboxTick) -> list[dg.RunRequest]:
             for k in tick.batch_keys]  # fmt: skip
 
 
-@dg.sensor(
-    job=chunk_batches_job,
-    minimum_interval_seconds=30,
-    description="Registers a batch when enough new files wait in the inbox or the oldest waited "
-    "long enough (seams.yaml: inbox), adds its partition and requests its run.",
-)
-def inbox_sensor(
-    context: dg.SensorEvaluationContext, postgres: PostgresResource
-) -> dg.SensorResult | dg.SkipReason:
-    known = set(context.instance.get_dynamic_partitions(document_batches.name))
-    tick = look_at_inbox(postgres, current_settings().inbox, known, seal=False)
-    if not tick.batch_keys:
-        return dg.SkipReason(tick.reason)
-    return dg.SensorResult(
-        run_requests=_run_requests(tick),
-        dynamic_partitions_requests=[document_batches.build_add_request(tick.batch_keys)],
-        cursor=tick.batch_keys[-1],
+def build_inbox_sensor(inbox: InboxSettings) -> dg.SensorDefinition:
+    """The sensor that turns what waits in `inbox` into batches and `chunk_batches` runs."""
+
+    @dg.sensor(
+        job=chunk_batches_job,
+        minimum_interval_seconds=30,
+        description="Registers a batch when enough new files wait in the inbox or the oldest "
+        "waited long enough (seams.yaml: inbox), adds its partition and requests its run.",
     )
+    def inbox_sensor(
+        context: dg.SensorEvaluationContext, postgres: PostgresResource
+    ) -> dg.SensorResult | dg.SkipReason:
+        known = set(context.instance.get_dynamic_partitions(document_batches.name))
+        tick = look_at_inbox(postgres, inbox, known, seal=False)
+        if not tick.batch_keys:
+            return dg.SkipReason(tick.reason)
+        return dg.SensorResult(
+            run_requests=_run_requests(tick),
+            dynamic_partitions_requests=[document_batches.build_add_request(tick.batch_keys)],
+            cursor=tick.batch_keys[-1],
+        )
+
+    return inbox_sensor
 
 
-@dg.schedule(
-    job=chunk_batches_job,
-    cron_schedule=current_settings().inbox.seal_cron,
-    description="Seals whatever waits in the inbox into a batch and runs it.",
-)
-def seal_inbox_schedule(
-    context: dg.ScheduleEvaluationContext, postgres: PostgresResource
-) -> list[dg.RunRequest] | dg.SkipReason:
-    known = set(context.instance.get_dynamic_partitions(document_batches.name))
-    tick = look_at_inbox(postgres, current_settings().inbox, known, seal=True)
-    if not tick.batch_keys:
-        return dg.SkipReason(tick.reason)
-    # Schedules cannot return partition requests: add the partitions before requesting runs.
-    context.instance.add_dynamic_partitions(document_batches.name, tick.batch_keys)
-    return _run_requests(tick)
+def build_seal_schedule(inbox: InboxSettings) -> dg.ScheduleDefinition:
+    """The schedule that seals whatever waits in `inbox` on `inbox.seal_cron` into a batch."""
+
+    @dg.schedule(
+        job=chunk_batches_job,
+        cron_schedule=inbox.seal_cron,
+        description="Seals whatever waits in the inbox into a batch and runs it.",
+    )
+    def seal_inbox_schedule(
+        context: dg.ScheduleEvaluationContext, postgres: PostgresResource
+    ) -> list[dg.RunRequest] | dg.SkipReason:
+        known = set(context.instance.get_dynamic_partitions(document_batches.name))
+        tick = look_at_inbox(postgres, inbox, known, seal=True)
+        if not tick.batch_keys:
+            return dg.SkipReason(tick.reason)
+        # Schedules cannot return partition requests: add the partitions before requesting runs.
+        context.instance.add_dynamic_partitions(document_batches.name, tick.batch_keys)
+        return _run_requests(tick)
+
+    return seal_inbox_schedule

@@ -4,7 +4,7 @@
 imported where needed.
 """
 
-from resources.embedder import OnnxEmbedder
-from resources.static_embedder import StaticEmbedder
+from seams.resources.embedder import OnnxEmbedder
+from seams.resources.static_embedder import StaticEmbedder
 
 __all__ = ["OnnxEmbedder", "StaticEmbedder"]

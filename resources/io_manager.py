@@ -3,7 +3,7 @@
 The contract the assets rely on:
 
 - An asset's table is `seams.<last component of its asset key>`, declared in
-  `resources/schema.py`. The DataFrame must carry exactly the declared columns (`batch_key` is
+  `seams/storage/schema.py`. The DataFrame must carry exactly the declared columns (`batch_key` is
   optional: it is filled from the partition key); values are coerced only where nothing can be
   lost (1.0 -> 1 is fine, 1.5 -> int is an error, as is a string in a number column).
 - Writing a partition is one transaction: an advisory lock on (table, partition) so two runs of
@@ -36,9 +36,10 @@ from psycopg import sql
 from psycopg.copy import LibpqWriter
 from psycopg.types.json import Jsonb
 
-from chunking.errors import StorageError
-from resources import schema
-from resources.postgres import PostgresResource, advisory_lock, connection_lost
+from seams.errors import StorageError
+from seams.resources.postgres import PostgresResource, advisory_lock
+from seams.storage import schema
+from seams.storage.connections import connection_lost
 
 CopyFormat = Literal["binary", "text"]
 _INT_RANGES = {"integer": (-(2**31), 2**31 - 1), "bigint": (-(2**63), 2**63 - 1)}
@@ -65,12 +66,33 @@ class PostgresIOManager(dg.ConfigurableIOManager):
             self.postgres, table, obj, keys, asset=asset, copy_format=self.copy_format
         )
         context.add_output_metadata(result.metadata(table))
+        if keys and len(keys) > 1:
+            _add_partition_row_counts(context, obj, keys)
 
     def load_input(self, context: dg.InputContext) -> pd.DataFrame:
         asset = _asset_name(context.asset_key)
         table = _declared_table(asset)
         keys = list(context.asset_partition_keys) if context.has_asset_partitions else None
         return read_table(self.postgres, table, keys, asset=asset)
+
+
+def _add_partition_row_counts(
+    context: dg.OutputContext, frame: pd.DataFrame, keys: Sequence[str]
+) -> None:
+    """A multi-batch run (a single-run backfill) writes many partitions at once; Dagster records
+    one materialization per partition, and each must count its own batch's rows, not the run's."""
+    try:
+        step = context.step_context
+    except dg.DagsterInvariantViolationError:  # built outside a run: no materializations to tag
+        return
+    counts = frame["batch_key"].value_counts() if "batch_key" in frame.columns else None
+    for key in keys:
+        rows = int(counts.get(key, 0)) if counts is not None else 0
+        step.add_asset_metadata(
+            {"dagster/partition_row_count": rows, "rows_written": rows},
+            asset_key=context.asset_key,
+            partition_key=key,
+        )
 
 
 @dataclass(frozen=True)
@@ -108,6 +130,7 @@ def column_schema(table: schema.Table) -> dg.TableSchema:
             dg.TableColumn(
                 name=c.name,
                 type=c.pg_type,
+                description=c.description or None,
                 constraints=dg.TableColumnConstraints(nullable=c.nullable),
             )
             for c in table.columns
@@ -193,7 +216,7 @@ def _check_partitioning(
     if not table.partitioned and partition_keys:
         raise StorageError(
             f"asset {asset} is partitioned but {table.qualified_name} is declared without "
-            "batch_key in resources/schema.py: declare it partitioned"
+            "batch_key in seams/storage/schema.py: declare it partitioned"
         )
     return list(dict.fromkeys(partition_keys)) if partition_keys else None
 
@@ -282,7 +305,7 @@ def _check_columns(table: schema.Table, frame: pd.DataFrame, asset: str) -> None
         raise StorageError(
             f"asset {asset}: the DataFrame does not match the declared columns of "
             f"{table.qualified_name}: missing {missing}, unexpected {extra}. Return exactly "
-            f"{sorted(expected)} (declared in resources/schema.py)."
+            f"{sorted(expected)} (declared in seams/storage/schema.py)."
         )
 
 
@@ -523,7 +546,7 @@ def _declared_table(asset: str) -> schema.Table:
     table = schema.asset_table(asset)
     if table is None:
         raise StorageError(
-            f"asset {asset} has no table declared in resources/schema.py: declare one there, "
+            f"asset {asset} has no table declared in seams/storage/schema.py: declare one there, "
             "or give the asset another io_manager_key"
         )
     return table

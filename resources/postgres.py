@@ -31,15 +31,14 @@ from psycopg.types import TypeInfo
 from psycopg_pool import ConnectionPool, PoolTimeout
 from pydantic import Field
 
-from chunking.errors import StorageError
-from resources import schema
-from resources.database import CONNECT_TIMEOUT_S, URL_ENV, redact, resolve
-from resources.paths import data_dir
+from seams.errors import StorageError
+from seams.paths import data_dir
+from seams.resources.database import CONNECT_TIMEOUT_S, DDL_LOCK, URL_ENV, redact, resolve
+from seams.storage import schema
 
 log = logging.getLogger(__name__)
 
 POOL_TIMEOUT_S = 30.0
-_DDL_LOCK = "seams:ddl"
 
 
 class PostgresResource(dg.ConfigurableResource):
@@ -109,27 +108,12 @@ class PostgresResource(dg.ConfigurableResource):
         """Create schema `seams` and every declared table, index and view (idempotent).
 
         Safe against concurrent processes (DDL runs under an advisory lock) and verifies that
-        existing tables still match their declarations in `resources/schema.py`.
+        existing tables still match their declarations in `seams/storage/schema.py`.
         """
         url = self.resolved_url()  # outside _LOCK: resolving takes it too
         create_schema(url)
         with _LOCK:
             _SCHEMA_READY.add((os.getpid(), url))
-
-
-def connection_lost(redacted_url: str, doing: str, exc: BaseException) -> StorageError:
-    """A `StorageError` for a connection that failed while `doing` something."""
-    reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    if (getattr(exc, "sqlstate", None) or "").startswith("53"):  # disk full, out of memory, ...
-        return StorageError(
-            f"PostgreSQL at {redacted_url} ran out of resources while {doing}: {reason}. "
-            "Nothing was written (each write is one transaction); free disk space or memory on "
-            "the server and rerun."
-        )
-    return StorageError(
-        f"lost the connection to PostgreSQL at {redacted_url} while {doing}: {reason}. "
-        "Nothing was half-written (each write is one transaction); check the server and rerun."
-    )
 
 
 def close_pool(url: str) -> None:
@@ -151,11 +135,11 @@ def close_all_pools() -> None:
 
 
 def create_schema(url: str) -> None:
-    """Run the DDL of `resources.schema` in one transaction under an advisory lock."""
+    """Run the DDL of `seams.storage.schema` in one transaction under an advisory lock."""
     try:
         with psycopg.connect(url, connect_timeout=CONNECT_TIMEOUT_S, autocommit=True) as conn:
             with conn.transaction():
-                conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (_DDL_LOCK,))
+                conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (DDL_LOCK,))
                 for statement in schema.ddl(**_existing(conn)):
                     conn.execute(statement)
             _check_declared_columns(conn, redact(url))
@@ -214,7 +198,7 @@ def _check_declared_columns(conn: psycopg.Connection[Any], redacted_url: str) ->
         unexpected = sorted(found - declared)
         raise StorageError(
             f"table {table.qualified_name} at {redacted_url} does not match its declaration in "
-            f"resources/schema.py: missing or changed {missing}, unexpected {unexpected}. "
+            f"seams/storage/schema.py: missing or changed {missing}, unexpected {unexpected}. "
             f"Asset tables hold derived data: `DROP TABLE {table.qualified_name} CASCADE` and "
             "re-materialize (the view is recreated), or migrate the table by hand."
         )

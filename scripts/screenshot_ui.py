@@ -1,9 +1,21 @@
-"""Screenshot of the Dagster UI's asset graph, taken with headless Chromium.
+"""Screenshots of the Dagster UI, taken with headless Chromium.
 
 Usage (after `make demo`):  .venv/bin/python scripts/screenshot_ui.py [out.png] [--path URLPATH]
+                            [--shot OUT.png=URLPATH ...] [--size 1600x1000]
 
-Starts `seams dev` on a free loopback port, waits for the UI, renders the page with Debian's
-`chromium` (install: apt-get install chromium), saves the PNG and stops everything again.
+Starts `seams dev` on a free loopback port, waits for the UI, renders each page with Debian's
+`chromium` (install: apt-get install chromium), saves the PNGs and stops everything again. The
+README's pictures:
+
+    .venv/bin/python scripts/screenshot_ui.py docs/ui-asset-graph.png --size 1700x700 \\
+        --path "/assets/chunk_index?view=lineage&lineageScope=upstream&lineageDepth=7"
+    .venv/bin/python scripts/screenshot_ui.py docs/ui-partition-documents.png --size 1600x1300 \\
+        --path "/assets/extracted_text?view=partitions&partition=KEY"
+    .venv/bin/python scripts/screenshot_ui.py docs/ui-partition-chunks.png --size 1600x1500 \\
+        --path "/assets/chunks?view=partitions&partition=KEY"
+
+KEY is a batch key (from `seams run`'s summary). The README's batch is the sample corpus plus an
+empty and a corrupt file, so the documents table shows two failures.
 """
 
 from __future__ import annotations
@@ -19,7 +31,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-DEFAULT_PATH = "/locations/orchestration/asset-groups/chunking"
+DEFAULT_PATH = "/locations/seams/asset-groups/chunking"
 
 
 def free_port() -> int:
@@ -43,31 +55,38 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out", nargs="?", default="docs/ui-asset-graph.png")
     parser.add_argument("--path", default=DEFAULT_PATH, help="UI page to render")
+    parser.add_argument(
+        "--shot", action="append", default=[], metavar="OUT=URLPATH", help="another page"
+    )
+    parser.add_argument("--size", default="1600x1000", help="window size, WIDTHxHEIGHT")
     args = parser.parse_args()
+    shots = [(args.out, args.path)] + [tuple(s.split("=", 1)) for s in args.shot]
+    width, height = (int(v) for v in args.size.split("x"))
     browser = shutil.which("chromium") or shutil.which("chromium-browser")
     if not browser:
         raise SystemExit("chromium is not installed: apt-get install chromium")
-    out = Path(args.out).resolve()
-    out.parent.mkdir(parents=True, exist_ok=True)
     port = free_port()
-    dev = subprocess.Popen([sys.executable, "-m", "orchestration.cli", "dev", "--port", str(port)])
+    dev = subprocess.Popen([sys.executable, "-m", "seams", "dev", "--port", str(port)])
     try:
         wait_for(f"http://127.0.0.1:{port}/server_info")
         time.sleep(3)  # let the code location finish loading
-        with tempfile.TemporaryDirectory() as profile:
-            subprocess.run(
-                [browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-                 "--no-first-run", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", f"--user-data-dir={profile}",
-                 "--hide-scrollbars", "--window-size=1600,1000",
-                 "--virtual-time-budget=15000", f"--screenshot={out}",
-                 f"http://127.0.0.1:{port}{args.path}"],
-                check=True, timeout=120, capture_output=True,
-            )  # fmt: skip
+        for name, path in shots:
+            out = Path(name).resolve()
+            out.parent.mkdir(parents=True, exist_ok=True)
+            with tempfile.TemporaryDirectory() as profile:
+                subprocess.run(
+                    [browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                     "--no-first-run", "--disable-background-networking",
+                     "--disable-component-update", "--disable-sync",
+                     f"--user-data-dir={profile}", "--hide-scrollbars",
+                     f"--window-size={width},{height}", "--virtual-time-budget=15000",
+                     f"--screenshot={out}", f"http://127.0.0.1:{port}{path}"],
+                    check=True, timeout=120, capture_output=True,
+                )  # fmt: skip
+            print(f"saved {out}")
     finally:
         dev.send_signal(signal.SIGINT)
         dev.wait(timeout=60)
-    print(f"saved {out}")
     return 0
 
 

@@ -26,11 +26,16 @@ import pytest
 from dagster_graphql import DagsterGraphQLClient, DagsterGraphQLClientError
 from psycopg import sql
 
-from orchestration.instance import DAGSTER_URL_VAR, prepare_environment
-from resources import database
-from resources.database import EmbeddedPostgres, database_url_for
-from resources.model_store import ModelManifest
-from resources.postgres import close_pool
+from seams.models.model_store import ModelManifest
+from seams.orchestration.instance import (
+    LEGACY_DAGSTER_URL_ENV,
+    SeamsInstance,
+    prepare_instance,
+    workspace_file,
+)
+from seams.resources import database
+from seams.resources.database import EmbeddedPostgres, database_url_for
+from seams.resources.postgres import close_pool
 
 TEST_URL_ENV = "SEAMS_TEST_DATABASE_URL"
 
@@ -39,6 +44,7 @@ TEST_URL_ENV = "SEAMS_TEST_DATABASE_URL"
 def isolated_environment() -> Iterator[Path]:
     """Keep tests away from the user's ./.seams and from any configured server."""
     root = Path(tempfile.mkdtemp(prefix="seams-test-"))
+    root.chmod(0o711)  # as root, the embedded server's own user must enter it
     saved = {k: os.environ.get(k) for k in ("SEAMS_DATA_DIR", "SEAMS_DATABASE_URL", "DAGSTER_HOME")}
     os.environ["SEAMS_DATA_DIR"] = str(root / "data")
     os.environ.pop("SEAMS_DATABASE_URL", None)
@@ -60,6 +66,7 @@ def pg_server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         return
     # Short path outside /root: the Unix socket path must stay under ~100 bytes.
     root = Path(tempfile.mkdtemp(prefix="seams-pg-"))
+    root.chmod(0o711)  # as root, the embedded server's own user must enter it
     server = EmbeddedPostgres(root / "pgdata")
     url = server.start()
     try:
@@ -89,23 +96,24 @@ def database_url(pg_server_url: str) -> Iterator[str]:
 @pytest.fixture(scope="session")
 def exported_model(isolated_environment: Path) -> ModelManifest:
     """The real ONNX export in the session's data dir, where the pipeline's embedder looks."""
-    from resources.model_export import export_model
+    from seams.models.model_export import export_model
 
     return export_model()
 
 
-#: Variables a test may change (`prepare_environment` writes them) that must come back as they were.
+#: Variables a test may change (`open_instance` exports them) that must come back as they were.
 ENV_VARIABLES = (
     "DAGSTER_HOME",
-    DAGSTER_URL_VAR,
     "SEAMS_DATA_DIR",
+    "SEAMS_CONFIG",
+    LEGACY_DAGSTER_URL_ENV,
     database.URL_ENV,
     database.DAGSTER_URL_ENV,
 )
 
 
 def keep_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Make `monkeypatch` restore every variable `prepare_environment` writes."""
+    """Make `monkeypatch` restore every variable a test or `open_instance` may change."""
     for variable in ENV_VARIABLES:
         value = os.environ.get(variable)
         if value is None:
@@ -122,9 +130,22 @@ def instance(
     keep_environment(monkeypatch)
     monkeypatch.setenv(database.URL_ENV, database_url)
     monkeypatch.delenv(database.DAGSTER_URL_ENV, raising=False)
-    prepare_environment()
-    with dg.DagsterInstance.get() as dagster_instance:
+    with open_instance(monkeypatch) as dagster_instance:
         yield dagster_instance
+
+
+def export_instance(monkeypatch: pytest.MonkeyPatch) -> SeamsInstance:
+    """`prepare_instance()`, its variables exported (until the test ends) for this test's child
+    processes (subprocess probes, webserver, daemon), as `seams dev` hands them to its children."""
+    seams_instance = prepare_instance()
+    for name, value in seams_instance.variables().items():
+        monkeypatch.setenv(name, value)
+    return seams_instance
+
+
+def open_instance(monkeypatch: pytest.MonkeyPatch) -> dg.DagsterInstance:
+    """The prepared Dagster instance (see `export_instance`); use it as a context manager."""
+    return export_instance(monkeypatch).open()
 
 
 def free_port() -> int:
@@ -146,14 +167,14 @@ def _stop_service(proc: subprocess.Popen) -> None:
 
 @contextlib.contextmanager
 def dagster_services(logs: Path, *, timeout_s: float = 180) -> Iterator[DagsterGraphQLClient]:
-    """dagster-webserver + dagster-daemon for `orchestration` on a free loopback port, against
-    the instance `prepare_environment()` set up; yields a GraphQL client once the UI answers."""
+    """dagster-webserver + dagster-daemon for the `seams` location on a free loopback port, against
+    the instance `export_instance()` set up; yields a GraphQL client once the UI answers."""
     port = free_port()
     bin_dir = Path(sys.executable).parent
     commands = {
-        "webserver": [str(bin_dir / "dagster-webserver"), "-m", "orchestration",
+        "webserver": [str(bin_dir / "dagster-webserver"), "-w", str(workspace_file()),
                       "-h", "127.0.0.1", "-p", str(port)],
-        "daemon": [str(bin_dir / "dagster-daemon"), "run", "-m", "orchestration"],
+        "daemon": [str(bin_dir / "dagster-daemon"), "run", "-w", str(workspace_file())],
     }  # fmt: skip
     procs = {}
     for name, command in commands.items():

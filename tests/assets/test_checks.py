@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from assets import checks
-from chunking import chunk_text
+from seams.assets import checks
+from seams.chunking import chunk_text
 
 TEXT = (
     "Bees live in colonies. A colony has one queen.\n\n"
@@ -16,7 +16,7 @@ KEY = ("b1", "doc")
 
 
 def _chunks_frame(text: str = TEXT) -> pd.DataFrame:
-    from assets.frames import chunk_rows
+    from seams.assets.frames import chunk_rows
 
     made = chunk_text(text, document_id="doc")
     rows = chunk_rows("b1", made, {"run_id": "r", "config_hash": "c", "model_id": "m",

@@ -6,14 +6,14 @@ import numpy as np
 import pytest
 from chunking_doubles import fake_embed, word_counter
 
-from chunking import (
+from seams.chunking import (
     ChunkingConfig,
     assemble_chunks,
     detect_boundaries,
     plan_segments,
     segment,
 )
-from chunking.segment import Candidate
+from seams.chunking.segment import Candidate
 
 # Ten-word sentences make token sizes obvious with the word counter.
 SENTENCE = "W{0} a b c d e f g h end."

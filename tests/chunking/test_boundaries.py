@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from chunking_doubles import fake_embed
 
-from chunking import (
+from seams.chunking import (
     ChunkingConfig,
     detect_boundaries,
     embedding_texts,
@@ -15,7 +15,7 @@ from chunking import (
     segment,
     window_texts,
 )
-from chunking.segment import Candidate
+from seams.chunking.segment import Candidate
 
 
 def sentences(n: int, kinds: dict[int, str] | None = None) -> list[Candidate]:

@@ -6,7 +6,7 @@ import hashlib
 
 import pytest
 
-from chunking import assign_chunk_ids, chunk_id, normalise_text
+from seams.chunking import assign_chunk_ids, chunk_id, normalise_text
 
 
 def sha(payload: str) -> str:

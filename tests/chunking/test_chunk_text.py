@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from chunking_doubles import CATS, ROCKETS, fake_embed, topic_text, word_counter
 
-from chunking import ChunkingConfig, InputError, chunk_text
+from seams.chunking import ChunkingConfig, InputError, chunk_text
 
 SMALL = ChunkingConfig(chunk_size_min=20, chunk_size_target=60, chunk_size_max=100)
 
@@ -28,7 +28,7 @@ def test_finds_the_topic_seam_with_an_embedder():
 
 
 def test_no_embedder_uses_the_jaccard_fallback_and_says_so(caplog):
-    with caplog.at_level(logging.WARNING, logger="chunking"):
+    with caplog.at_level(logging.WARNING, logger="seams.chunking"):
         chunks = chunk_text(topic_text(), document_id="d", config=SMALL, token_counter=word_counter)
     assert chunks and {c.boundary_method for c in chunks} == {"jaccard"}
     assert all(c.cohesion is None for c in chunks)
@@ -50,7 +50,7 @@ def test_no_embedder_uses_the_jaccard_fallback_and_says_so(caplog):
     ],
 )
 def test_a_failing_embedder_never_crashes(broken, caplog):
-    with caplog.at_level(logging.WARNING, logger="chunking"):
+    with caplog.at_level(logging.WARNING, logger="seams.chunking"):
         chunks = chunk_text(
             topic_text(), document_id="d", config=SMALL, embed=broken, token_counter=word_counter
         )
@@ -81,7 +81,9 @@ def test_embedder_is_called_once_with_the_candidates():
 
 
 def test_text_window_mode_embeds_windows():
-    config = SMALL.with_overrides(window_mode="text", window_size=2)
+    # Text windows give each candidate its forward window, not its own vector: the threshold
+    # rule reads them as gap evidence (the optimal segmenter would see the seam one window late).
+    config = SMALL.with_overrides(window_mode="text", window_size=2, segmenter="threshold")
     chunks = chunk_text(
         topic_text(), document_id="d", config=config, embed=fake_embed, token_counter=word_counter
     )
@@ -127,7 +129,7 @@ def test_bad_inputs_are_input_errors():
 
 
 def test_default_sizes_fit_the_model_window(minilm_tokenizer_json):
-    from chunking import load_token_counter
+    from seams.chunking import load_token_counter
 
     counter = load_token_counter(minilm_tokenizer_json)
     text = "\n\n".join([topic_text()] * 8)

@@ -7,21 +7,25 @@ import sys
 
 import pytest
 
-from chunking import CONFIG_SECTIONS, ChunkingConfig, ConfigError
+from seams.chunking import CONFIG_SECTIONS, ChunkingConfig, ConfigError
 
 # sha256 of the canonical JSON of ChunkingConfig() (schema 1). If this changes, every chunk in
 # every database becomes "unsynced": change it only on purpose, with the defaults.
-DEFAULT_FINGERPRINT = "5435f0fa504375b8b50305e07f48de3d42911ae2a88c1e38a799f88dadc9748a"
+DEFAULT_FINGERPRINT = "e02bf22a5c231f5bb77eb409819a74c2273c44edadc891ef0ae633612c07b5be"
+# The earlier default (threshold segmenter, min 48) keeps its digest, so deployed configs that chose
+# it explicitly do not go "unsynced" because Seams grew a new default.
+THRESHOLD_FINGERPRINT = "5435f0fa504375b8b50305e07f48de3d42911ae2a88c1e38a799f88dadc9748a"
 
 
 def test_defaults_fit_the_minilm_window():
     config = ChunkingConfig()
     assert config.size_unit == "tokens"
     assert (config.chunk_size_min, config.chunk_size_target, config.chunk_size_max) == (
-        48,
+        32,
         200,
         254,
     )
+    assert config.segmenter == "optimal"
     assert config.threshold_type == "percentile" and config.window_mode == "pooled"
     assert config.overlap_tokens == 0
 
@@ -76,11 +80,13 @@ def test_presets():
 
 
 def test_fingerprint_is_pinned_and_stable_across_processes():
-    code = "from chunking import ChunkingConfig; print(ChunkingConfig().fingerprint())"
+    code = "from seams.chunking import ChunkingConfig; print(ChunkingConfig().fingerprint())"
     other = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout.strip()
     assert other == ChunkingConfig().fingerprint() == DEFAULT_FINGERPRINT
+    earlier_default = ChunkingConfig(segmenter="threshold", chunk_size_min=48)
+    assert earlier_default.fingerprint() == THRESHOLD_FINGERPRINT
 
 
 def test_fingerprint_changes_with_any_value_and_ignores_construction_order():

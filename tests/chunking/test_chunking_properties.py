@@ -15,9 +15,9 @@ from chunking_doubles import fake_embed, word_counter
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from chunking import ChunkingConfig, chunk_text, load_token_counter, segment
+from seams.chunking import ChunkingConfig, chunk_text, load_token_counter, segment
 
-logging.getLogger("chunking").setLevel(logging.ERROR)
+logging.getLogger("seams.chunking").setLevel(logging.ERROR)
 
 SNIPPETS = [
     "Dr. Smith went home at 3 p.m. yesterday.",

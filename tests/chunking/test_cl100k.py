@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from chunking_doubles import fake_embed
 
-from chunking import ChunkingConfig, chunk_text, load_token_counter, segment
-from chunking.tokens import CL100K_NAME, Cl100kCounter, cl100k_counter
+from seams.chunking import ChunkingConfig, chunk_text, load_token_counter, segment
+from seams.chunking.tokens import CL100K_NAME, Cl100kCounter, cl100k_counter
 
 CORPUS = Path(__file__).resolve().parents[2] / "benchmarks" / "corpus" / "topics"
 _LOOPBACK = ("127.", "::1", "localhost")
@@ -136,13 +136,16 @@ def test_default_mode_is_unchanged(prose: str, model_counter) -> None:
     assert all(c.token_count == model_counter([c.text])[0] for c in chunks)
 
 
-def test_tokenizer_choice_shapes_segmentation_and_assembly_only() -> None:
+def test_tokenizer_choice_shapes_what_is_sized_only() -> None:
     base = ChunkingConfig()
     llm = base.with_overrides(tokenizer="cl100k_base")
-    for section in ("segmentation", "assembly"):
+    # The optimal segmenter cuts under the size contract, so the size unit shapes boundaries too.
+    for section in ("segmentation", "boundaries", "assembly"):
         assert llm.fingerprint(section) != base.fingerprint(section)
-    for section in ("embedding", "boundaries"):
-        assert llm.fingerprint(section) == base.fingerprint(section)
+    assert llm.fingerprint("embedding") == base.fingerprint("embedding")
+    threshold = base.with_overrides(segmenter="threshold")
+    llm_threshold = threshold.with_overrides(tokenizer="cl100k_base")
+    assert llm_threshold.fingerprint("boundaries") == threshold.fingerprint("boundaries")
     assert llm.fingerprint() != base.fingerprint()
     window = llm.with_overrides(model_window_tokens=510)
     assert window.fingerprint("assembly") != llm.fingerprint("assembly")
@@ -150,7 +153,7 @@ def test_tokenizer_choice_shapes_segmentation_and_assembly_only() -> None:
 
 
 def test_importing_chunking_does_not_import_tiktoken() -> None:
-    code = "import sys, chunking; print('tiktoken' in sys.modules)"
+    code = "import sys, seams.chunking; print('tiktoken' in sys.modules)"
     root = Path(__file__).resolve().parents[2]
     out = subprocess.run(
         [sys.executable, "-c", code], cwd=root, capture_output=True, text=True, check=True

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 from chunking_doubles import fake_embed, topic_text, word_counter
 
-from chunking import CONFIG_SECTIONS, ChunkingConfig, ConfigError, chunk_text
+from seams.chunking import CONFIG_SECTIONS, ChunkingConfig, ConfigError, chunk_text
 
 
 def test_fast_preset_uses_the_static_boundary_model_and_default_sizes() -> None:

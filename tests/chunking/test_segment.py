@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from chunking_doubles import word_counter
 
-from chunking import ChunkingConfig, candidate_texts, segment
-from chunking.segment import Candidate
+from seams.chunking import ChunkingConfig, candidate_texts, segment
+from seams.chunking.segment import Candidate
 
 LOOSE = ChunkingConfig(min_sentence_length=1)
 
@@ -288,7 +288,7 @@ def test_token_counts_come_from_the_counter():
 
 
 def test_counter_must_answer_one_count_per_text():
-    from chunking import ConfigError
+    from seams.chunking import ConfigError
 
     with pytest.raises(ConfigError, match="one count per text"):
         segment("A sentence. Another.", LOOSE, lambda texts: [1])

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from chunking_doubles import CATS, ROCKETS
 
-from chunking import ConfigError, HeuristicTokenCounter, load_token_counter
-from chunking.tokens import HEURISTIC_COUNTER_NAME, counter_name
+from seams.chunking import ConfigError, HeuristicTokenCounter, load_token_counter
+from seams.chunking.tokens import HEURISTIC_COUNTER_NAME, counter_name
 
 SAMPLES = [
     "",

@@ -4,17 +4,20 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
 import pytest
 
-from orchestration.cli import build_parser
+from seams.orchestration.cli import build_parser
 from tests.conftest import free_port
 
 
@@ -34,14 +37,26 @@ def _graphql(port: int, query: str) -> dict:
         return json.loads(response.read())
 
 
+@pytest.fixture
+def reachable_dir() -> Iterator[Path]:
+    """A temp folder (0711) the embedded server's own user can enter when tests run as root;
+    pytest's tmp_path is 0700 and Seams never loosens folders it did not create."""
+    root = Path(tempfile.mkdtemp(prefix="seams-dev-"))
+    root.chmod(0o711)
+    yield root
+    shutil.rmtree(root, ignore_errors=True)
+
+
 @pytest.mark.slow
-def test_seams_dev_serves_ui_and_ctrl_c_leaves_nothing_behind(tmp_path: Path) -> None:
+def test_seams_dev_serves_ui_and_ctrl_c_leaves_nothing_behind(
+    tmp_path: Path, reachable_dir: Path
+) -> None:
     port = free_port()
     log = tmp_path / "seams-dev.log"
-    env = {**os.environ, "SEAMS_DATA_DIR": str(tmp_path / "data")}
+    env = {**os.environ, "SEAMS_DATA_DIR": str(reachable_dir / "data")}
     env.pop("SEAMS_DATABASE_URL", None)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "orchestration.cli", "dev", "--port", str(port)],
+        [sys.executable, "-m", "seams", "dev", "--port", str(port)],
         env=env, stdout=log.open("w"), stderr=subprocess.STDOUT,
     )  # fmt: skip
     family: set[int] = set()
@@ -60,11 +75,11 @@ def test_seams_dev_serves_ui_and_ctrl_c_leaves_nothing_behind(tmp_path: Path) ->
                 time.sleep(0.5)
         assert answer is not None, "the UI never answered"
         nodes = answer["data"]["repositoriesOrError"]["nodes"]
-        assert [n["location"]["name"] for n in nodes] == ["orchestration"]
+        assert [n["location"]["name"] for n in nodes] == ["seams"]
         family = {p.pid for p in psutil.Process(proc.pid).children(recursive=True)}
         postgres = [
             p.pid for p in psutil.process_iter(["cmdline"])
-            if str(tmp_path) in " ".join(p.info["cmdline"] or [])
+            if str(reachable_dir) in " ".join(p.info["cmdline"] or [])
         ]  # fmt: skip
         assert postgres, "the embedded PostgreSQL is not running"
         family |= set(postgres)

@@ -13,8 +13,8 @@ import psycopg
 import pytest
 from dagster_graphql import DagsterGraphQLClient
 
-from orchestration import runner
-from resources.model_store import ModelManifest
+from seams.models.model_store import ModelManifest
+from seams.orchestration import runner
 from tests.conftest import dagster_services
 
 ADD_PARTITION = """
@@ -51,7 +51,7 @@ def test_run_launched_through_graphql_materializes_a_batch(
     inbox.mkdir()
     shutil.copy(runner.SAMPLE_CORPUS / "kitchen_science.md", inbox)
     (batch,) = runner.register_path(inbox, print)
-    repo = {"repositoryLocationName": "orchestration", "repositoryName": "__repository__"}
+    repo = {"repositoryLocationName": "seams", "repositoryName": "__repository__"}
     added = client._execute(
         ADD_PARTITION, {"repo": repo, "name": "document_batches", "key": batch}
     )["addDynamicPartition"]
@@ -59,7 +59,7 @@ def test_run_launched_through_graphql_materializes_a_batch(
 
     run_id = client.submit_job_execution(
         "chunk_batches",
-        repository_location_name="orchestration",
+        repository_location_name="seams",
         repository_name="__repository__",
         tags={"dagster/partition": batch},
     )

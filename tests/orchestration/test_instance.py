@@ -8,10 +8,10 @@ import sys
 
 import psycopg
 import pytest
-from dagster import DagsterInstance, asset, materialize
+from dagster import asset, materialize
 
-from orchestration.instance import DAGSTER_URL_VAR, dagster_home, prepare_environment
-from resources import database
+from seams.orchestration.instance import LOCATION_MODULE, dagster_home, prepare_instance
+from seams.resources import database
 
 
 @asset
@@ -23,11 +23,11 @@ def test_instance_writes_runs_to_postgres(
     database_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv(database.URL_ENV, database_url)
-    for variable in ("DAGSTER_HOME", DAGSTER_URL_VAR, "SEAMS_DATA_DIR"):  # restored afterwards
-        monkeypatch.setenv(variable, os.environ.get(variable, ""))
-    prepare_environment()
-    assert os.environ["DAGSTER_HOME"] == str(dagster_home())
-    with DagsterInstance.get() as instance:
+    monkeypatch.delenv("DAGSTER_HOME", raising=False)
+    seams_instance = prepare_instance()
+    assert "DAGSTER_HOME" not in os.environ  # nothing is handed on through os.environ
+    assert seams_instance.variables()["DAGSTER_HOME"] == str(dagster_home())
+    with seams_instance.open() as instance:
         result = materialize([probe], instance=instance)
         assert result.success
         run_id = result.run_id
@@ -40,7 +40,8 @@ def test_dagster_loads_the_definitions(tmp_path) -> None:
     # An ephemeral instance, run outside the project root whose dagster.yaml needs PostgreSQL.
     env = {k: v for k, v in os.environ.items() if k != "DAGSTER_HOME"}
     done = subprocess.run(
-        [sys.executable, "-m", "dagster", "definitions", "validate", "-m", "orchestration"],
+        [sys.executable, "-m", "dagster", "definitions", "validate",
+         "-m", LOCATION_MODULE],
         capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]

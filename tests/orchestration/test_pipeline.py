@@ -18,17 +18,20 @@ import dagster as dg
 import psycopg
 import pytest
 
-from assets.chunks import CHUNKS_CODE_VERSION
-from assets.partitions import document_batches
-from assets.versions import CONFIG
-from chunking import ChunkingConfig
-from orchestration import runner
-from orchestration.sensors import inbox_sensor, look_at_inbox, seal_inbox_schedule
-from resources.model_store import ModelManifest
-from resources.postgres import PostgresResource
-from resources.settings import InboxSettings
+from seams.assets.partitions import document_batches
+from seams.chunking import ChunkingConfig
+from seams.models.model_store import ModelManifest
+from seams.orchestration import runner
+from seams.orchestration.definitions import build_definitions
+from seams.orchestration.sensors import build_inbox_sensor, build_seal_schedule, look_at_inbox
+from seams.resources.postgres import PostgresResource
+from seams.settings import InboxSettings, load_settings
 
 SAMPLES = ("field_notes.md", "history_of_maps.txt")
+SETTINGS = load_settings()
+CONFIG = SETTINGS.chunking_config()
+DEFS = build_definitions(SETTINGS)
+CHUNKS_CODE_VERSION = DEFS.resolve_assets_def("chunks").code_versions_by_key[dg.AssetKey("chunks")]
 
 
 @pytest.fixture
@@ -128,19 +131,19 @@ def test_registering_the_same_files_twice_makes_no_new_batch(
 
 
 @pytest.mark.slow
-def test_threshold_change_marks_boundaries_and_chunks_unsynced_and_backfill_uses_the_cache(
+def test_a_cut_cost_change_marks_boundaries_and_chunks_unsynced_and_backfill_uses_the_cache(
     instance: dg.DagsterInstance, inbox: Path, database_url: str, tmp_path: Path
 ) -> None:
     (batch,) = _run(instance, inbox).batches
     before = _rows(database_url, "SELECT is_boundary FROM seams.semantic_boundaries ORDER BY 1")
     assert runner.unsynced_assets(instance, [batch]) == {batch: []}
 
-    changed = CONFIG.percentile + 20.0
+    changed = CONFIG.cut_cost / 4  # cheaper cuts: more topic boundaries
     settings = tmp_path / "seams.yaml"
-    settings.write_text(f"chunking:\n  overrides: {{percentile: {changed}}}\n", encoding="utf-8")
+    settings.write_text(f"chunking:\n  overrides: {{cut_cost: {changed}}}\n", encoding="utf-8")
     env = {**os.environ, "SEAMS_CONFIG": str(settings)}
     probe = (
-        "import json, dagster as dg; from orchestration import runner;"
+        "import json, dagster as dg; from seams.orchestration import runner;"
         "i = dg.DagsterInstance.get();"
         f"print(json.dumps({{p: [k.to_user_string() for k in v] for p, v in "
         f"runner.unsynced_assets(i, [{batch!r}]).items()}}))"
@@ -154,14 +157,14 @@ def test_threshold_change_marks_boundaries_and_chunks_unsynced_and_backfill_uses
     }
 
     done = subprocess.run(
-        [sys.executable, "-m", "orchestration.cli", "backfill", "--json"],
+        [sys.executable, "-m", "seams", "backfill", "--json"],
         env=env, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert result["batches"] == [batch]
     assert result["texts_embedded"] == 0  # candidate_embeddings was not even re-run
-    new_hash = ChunkingConfig.preset("default", percentile=changed).fingerprint()
+    new_hash = ChunkingConfig.preset("default", cut_cost=changed).fingerprint()
     hashes = {r[0] for r in _rows(database_url, "SELECT DISTINCT config_hash FROM seams.chunks")}
     assert hashes == {new_hash}  # no stale rows left behind
     after = _rows(database_url, "SELECT is_boundary FROM seams.semantic_boundaries ORDER BY 1")
@@ -194,9 +197,9 @@ def test_inbox_thresholds_count_and_age(instance: dg.DagsterInstance, inbox: Pat
 def test_sensor_registers_a_batch_once_and_again_for_a_new_version(
     instance: dg.DagsterInstance, tmp_path: Path
 ) -> None:
-    from resources.settings import current_settings
-
-    folder = current_settings().inbox.folder()
+    inbox_sensor = build_inbox_sensor(SETTINGS.inbox)
+    seal_inbox_schedule = build_seal_schedule(SETTINGS.inbox)
+    folder = SETTINGS.inbox.folder()
     folder.mkdir(parents=True, exist_ok=True)
     for path in folder.iterdir():
         path.unlink()
@@ -243,9 +246,7 @@ def test_one_run_materializes_several_batches(
     second = runner.register_path(other, print)
     keys = [*first, *second]
     instance.add_dynamic_partitions(document_batches.name, keys)
-    from orchestration import defs
-
-    result = defs.resolve_job_def(runner.JOB_NAME).execute_in_process(
+    result = DEFS.resolve_job_def(runner.JOB_NAME).execute_in_process(
         instance=instance,
         tags={
             "dagster/asset_partition_range_start": keys[0],

@@ -16,31 +16,32 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from assets import retrieval
-from assets.boundaries import semantic_boundaries
-from assets.candidates import sentence_candidates
-from assets.chunks import chunks
-from assets.embeddings import candidate_embeddings
-from assets.extraction import extracted_text
-from assets.model import embedding_model
-from assets.partitions import document_batches
-from assets.retrieval import chunk_index
-from chunking.errors import InputError
-from resources.batches import register_batch, scan_inbox
-from resources.chunk_vectors import MODES
-from resources.database import database_url_for
-from resources.embedder import OnnxEmbedder
-from resources.io_manager import PostgresIOManager
-from resources.model_store import ModelManifest
-from resources.postgres import PostgresResource, close_pool
-from resources.search import MAX_QUERY_CHARS, search, search_response
-from resources.static_embedder import StaticEmbedder
+from seams.assets.partitions import document_batches
+from seams.assets.retrieval import index_mode
+from seams.errors import InputError
+from seams.models.chunk_vectors import MODES
+from seams.models.model_store import ModelManifest
+from seams.orchestration.definitions import build_assets
+from seams.resources.database import database_url_for
+from seams.resources.embedder import OnnxEmbedder
+from seams.resources.io_manager import PostgresIOManager
+from seams.resources.postgres import PostgresResource, close_pool
+from seams.resources.static_embedder import StaticEmbedder
+from seams.settings import RetrievalSettings, SeamsSettings, load_settings
+from seams.storage.batches import register_batch, scan_inbox
+from seams.storage.search import MAX_QUERY_CHARS, search, search_response
 
-PIPELINE = [
-    embedding_model, extracted_text, sentence_candidates, candidate_embeddings,
-    semantic_boundaries, chunks, chunk_index,
-]  # fmt: skip
-PER_BATCH = PIPELINE[1:]
+SETTINGS = load_settings()
+DEFAULT_MODE = index_mode(SETTINGS.retrieval.mode, SETTINGS.chunking_config())
+
+
+def _pipeline(mode: str | None = None) -> list[dg.AssetsDefinition]:
+    """Every asset, in pipeline order, for the project's settings with retrieval `mode`."""
+    settings: SeamsSettings = SETTINGS
+    if mode is not None:
+        settings = SETTINGS.model_copy(update={"retrieval": RetrievalSettings(mode=mode)})
+    return build_assets(settings)
+
 
 GARDEN = """# Garden Notes
 
@@ -114,12 +115,16 @@ def _materialize(
     instance: dg.DagsterInstance,
     resources: dict[str, object],
     key: str,
-    selection: list[dg.AssetsDefinition] | None = None,
+    *,
+    index_only: bool = False,
+    mode: str | None = None,
 ) -> dg.ExecuteInProcessResult:
+    """Materialize every per-batch asset of `key` (or only `chunk_index`, in `mode`)."""
     instance.add_dynamic_partitions(document_batches.name, [key])
+    pipeline = _pipeline(mode)
     result = dg.materialize(
-        PIPELINE,
-        selection=selection or PER_BATCH,
+        pipeline,
+        selection=pipeline[-1:] if index_only else pipeline[1:],
         partition_key=key,
         instance=instance,
         resources=resources,
@@ -153,8 +158,8 @@ class Indexed:
         self.key = _register(self.postgres, folder)
         self.result = _materialize(self.instance, self.resources, self.key)
 
-    def rebuild_index(self) -> dg.ExecuteInProcessResult:
-        return _materialize(self.instance, self.resources, self.key, selection=[chunk_index])
+    def rebuild_index(self, mode: str | None = None) -> dg.ExecuteInProcessResult:
+        return _materialize(self.instance, self.resources, self.key, index_only=True, mode=mode)
 
 
 @pytest.fixture(scope="module")
@@ -198,14 +203,14 @@ def test_index_is_built_and_rebuilt_idempotently_per_partition(shared: Indexed) 
     before = _rows(shared.url, INDEX_SNAPSHOT)
     assert len(before) == len(chunk_ids) >= 4  # one row per chunk
     assert {r[2] for r in before} == {r[0] for r in chunk_ids}
-    assert {r[3] for r in before} == {retrieval.RETRIEVAL_MODE}
+    assert {r[3] for r in before} == {DEFAULT_MODE}
     assert _index_metadata(shared.result)["chunks_indexed"] == len(before)
 
     again = shared.rebuild_index()
     assert _rows(shared.url, INDEX_SNAPSHOT) == before  # same rows, no duplicates
     meta = _index_metadata(again)
     assert meta["chunks_indexed"] == len(before) and meta["chunks_skipped"] == 0
-    if retrieval.RETRIEVAL_MODE != "pooled":  # pooled never calls the model
+    if DEFAULT_MODE != "pooled":  # pooled never calls the model
         assert meta["texts_embedded"] == 0 and meta["cache_hits"] == len(before)
     (index,) = _rows(
         shared.url,
@@ -224,24 +229,23 @@ PLANTED = {
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_every_mode_finds_planted_queries(
-    mode: str, shared: Indexed, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    default = retrieval.RETRIEVAL_MODE
+def test_every_mode_finds_planted_queries(mode: str, shared: Indexed) -> None:
+    default = DEFAULT_MODE
     if mode != default:
-        monkeypatch.setattr(retrieval, "RETRIEVAL_MODE", mode)
-        meta = _index_metadata(shared.rebuild_index())
+        meta = _index_metadata(shared.rebuild_index(mode))
         assert meta["mode"] == mode and meta["chunks_indexed"] >= 4
     try:
         for query, passage in PLANTED.items():
-            hits = search(shared.postgres, shared.embedder, query, k=3, mode=mode)  # type: ignore[arg-type]
+            # No mode given: search reads the mode (and model) back from the index's rows.
+            response = search_response(shared.postgres, shared.embedder, query, k=3)  # type: ignore[arg-type]
+            hits = response.hits
+            assert response.mode == mode, response.notes
             assert len(hits) == 3, query
             assert passage in hits[0].text, (mode, query, hits[0].text[:80])
             assert [h.rank for h in hits] == [1, 2, 3]
             assert hits[0].score > hits[1].score >= hits[2].score
     finally:
         if mode != default:
-            monkeypatch.undo()
             shared.rebuild_index()  # leave the shared index in the default mode
 
 

@@ -14,7 +14,7 @@ from typing import Any
 import dagster as dg
 import psycopg
 
-from orchestration import runner
+from seams.orchestration import runner
 from tests.conftest import keep_environment  # noqa: F401  (re-exported for the tests here)
 
 SHORT_DOC = (

@@ -16,9 +16,9 @@ import yaml
 from annotated_types import Ge, Le
 from pydantic import BaseModel
 
-from chunking import ChunkingConfig
-from chunking.errors import ConfigError
-from resources.settings import (
+from seams.chunking import ChunkingConfig
+from seams.errors import ConfigError
+from seams.settings import (
     ChunkingSettings,
     EmbedderSettings,
     InboxSettings,

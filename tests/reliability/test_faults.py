@@ -20,16 +20,16 @@ from typing import Any
 import dagster as dg
 import pytest
 
-from chunking.errors import EmbeddingError, SeamsError
-from orchestration import runner
-from orchestration.instance import prepare_environment
-from resources import database
-from resources import io_manager as io_module
-from resources import postgres as postgres_module
-from resources.database import EmbeddedPostgres, database_url_for
-from resources.embedder import EmbeddingRuntime
-from resources.model_store import MODEL_NAME, ModelManifest
-from resources.postgres import close_pool
+from seams.errors import EmbeddingError, SeamsError
+from seams.models.model_store import MODEL_NAME, ModelManifest
+from seams.models.onnx_runtime import EmbeddingRuntime
+from seams.orchestration import runner
+from seams.resources import database
+from seams.resources import io_manager as io_module
+from seams.resources import postgres as postgres_module
+from seams.resources.database import EmbeddedPostgres, database_url_for
+from seams.resources.postgres import close_pool
+from tests.conftest import export_instance
 from tests.reliability.conftest import SHORT_DOC, advisory_locks, keep_environment, rows, run_path
 
 SAMPLES = ("field_notes.md", "history_of_maps.txt")
@@ -106,13 +106,14 @@ def own_server(
     storage on the session server (which stays up). Yields the server and the data URL, whose
     password the embedded server's trust auth ignores but which must never be shown."""
     root = Path(tempfile.mkdtemp(prefix="seams-pgf-"))
+    root.chmod(0o711)  # as root, the embedded server's own user must enter it
     server = EmbeddedPostgres(root / "pgdata")
     data_url = database_url_for(server.start(), database.DATA_DATABASE)
     data_url = data_url.replace("postgres:@", f"postgres:{PASSWORD}@", 1)
     keep_environment(monkeypatch)
     monkeypatch.setenv(database.URL_ENV, data_url)
     monkeypatch.setenv(database.DAGSTER_URL_ENV, database_url)
-    prepare_environment()
+    export_instance(monkeypatch)
     # A stopped server fails each connection attempt at once; don't wait 30 s per attempt.
     monkeypatch.setattr(postgres_module, "POOL_TIMEOUT_S", 3.0)
     try:
@@ -185,7 +186,7 @@ def test_postgres_stopped_mid_partition_write_keeps_rows_fails_clearly_and_recov
 
 def _cli(*args: str, env: dict[str, str], timeout: float = 300) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "orchestration.cli", *args],
+        [sys.executable, "-m", "seams", *args],
         env=env, capture_output=True, text=True, timeout=timeout,
     )  # fmt: skip
 
@@ -207,7 +208,7 @@ def test_run_process_sigkilled_mid_materialization_reruns_to_completion(
     }
     env.pop(database.DAGSTER_URL_ENV, None)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "orchestration.cli", "run", str(inbox)],
+        [sys.executable, "-m", "seams", "run", str(inbox)],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
     try:
@@ -340,7 +341,7 @@ def test_corrupt_model_file_falls_back_to_jaccard_and_the_run_succeeds(
     monkeypatch.setenv("SEAMS_DATA_DIR", str(corrupt_model_data_dir))
     monkeypatch.setenv(database.URL_ENV, database_url)
     monkeypatch.delenv(database.DAGSTER_URL_ENV, raising=False)
-    prepare_environment()
+    export_instance(monkeypatch)
     with dg.DagsterInstance.get() as instance:
         summary = run_path(instance, inbox)
         _assert_jaccard_fallback(instance, database_url, summary.run_ids[0])

@@ -18,12 +18,12 @@ import pytest
 import yaml
 from dagster_graphql import DagsterGraphQLClient
 
-from assets.partitions import document_batches
-from orchestration import runner
-from orchestration.instance import INSTANCE_YAML, prepare_environment
-from resources import database
-from resources.model_store import ModelManifest
-from tests.conftest import dagster_services
+from seams.assets.partitions import document_batches
+from seams.models.model_store import ModelManifest
+from seams.orchestration import runner
+from seams.orchestration.instance import INSTANCE_YAML
+from seams.resources import database
+from tests.conftest import dagster_services, export_instance
 from tests.reliability.conftest import keep_environment, rows
 
 BATCHES = 20
@@ -46,7 +46,7 @@ def queue(
     keep_environment(monkeypatch)
     monkeypatch.setenv(database.URL_ENV, database_url)
     monkeypatch.delenv(database.DAGSTER_URL_ENV, raising=False)
-    prepare_environment()
+    export_instance(monkeypatch)
     with dagster_services(tmp_path) as client:
         yield client
 
@@ -80,7 +80,7 @@ def test_twenty_batches_through_the_queue_all_complete_with_nothing_lost(
         run_ids = {
             queue.submit_job_execution(
                 "chunk_batches",
-                repository_location_name="orchestration",
+                repository_location_name="seams",
                 repository_name="__repository__",
                 run_config={"execution": {"config": {"in_process": {}}}},
                 tags={"dagster/partition": key},

@@ -15,11 +15,11 @@ import pytest
 from dagster._serdes import serialize_value
 from psycopg import sql
 
-from orchestration import cli
-from orchestration.instance import prepare_environment
-from resources import database
-from resources.model_store import ModelManifest
-from resources.postgres import close_pool
+from seams.models.model_store import ModelManifest
+from seams.orchestration import cli
+from seams.resources import database
+from seams.resources.postgres import close_pool
+from tests.conftest import export_instance
 from tests.reliability.conftest import SHORT_DOC, keep_environment, run_path
 
 PASSWORD = "Sekr1t-" + uuid.uuid4().hex[:10]
@@ -91,7 +91,7 @@ def test_the_database_password_never_reaches_logs_metadata_or_rows(
     keep_environment(monkeypatch)
     monkeypatch.setenv(database.URL_ENV, app_role_url)
     monkeypatch.delenv(database.DAGSTER_URL_ENV, raising=False)
-    prepare_environment()
+    export_instance(monkeypatch)
     inbox = tmp_path / "inbox"
     inbox.mkdir()
     (inbox / "tides.md").write_text(SHORT_DOC, encoding="utf-8")

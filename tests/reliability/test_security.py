@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from orchestration.cli import build_parser
-from resources.paths import PROJECT_ROOT
+from seams.orchestration.cli import build_parser
 
-SCANNED = ("chunking", "resources", "assets", "orchestration", "benchmarks", "scripts")
+REPO = Path(__file__).resolve().parents[2]
+SCANNED = ("seams", "chunking", "resources", "assets", "orchestration", "benchmarks", "scripts")
 SQL_START = re.compile(
     # Statements as this code base writes them: upper-case keywords at the start of the text.
     r"^\s*(SELECT\s.*\bFROM\b|SELECT\s+\w+\(|INSERT\s+INTO|UPDATE\s+\S+\s+SET|DELETE\s+FROM|"
@@ -128,7 +128,7 @@ def _is_message(node: ast.AST, tree: ast.AST) -> bool:
 
 def _python_files() -> Iterator[Path]:
     for folder in SCANNED:
-        yield from sorted((PROJECT_ROOT / folder).rglob("*.py"))
+        yield from sorted((REPO / folder).rglob("*.py"))
 
 
 def test_the_scanner_finds_every_kind_of_string_formatted_sql() -> None:
@@ -168,9 +168,7 @@ def test_no_string_formatted_sql_in_the_product() -> None:
     findings = [
         finding
         for path in files
-        for finding in scan_source(
-            path.read_text(encoding="utf-8"), str(path.relative_to(PROJECT_ROOT))
-        )
+        for finding in scan_source(path.read_text(encoding="utf-8"), str(path.relative_to(REPO)))
     ]
     assert not findings, "SQL must be parameterised; identifiers via psycopg.sql:\n" + "\n".join(
         map(str, findings)
@@ -190,7 +188,7 @@ def test_the_ui_binds_to_loopback_by_default() -> None:
 
 def _seams(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "orchestration.cli", *args],
+        [sys.executable, "-m", "seams", *args],
         env=env, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
 

@@ -3,24 +3,31 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
 import pytest
 
-from chunking.errors import StorageError
-from resources import database
-from resources.database import EmbeddedPostgres, database_url_for, redact, resolve
+from seams.errors import StorageError
+from seams.resources import database
+from seams.resources.database import EmbeddedPostgres, database_url_for, redact, resolve
 
 
 @pytest.fixture
-def pgdata(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    # tempfile-style short path: the Unix socket lives in it
-    return Path(tmp_path_factory.mktemp("pg")) / "pgdata"
+def pgdata() -> Iterator[Path]:
+    # tempfile-style short path: the Unix socket lives in it. Not pytest's tmp_path: that is
+    # 0700, and as root the server's own user must enter the folder (Seams never loosens it).
+    root = Path(tempfile.mkdtemp(prefix="seams-pgt-"))
+    root.chmod(0o711)
+    yield root / "pgdata"
+    shutil.rmtree(root, ignore_errors=True)
 
 
 def _stop(server: EmbeddedPostgres) -> None:
@@ -57,7 +64,7 @@ def test_embedded_start_is_idempotent_and_keeps_data_across_restart(pgdata: Path
 def test_start_recovers_after_owner_and_postmaster_were_killed(pgdata: Path) -> None:
     owner = subprocess.Popen(
         [sys.executable, "-c",
-         "import sys, time; from resources.database import EmbeddedPostgres;"
+         "import sys, time; from seams.resources.database import EmbeddedPostgres;"
          f"EmbeddedPostgres(__import__('pathlib').Path({str(pgdata)!r})).start();"
          "print('up', flush=True); time.sleep(60)"],
         stdout=subprocess.PIPE, text=True,
@@ -111,7 +118,7 @@ def test_unreachable_url_gives_clear_error_without_secret(monkeypatch: pytest.Mo
 def test_cli_reports_unreachable_database_without_traceback() -> None:
     env = {**os.environ, "SEAMS_DATABASE_URL": "postgresql://u:hunter22@127.0.0.1:1/db"}
     done = subprocess.run(
-        [sys.executable, "-m", "orchestration.cli", "db", "url"],
+        [sys.executable, "-m", "seams", "db", "url"],
         env=env, capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert done.returncode == 2

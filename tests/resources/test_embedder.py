@@ -23,26 +23,26 @@ import onnxruntime as ort
 import pytest
 from tokenizers import Tokenizer
 
-from chunking.errors import ConfigError, EmbeddingError, InputError
-from resources import embedder as embedder_module
-from resources import model_export
-from resources.embedder import (
-    CPU_PROVIDER,
-    CUDA_PROVIDER,
-    EmbeddingRuntime,
-    OnnxEmbedder,
-    load_runtime,
-    select_providers,
-    split_windows,
-)
-from resources.model_export import export_model, fidelity_sentences, packaged_model_dir
-from resources.model_store import (
+from seams.errors import ConfigError, EmbeddingError, InputError
+from seams.models import model_export
+from seams.models import onnx_runtime as embedder_module
+from seams.models.model_export import export_model, fidelity_sentences, packaged_model_dir
+from seams.models.model_store import (
     MANIFEST_FILE,
     ModelManifest,
     ModelVariant,
     file_sha256,
     load_manifest,
 )
+from seams.models.onnx_runtime import (
+    CPU_PROVIDER,
+    CUDA_PROVIDER,
+    EmbeddingRuntime,
+    load_runtime,
+    select_providers,
+    split_windows,
+)
+from seams.resources.embedder import OnnxEmbedder
 
 REPO = Path(__file__).resolve().parents[2]
 DIMS = 384
@@ -257,7 +257,8 @@ def test_export_crash_leaves_no_half_model(tmp_path: Path, monkeypatch: pytest.M
 
 def test_hot_path_does_not_import_torch() -> None:
     code = (
-        "import sys, resources.embedder, resources.model_export, resources.model_store;"
+        "import sys, seams.resources.embedder, seams.resources.static_embedder,"
+        " seams.models.model_export, seams.models.distill, seams.models.chunk_vectors;"
         "bad = {'torch', 'transformers', 'sentence_transformers'} & set(sys.modules);"
         "sys.exit(repr(sorted(bad)) if bad else 0)"
     )

@@ -8,9 +8,9 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 
-from chunking.errors import EmbeddingError
-from resources.embedding_cache import EmbeddingCache
-from resources.postgres import PostgresResource, close_pool
+from seams.errors import EmbeddingError
+from seams.resources.postgres import PostgresResource, close_pool
+from seams.storage.embedding_cache import EmbeddingCache
 
 
 @pytest.fixture

@@ -17,11 +17,11 @@ import pandas as pd
 import psycopg
 import pytest
 
-from chunking.errors import StorageError
-from resources import io_manager as io_module
-from resources import schema
-from resources.io_manager import PostgresIOManager, embedding_matrix, read_table, write_table
-from resources.postgres import PostgresResource, close_pool
+from seams.errors import StorageError
+from seams.resources import io_manager as io_module
+from seams.resources.io_manager import PostgresIOManager, embedding_matrix, read_table, write_table
+from seams.resources.postgres import PostgresResource, close_pool
+from seams.storage import schema
 
 BATCHES = dg.DynamicPartitionsDefinition(name="document_batches")
 

@@ -17,19 +17,20 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from chunking import ChunkingConfig, chunk_text
-from chunking.errors import EmbeddingError, InputError
-from resources.distill import (
-    DISTILL_PARAMS,
+from seams.chunking import ChunkingConfig, chunk_text
+from seams.errors import EmbeddingError, InputError
+from seams.models.distill import DISTILL_PARAMS, distill_static_model
+from seams.models.model_export import packaged_model_dir, write_tokenizer
+from seams.models.model_store import (
     EMBEDDINGS_FILE,
+    TOKENIZER_FILE,
     StaticManifest,
     default_static_dir,
-    distill_static_model,
+    file_sha256,
     load_static_manifest,
 )
-from resources.model_export import _write_tokenizer, packaged_model_dir
-from resources.model_store import TOKENIZER_FILE, file_sha256
-from resources.static_embedder import StaticEmbedder, clear_static_cache
+from seams.models.static_runtime import clear_static_cache
+from seams.resources.static_embedder import StaticEmbedder
 
 TINY_DIMS = 16
 _LOOPBACK = ("127.", "::1", "localhost")
@@ -77,7 +78,7 @@ def test_the_network_guard_works() -> None:
 def make_static_model(folder: Path, dims: int = TINY_DIMS, seed: int = 7) -> StaticManifest:
     """A static model folder in the distiller's format: random rows over MiniLM's tokenizer."""
     folder.mkdir(parents=True, exist_ok=True)
-    _write_tokenizer(packaged_model_dir() / TOKENIZER_FILE, folder / TOKENIZER_FILE)
+    write_tokenizer(packaged_model_dir() / TOKENIZER_FILE, folder / TOKENIZER_FILE)
     vocab = json.loads((folder / TOKENIZER_FILE).read_text())["model"]["vocab"]
     matrix = np.random.default_rng(seed).standard_normal((len(vocab), dims)).astype(np.float16)
     matrix[100] = 0  # [UNK], as distilled
@@ -201,7 +202,7 @@ def test_usable_as_the_chunkers_embedder(tiny: StaticEmbedder) -> None:
 def test_hot_path_imports_neither_torch_nor_model2vec(tiny: StaticEmbedder) -> None:
     code = (
         "import sys\n"
-        "from resources.static_embedder import StaticEmbedder\n"
+        "from seams.resources.static_embedder import StaticEmbedder\n"
         f"StaticEmbedder(model_dir={str(tiny.resolved_model_dir())!r}).embed(['hi there'])\n"
         "heavy = [m for m in ('torch', 'model2vec', 'transformers', 'skeletoken') "
         "if m in sys.modules]\n"
@@ -216,7 +217,7 @@ def test_hot_path_imports_neither_torch_nor_model2vec(tiny: StaticEmbedder) -> N
 
 @pytest.fixture(scope="module")
 def minilm_counter():
-    from chunking import load_token_counter
+    from seams.chunking import load_token_counter
 
     return load_token_counter(packaged_model_dir() / TOKENIZER_FILE)
 

@@ -1,0 +1,125 @@
+"""What the Dagster UI shows about the pipeline's assets: names people know, one vocabulary.
+
+Asset bodies call these so every stage presents the same things the same way: files by name
+(the basename of their source URI, never a hash), text cut at word boundaries, one word list for
+why a chunk starts where it does, and a chunk-size histogram the UI renders as Markdown. The
+definition-time attributes (kinds, owners, tags, column schema) live here too, so the graph and
+the asset pages read alike.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from urllib.parse import unquote, urlparse
+
+import dagster as dg
+import numpy as np
+
+from seams.storage.schema import Table, asset_table
+
+OWNERS = ["team:seams"]
+"""Who answers for the pipeline's assets (Dagster's `team:` owner form)."""
+
+START_REASONS = ("document_start", "structural", "semantic", "size", "fallback")
+"""Why a chunk starts where it does: the one vocabulary of `chunks.metadata.boundary_reason`,
+`semantic_boundaries.reason` (which never says document_start: the first chunk has no gap) and
+every count the UI shows of them."""
+
+HISTOGRAM_BINS = 8
+HISTOGRAM_WIDTH = 30
+
+
+def file_name(source_uri: str) -> str:
+    """The basename of a source URI (`file:///in/notes%20a.md` -> `notes a.md`)."""
+    path = unquote(urlparse(source_uri).path) if "://" in source_uri else source_uri
+    return path.rstrip("/").rsplit("/", 1)[-1] or source_uri
+
+
+def cut_words(text: str, limit: int) -> str:
+    """`text` on one line, at most `limit` characters, cut at a word boundary with an ellipsis.
+
+    A single word longer than the limit is cut inside it (there is no boundary to use).
+    """
+    flat = " ".join(text.split())
+    if len(flat) <= limit:
+        return flat
+    room = max(1, limit - 1)
+    cut = flat.rfind(" ", 0, room + 1)
+    return (flat[:cut] if cut > 0 else flat[:room]).rstrip() + "…"
+
+
+def md_cell(text: str) -> str:
+    """Text safe inside one Markdown table cell."""
+    return text.replace("\\", "\\\\").replace("|", "\\|")
+
+
+def start_reasons(reasons: Iterable[str]) -> dict[str, int]:
+    """Counts per start reason, in `START_REASONS` order (unknown words after, never dropped)."""
+    counts: dict[str, int] = {}
+    for reason in reasons:
+        counts[reason or "none"] = counts.get(reason or "none", 0) + 1
+    known = {r: counts.pop(r) for r in START_REASONS if r in counts}
+    return {**known, **dict(sorted(counts.items()))}
+
+
+def size_histogram(sizes: Sequence[int], unit: str = "tokens") -> str:
+    """A Markdown histogram of chunk sizes: one row per bin, a bar, and the count."""
+    if len(sizes) == 0:
+        return "_no chunks_"
+    values = np.asarray(sizes, dtype=np.int64)
+    low, high = int(values.min()), int(values.max())
+    bins = min(HISTOGRAM_BINS, max(1, high - low + 1))
+    counts, edges = np.histogram(values, bins=bins, range=(low, high + 1))
+    peak = int(counts.max())
+    lines = [f"| {unit} | chunks | |", "|---:|---:|:---|"]
+    for count, start, stop in zip(counts, edges[:-1], edges[1:], strict=True):
+        first, last = int(np.ceil(start)), int(np.ceil(stop)) - 1
+        label = f"{first}" if first >= last else f"{first}-{last}"
+        bar = "█" * max(1 if count else 0, round(HISTOGRAM_WIDTH * int(count) / peak))
+        lines.append(f"| {label} | {int(count)} | {bar} |")
+    return "\n".join(lines)
+
+
+def column_schema(table: Table) -> dg.TableSchema:
+    """The declared columns with their descriptions, as Dagster's `TableSchema`."""
+    return dg.TableSchema(
+        columns=[
+            dg.TableColumn(
+                name=c.name,
+                type=c.pg_type,
+                description=c.description or None,
+                constraints=dg.TableColumnConstraints(nullable=c.nullable),
+            )
+            for c in table.columns
+        ]
+    )
+
+
+def asset_attributes(
+    asset: str, *, stage: str, kinds: Iterable[str] = ("postgres",)
+) -> dict[str, object]:
+    """`kinds`, `owners`, `tags` and definition metadata (table name and column schema) of one
+    pipeline asset, for `@dg.asset(**asset_attributes(...))`."""
+    metadata: dict[str, object] = {}
+    table = asset_table(asset)
+    if table is not None:
+        metadata = {
+            "dagster/table_name": table.qualified_name,
+            "dagster/column_schema": column_schema(table),
+        }
+    return {
+        "kinds": set(kinds),
+        "owners": OWNERS,
+        "tags": {"pipeline": "seams", "stage": stage},
+        "metadata": metadata,
+    }
+
+
+def numbers(values: Mapping[str, float | int]) -> dict[str, dg.MetadataValue]:
+    """Check-result metadata: the numbers a check looked at, as Dagster metadata values."""
+    return {
+        name: dg.MetadataValue.int(int(value))
+        if isinstance(value, int | np.integer)
+        else dg.MetadataValue.float(float(value))
+        for name, value in values.items()
+    }

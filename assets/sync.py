@@ -1,0 +1,163 @@
+"""Staleness where people look: an `in_sync` check on every per-batch asset.
+
+Dagster knows, per partition, when an asset is unsynced: its code version (which folds in the
+settings that shape it, see `assets.versions`) or an upstream data version changed since the
+partition was materialized. But Dagster 1.13 shows that only on a single partition's page: the
+asset graph and the asset overview never mark a partitioned asset unsynced (dagster-io/dagster
+issue 22553). So Seams reports Dagster's own per-partition verdict as an asset check, which the
+graph and the overview do show: after a settings change and "Reload definitions", the affected
+assets carry a failed (warning) `in_sync` check naming how many batches are unsynced, and the
+others a passed one.
+
+The `settings_sync` sensor re-evaluates the check (no run needed: it reports check evaluations
+directly) whenever the answer changes; the check can also be executed from the UI.
+"""
+
+import hashlib
+import json
+from collections.abc import Iterator, Sequence
+
+import dagster as dg
+
+from seams.assets.partitions import document_batches
+
+SYNC_CHECK = "in_sync"
+SYNC_SENSOR = "settings_sync"
+SYNCED_ASSETS = (
+    "extracted_text", "sentence_candidates", "candidate_embeddings", "semantic_boundaries",
+    "chunks", "chunk_index",
+)  # fmt: skip
+"""The per-batch assets whose partitions the check watches."""
+LISTED_BATCHES = 20
+SYNC_DESCRIPTION = (
+    "Every batch is in sync: materialized with the current settings, code and inputs (Dagster's "
+    "per-partition unsynced status). Fails (warning) after a settings change until a backfill "
+    "recomputes the unsynced batches."
+)
+ADVICE = (
+    "select the assets with a failed in_sync check -> Materialize -> all partitions "
+    "(or run `seams backfill`)"
+)
+
+SYNC_CHECK_KEYS = tuple(dg.AssetCheckKey(dg.AssetKey(name), SYNC_CHECK) for name in SYNCED_ASSETS)
+
+
+def unsynced_partitions(
+    instance: dg.DagsterInstance, asset_graph: object, partitions: Sequence[str]
+) -> dict[dg.AssetKey, list[str]]:
+    """Per watched asset, the partitions Dagster reports STALE (never-materialized ones are
+    missing, not unsynced, and are left out)."""
+    # Dagster's own staleness resolver, as the UI's partition page uses it (no public wrapper).
+    from dagster._core.asset_graph_view.asset_graph_view import AssetGraphView, TemporalContext
+    from dagster._core.definitions.data_version import CachingStaleStatusResolver, StaleStatus
+    from dagster._time import get_current_datetime
+
+    view = AssetGraphView(
+        temporal_context=TemporalContext(effective_dt=get_current_datetime(), last_event_id=None),
+        instance=instance,
+        asset_graph=asset_graph,
+    )
+    resolver = CachingStaleStatusResolver(
+        instance=instance, asset_graph=asset_graph, loading_context=view
+    )
+    return {
+        key: [p for p in partitions if resolver.get_status(key, p) == StaleStatus.STALE]
+        for key in (dg.AssetKey(name) for name in SYNCED_ASSETS)
+    }
+
+
+def _metadata(stale: list[str], total: int) -> dict[str, object]:
+    listed = "\n".join(f"- {p}" for p in stale[:LISTED_BATCHES])
+    if len(stale) > LISTED_BATCHES:
+        listed += f"\n- ... and {len(stale) - LISTED_BATCHES} more"
+    metadata: dict[str, object] = {"unsynced_batches": len(stale), "batches": total}
+    if stale:
+        metadata["unsynced"] = dg.MetadataValue.md(listed)
+        metadata["what to do"] = ADVICE
+    return metadata
+
+
+def sync_evaluation(key: dg.AssetKey, stale: list[str], total: int) -> dg.AssetCheckEvaluation:
+    """The `in_sync` verdict of one asset, as the sensor reports it."""
+    return dg.AssetCheckEvaluation(
+        asset_key=key,
+        check_name=SYNC_CHECK,
+        passed=not stale,
+        metadata=_metadata(stale, total),
+        severity=dg.AssetCheckSeverity.WARN,
+        description=f"{len(stale)} of {total} batch(es) unsynced" if stale else None,
+    )
+
+
+def build_sync_check() -> dg.AssetChecksDefinition:
+    """`in_sync` on every per-batch asset, executable from the UI (the sensor reports it too)."""
+
+    @dg.multi_asset_check(
+        specs=[
+            dg.AssetCheckSpec(SYNC_CHECK, asset=name, description=SYNC_DESCRIPTION)
+            for name in SYNCED_ASSETS
+        ],
+        name="in_sync_checks",
+        # A run that materializes some assets (an asset backfill of the unsynced ones) selects
+        # only their in_sync checks: without subsetting such a run cannot even be built.
+        can_subset=True,
+    )
+    def in_sync(context: dg.AssetCheckExecutionContext) -> Iterator[dg.AssetCheckResult]:
+        selected = {check.asset_key for check in context.selected_asset_check_keys}
+        partitions = context.instance.get_dynamic_partitions(document_batches.name)
+        try:
+            # The job's asset layer holds the whole graph, in a UI run, a backfill or in-process.
+            graph = context.op_execution_context.job_def.asset_layer.asset_graph
+            stale = unsynced_partitions(context.instance, graph, partitions)
+        except Exception as exc:  # a check that cannot look must not fail the run it is in
+            context.log.warning(f"in_sync could not be evaluated: {exc}")
+            for name in SYNCED_ASSETS:
+                if dg.AssetKey(name) not in selected:
+                    continue
+                yield dg.AssetCheckResult(
+                    asset_key=dg.AssetKey(name),
+                    check_name=SYNC_CHECK,
+                    passed=False,
+                    severity=dg.AssetCheckSeverity.WARN,
+                    metadata={"not evaluated": str(exc)[:300]},
+                )
+            return
+        for key, batches in stale.items():
+            if key not in selected:
+                continue
+            yield dg.AssetCheckResult(
+                asset_key=key,
+                check_name=SYNC_CHECK,
+                passed=not batches,
+                severity=dg.AssetCheckSeverity.WARN,
+                metadata=_metadata(batches, len(partitions)),
+            )
+
+    return in_sync
+
+
+def build_sync_sensor(minimum_interval_seconds: int = 30) -> dg.SensorDefinition:
+    """Reports `in_sync` for every watched asset whenever the answer changes (on by default)."""
+
+    @dg.sensor(
+        name=SYNC_SENSOR,
+        minimum_interval_seconds=minimum_interval_seconds,
+        default_status=dg.DefaultSensorStatus.RUNNING,
+        description="Shows which assets a settings or code change left unsynced: reports the "
+        "in_sync check of every per-batch asset when the unsynced batches change.",
+    )
+    def settings_sync(context: dg.SensorEvaluationContext) -> dg.SensorResult | dg.SkipReason:
+        partitions = context.instance.get_dynamic_partitions(document_batches.name)
+        graph = context.repository_def.asset_graph
+        stale = unsynced_partitions(context.instance, graph, partitions)
+        state = {key.to_user_string(): batches for key, batches in stale.items()}
+        state["__batches__"] = sorted(partitions)
+        digest = hashlib.sha256(json.dumps(state, sort_keys=True).encode()).hexdigest()
+        if digest == context.cursor:
+            return dg.SkipReason("no change in which batches are unsynced")
+        return dg.SensorResult(
+            asset_events=[sync_evaluation(k, v, len(partitions)) for k, v in stale.items()],
+            cursor=digest,
+        )
+
+    return settings_sync

@@ -1,0 +1,217 @@
+"""Retrieval on SQuAD: do a chunker's chunks bring back the sentence that answers a real question?
+
+Five Wikipedia articles from the SQuAD 2.0 development set (`../shared/data/squad-dev-5.json`,
+CC BY-SA 4.0, never shipped with Seams), each one document (paragraphs joined by a blank line);
+the 705 answerable questions, written by crowd workers. Reference: the sentence of the paragraph
+that holds the (first) answer. Every system's chunks of all five articles form one collection;
+chunks and questions are embedded with the same all-MiniLM-L6-v2 through Seams' `OnnxEmbedder`
+(a chunk over the model window is the mean of its windows: "text mode"), and each question
+retrieves its top k (5) chunks by cosine. Scores, averaged over questions: character-level
+recall, precision and IoU of the reference sentence against the union of the retrieved chunks,
+and recall@k = the share of questions whose exact answer span lies inside one retrieved chunk.
+
+Systems: Seams `default` and `fast`, fixed 200- and 400-token splits, LangChain's and chonkie's
+SemanticChunker at their defaults (same model, embeddings disk-cached by text).
+
+    .venv/bin/python -m benchmarks.squad --json benchmarks/results/squad.json
+
+In-process (`segmenter`: text -> chunk start chars, or -> (start, end) spans)::
+
+    from benchmarks.squad import evaluate_squad
+    evaluate_squad(lambda text: [(c.start_char, c.end_char) for c in chunk_text(text, ...)])
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import logging
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from benchmarks.public_data import (  # noqa: E402
+    DEFAULT_CACHE_DIR,
+    DEFAULT_DATA,
+    CachedOnnxEmbedder,
+    Span,
+    SquadDocument,
+    SquadQuestion,
+    cached_embedder,
+    load_squad,
+    make_system,
+    retrieval_scores,
+    spans_from_starts,
+)
+
+SYSTEMS: tuple[str, ...] = (
+    "seams_default",
+    "seams_fast",
+    "fixed_200",
+    "fixed_400",
+    "langchain",
+    "chonkie",
+)
+K = 5
+ChunkSpans = Callable[[str], Sequence[int] | Sequence[Span]]
+__all__ = ["SYSTEMS", "K", "evaluate_squad"]
+
+
+@functools.lru_cache(maxsize=4)
+def _corpus(data: str) -> tuple[tuple[SquadDocument, ...], tuple[SquadQuestion, ...]]:
+    documents, questions = load_squad(data)
+    return tuple(documents), tuple(questions)
+
+
+@functools.lru_cache(maxsize=4)
+def _embedder(cache_dir: str | None) -> CachedOnnxEmbedder:
+    return cached_embedder(Path(cache_dir) if cache_dir else None, "squad")
+
+
+def _as_spans(text: str, chunks: Sequence[int] | Sequence[Span]) -> list[Span]:
+    """A segmenter's output as trimmed, non-empty spans (starts are turned into spans)."""
+    items = list(chunks)
+    if items and not isinstance(items[0], int | np.integer):
+        spans = [(int(a), int(b)) for a, b in items]
+        return [(a, b) for a, b in spans if text[a:b].strip()]
+    return spans_from_starts(text, [int(s) for s in items])
+
+
+def evaluate_squad(
+    segmenter: ChunkSpans,
+    data: Path | str = DEFAULT_DATA,
+    k: int = K,
+    embedder: CachedOnnxEmbedder | None = None,
+    cache_dir: Path | str | None = DEFAULT_CACHE_DIR,
+) -> dict[str, Any]:
+    """Top-k retrieval scores of `segmenter`'s chunks on the SQuAD articles.
+
+    Returns char_recall, char_precision, char_iou, recall_at_k (answer inside a retrieved chunk),
+    questions, documents, chunks and mean_chunk_tokens. `embedder`: a `CachedOnnxEmbedder` (by
+    default one per `cache_dir` and process, saved after each call)."""
+    if k < 1:
+        raise ValueError(f"k must be >= 1, got {k}")
+    documents, questions = _corpus(str(data))
+    embedder = embedder or _embedder(str(cache_dir) if cache_dir else None)
+    refs: list[tuple[str, Span]] = []
+    for doc in documents:
+        refs += [(doc.title, span) for span in _as_spans(doc.text, segmenter(doc.text))]
+    texts = {doc.title: doc.text for doc in documents}
+    chunk_texts = [texts[title][a:b] for title, (a, b) in refs]
+    chunk_vectors = embedder(chunk_texts)
+    question_vectors = embedder([q.question for q in questions])
+    embedder.save()
+    similarities = question_vectors @ chunk_vectors.T
+    top = np.argsort(-similarities, axis=1, kind="stable")[:, :k]
+    rows = [
+        retrieval_scores(q.document, q.reference, q.answer, [refs[i] for i in ranked])
+        for q, ranked in zip(questions, top, strict=True)
+    ]
+    return {
+        "k": k,
+        "char_recall": statistics.mean(r["recall"] for r in rows),
+        "char_precision": statistics.mean(r["precision"] for r in rows),
+        "char_iou": statistics.mean(r["iou"] for r in rows),
+        "recall_at_k": statistics.mean(r["answer_inside"] for r in rows),
+        "questions": len(questions),
+        "documents": len(documents),
+        "chunks": len(refs),
+        "mean_chunk_tokens": statistics.mean(embedder.token_count(chunk_texts)),
+    }
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    embedder = cached_embedder(args.cache_dir, "squad")
+    results, systems = {}, {}
+    for key in args.systems:
+        system = make_system(key, embedder)
+        systems[key] = {"label": system.label, "settings": system.settings}
+        started = time.perf_counter()
+        row = evaluate_squad(system.spans, args.data, args.k, embedder)
+        row["seconds"] = round(time.perf_counter() - started, 1)
+        results[key] = row
+        print(
+            f"{system.label:45s} recall {row['char_recall']:.3f} IoU {row['char_iou']:.3f} "
+            f"recall@{args.k} {row['recall_at_k']:.3f} ({row['seconds']:.0f} s)",
+            flush=True,
+        )
+    return {
+        "benchmark": "squad",
+        "data": str(args.data),
+        "k": args.k,
+        "model": {"name": "all-MiniLM-L6-v2", "onnx_sha256": embedder.model_id},
+        "systems": systems,
+        "results": results,
+        "texts_embedded": embedder.embedded,
+    }
+
+
+def print_table(payload: dict[str, Any]) -> None:
+    k = payload["k"]
+    first = next(iter(payload["results"].values()), None)
+    if first is None:
+        return
+    print(
+        f"\nSQuAD retrieval, top {k} ({first['questions']} questions, {first['documents']} "
+        "articles; character-level scores of the answer sentence, higher is better)\n"
+    )
+    print(
+        f"{'system':45s} {'recall':>7s} {'precision':>9s} {'IoU':>6s} {f'recall@{k}':>9s} "
+        f"{'chunks':>7s} {'tokens/chunk':>12s}"
+    )
+    for key, row in payload["results"].items():
+        print(
+            f"{payload['systems'][key]['label']:45s} {row['char_recall']:7.3f} "
+            f"{row['char_precision']:9.3f} {row['char_iou']:6.3f} {row['recall_at_k']:9.3f} "
+            f"{row['chunks']:7d} {row['mean_chunk_tokens']:12.1f}"
+        )
+    print(
+        f"\nrecall@{k}: answer span inside one retrieved chunk. "
+        f"{payload['texts_embedded']} texts embedded, {payload['seconds']:.0f} s."
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument(
+        "--data", type=Path, default=DEFAULT_DATA, help="folder holding squad-dev-5.json"
+    )
+    parser.add_argument("--systems", nargs="+", default=list(SYSTEMS), choices=SYSTEMS)
+    parser.add_argument("--k", type=int, default=K, help="chunks retrieved per question")
+    parser.add_argument(
+        "--cache-dir",
+        type=Path,
+        default=DEFAULT_CACHE_DIR,
+        help="embedding cache folder (never changes a score)",
+    )
+    parser.add_argument("--json", type=Path, help="write the results here")
+    args = parser.parse_args(argv)
+    if args.k < 1:
+        parser.error("--k must be >= 1")
+    logging.getLogger("seams.chunking").setLevel(logging.ERROR)
+
+    started = time.perf_counter()
+    payload = run(args)
+    payload["seconds"] = round(time.perf_counter() - started, 1)
+    payload["date"] = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    payload["argv"] = list(sys.argv[1:] if argv is None else argv)
+    print_table(payload)
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

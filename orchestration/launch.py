@@ -1,0 +1,518 @@
+"""Backfills as Dagster backfills: create one asset backfill, run it, follow it to the end.
+
+`seams run` and `seams backfill` record their work as one asset backfill in the instance (it shows
+under Runs -> Backfills) and turn it into runs with Dagster's own backfill planner
+(`execute_asset_backfill_iteration_inner`, the function the daemon's backfill loop calls), so the
+assets' `BackfillPolicy` decides how many runs there are: one for all batches by default,
+`max_batches_per_run` batches per run with `backfill.max_batches_per_run`.
+
+Who executes the runs:
+
+- A running daemon (`seams dev`, or `dagster-daemon` beside the webserver) owns every REQUESTED
+  backfill: the CLI hands the backfill to it and follows it (runs are launched through the run
+  queue and the code server, with the location's executor).
+- With no daemon (the CLI alone, the embedded default), this module is the loop the daemon would
+  have been: it asks the planner for run requests, executes each run in this process with the
+  backfill's tags (`dagster/backfill`, the partition range), and records what was requested,
+  materialized or failed in the backfill, ending it COMPLETED_SUCCESS or COMPLETED_FAILED, as
+  the daemon does. Dagster's own `dagster job backfill` likewise launches a backfill's runs itself.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import dagster as dg
+from dagster._core.asset_graph_view.asset_graph_view import AssetGraphView, TemporalContext
+from dagster._core.definitions.assets.graph.asset_graph_subset import AssetGraphSubset
+from dagster._core.definitions.events import AssetKeyPartitionKey
+from dagster._core.definitions.reconstruct import ReconstructableJob
+from dagster._core.execution.asset_backfill import (
+    AssetBackfillData,
+    execute_asset_backfill_iteration_inner,
+)
+from dagster._core.execution.backfill import BulkActionStatus, PartitionBackfill
+from dagster._core.storage.tags import (
+    ASSET_PARTITION_RANGE_END_TAG,
+    ASSET_PARTITION_RANGE_START_TAG,
+    BACKFILL_ID_TAG,
+    PARTITION_NAME_TAG,
+)
+from dagster._core.utils import make_new_backfill_id
+from dagster._time import datetime_from_timestamp, get_current_timestamp
+
+from seams.errors import ConfigError, SeamsError
+from seams.orchestration.instance import LOCATION_MODULE, LOCATION_NAME
+from seams.resources.database import URL_ENV
+
+Report = Callable[[str], None]
+STARTED_BY_TAG = "seams/started_by"
+"""Tag on backfills Seams created: the command that made it (`seams run`, `seams backfill`)."""
+FINISHED = (
+    BulkActionStatus.COMPLETED,
+    BulkActionStatus.COMPLETED_SUCCESS,
+    BulkActionStatus.COMPLETED_FAILED,
+    BulkActionStatus.FAILED,
+    BulkActionStatus.CANCELED,
+)
+_log = logging.getLogger("seams.backfill")
+
+
+@dataclass
+class BackfillOutcome:
+    """What a followed backfill did: its id, its runs (in order) and how it ended."""
+
+    backfill_id: str
+    run_ids: list[str] = field(default_factory=list)
+    status: BulkActionStatus = BulkActionStatus.REQUESTED
+    results: list[RunResult] = field(default_factory=list)
+    """In-process runs only: their results (events) for the caller's summary."""
+
+
+def create_backfill(
+    instance: dg.DagsterInstance,
+    defs: dg.Definitions,
+    targets: Mapping[str, Sequence[dg.AssetKey]],
+    *,
+    started_by: str,
+    run_config: Mapping[str, object] | None = None,
+) -> PartitionBackfill:
+    """Add one asset backfill of `targets` (partition -> the assets to materialize there)."""
+    graph = workspace_asset_graph(defs)
+    wanted = {AssetKeyPartitionKey(key, part) for part, keys in targets.items() for key in keys}
+    if not wanted:
+        raise SeamsError("a backfill needs at least one batch and asset: nothing was selected")
+    backfill = PartitionBackfill.from_asset_graph_subset(
+        backfill_id=make_new_backfill_id(),
+        backfill_timestamp=get_current_timestamp(),
+        tags={STARTED_BY_TAG: started_by},
+        dynamic_partitions_store=instance,
+        asset_graph_subset=AssetGraphSubset.from_asset_partition_set(wanted, graph),
+        title=f"{started_by}: {len(targets)} batch(es)",
+        description=", ".join(sorted(targets)),
+        run_config=run_config,
+    )
+    instance.add_backfill(backfill)
+    return backfill
+
+
+def workspace_asset_graph(defs: dg.Definitions):
+    """`defs` as the daemon sees them: the workspace asset graph of location `seams`.
+
+    Dagster's backfill planner works on the workspace graph (a daemon builds it from the code
+    server's snapshot); this builds the same graph from the definitions in hand, so the planner
+    sees exactly the code versions and backfill policies this process will execute.
+    """
+    from dagster._core.code_pointer import ModuleCodePointer
+    from dagster._core.definitions.assets.graph.remote_asset_graph import (
+        RemoteWorkspaceAssetGraph,
+        RemoteWorkspaceAssetNode,
+        RepositoryScopedAssetInfo,
+    )
+    from dagster._core.origin import RepositoryPythonOrigin
+    from dagster._core.remote_origin import RegisteredCodeLocationOrigin
+    from dagster._core.remote_representation.external import RemoteRepository
+    from dagster._core.remote_representation.external_data import RepositorySnap
+    from dagster._core.remote_representation.handle import RepositoryHandle
+
+    repository = defs.get_repository_def()
+    handle = RepositoryHandle(
+        repository_name=repository.name,
+        code_location_origin=RegisteredCodeLocationOrigin(location_name=LOCATION_NAME),
+        repository_python_origin=RepositoryPythonOrigin(
+            executable_path=sys.executable,
+            code_pointer=ModuleCodePointer(module=LOCATION_MODULE, fn_name="defs"),
+        ),
+        display_metadata={},
+    )
+    remote = RemoteRepository(
+        RepositorySnap.from_def(repository), handle, auto_materialize_use_sensors=True
+    ).asset_graph
+    nodes = {
+        key: RemoteWorkspaceAssetNode(
+            repo_scoped_asset_infos=[
+                RepositoryScopedAssetInfo(
+                    asset_node=node, targeting_sensor_names=[], targeting_schedule_names=[]
+                )
+            ]
+        )
+        for key, node in remote.remote_asset_nodes_by_key.items()
+    }
+    return RemoteWorkspaceAssetGraph(
+        remote_asset_nodes_by_key=nodes,
+        remote_asset_check_nodes_by_key=remote.remote_asset_check_nodes_by_key,
+        remote_asset_job_nodes_by_key=remote.remote_asset_job_nodes_by_key,
+    )
+
+
+DISTRIBUTED_EXECUTORS = frozenset({"seams_celery", "celery"})
+
+
+def is_distributed(defs: dg.Definitions, job_name: str) -> bool:
+    """Whether `job_name` runs its steps in other processes that may be on other machines."""
+    return defs.resolve_job_def(job_name).executor_def.name in DISTRIBUTED_EXECUTORS
+
+
+def require_shared_database(who: str) -> None:
+    """Stop `who` unless SEAMS_DATABASE_URL names the one PostgreSQL every process shares.
+
+    Without it each process would start its own embedded server under its own data dir, and a
+    distributed run's steps would write to databases nobody reads.
+    """
+    if os.environ.get(URL_ENV, "").strip():
+        return
+    raise ConfigError(
+        f"{who} needs {URL_ENV}: a distributed run's processes (the one that submits runs and "
+        "every worker) must all point at one PostgreSQL, or each would start its own embedded "
+        f"server and write there. Set {URL_ENV}=postgresql://user@host:5432/seams in every "
+        "process's environment (the same value everywhere)."
+    )
+
+
+def daemon_is_running(instance: dg.DagsterInstance) -> bool:
+    """Whether a live dagster-daemon will pick up a REQUESTED backfill (fresh heartbeat)."""
+    from dagster._daemon.controller import get_daemon_statuses
+    from dagster._daemon.daemon import BackfillDaemon
+
+    kind = BackfillDaemon.daemon_type()
+    try:
+        status = get_daemon_statuses(instance, [kind], ignore_errors=True)[kind]
+    except Exception:  # no heartbeat table yet, a fresh instance: no daemon
+        return False
+    return bool(status.healthy)
+
+
+def _view(instance: dg.DagsterInstance, graph: object, backfill: PartitionBackfill):
+    return AssetGraphView(
+        temporal_context=TemporalContext(
+            effective_dt=datetime_from_timestamp(backfill.backfill_timestamp), last_event_id=None
+        ),
+        instance=instance,
+        asset_graph=graph,
+    )
+
+
+def _run_tags(backfill: PartitionBackfill, request: dg.RunRequest) -> dict[str, str]:
+    tags = {**backfill.tags, **request.tags, BACKFILL_ID_TAG: backfill.backfill_id}
+    key_range = request.partition_key_range
+    if key_range is not None and key_range.start != key_range.end:
+        tags.pop(PARTITION_NAME_TAG, None)
+        tags[ASSET_PARTITION_RANGE_START_TAG] = key_range.start
+        tags[ASSET_PARTITION_RANGE_END_TAG] = key_range.end
+    elif request.partition_key is not None:
+        tags[PARTITION_NAME_TAG] = request.partition_key
+    return tags
+
+
+def run_backfill_here(
+    instance: dg.DagsterInstance,
+    defs: dg.Definitions,
+    backfill_id: str,
+    job_name: str,
+    report: Report,
+    *,
+    distributed: bool = False,
+) -> BackfillOutcome:
+    """Execute backfill `backfill_id` here, iteration by iteration, as the daemon would.
+
+    `distributed`: each run executes through the location's executor (Celery: its steps go to
+    the workers) from the reconstructable job the workers load too, instead of in-process, and
+    the runs of one iteration go at once (one thread each follows its run), so N workers get
+    the N runs of `backfill.max_batches_per_run`.
+    """
+    graph = workspace_asset_graph(defs)
+    job = defs.resolve_job_def(job_name)
+    recon = reconstructable_job(job_name) if distributed else None
+    outcome = BackfillOutcome(backfill_id)
+    progress = _Progress(report, total=len(_target_partitions(_get(instance, backfill_id), graph)))
+    while True:
+        backfill = _get(instance, backfill_id)
+        view = _view(instance, graph, backfill)
+        data = backfill.get_asset_backfill_data(graph)
+        result = execute_asset_backfill_iteration_inner(
+            backfill_id=backfill_id,
+            asset_backfill_data=data,
+            asset_graph_view=view,
+            backfill_start_timestamp=backfill.backfill_timestamp,
+            logger=_log,
+            run_config=backfill.run_config,
+        )
+        data = result.backfill_data.with_run_requests_submitted(result.run_requests, view)
+        instance.update_backfill(_with_data(backfill, data, instance, graph))
+        requests = result.run_requests
+        if not requests:
+            return _finish(instance, graph, backfill_id, data, outcome)
+
+        if recon is None:
+            results = [_execute(instance, job, backfill, r, progress=progress) for r in requests]
+        else:
+            results = _execute_in_run_workers(instance, job, recon, backfill, requests, progress)
+        outcome.results.extend(results)
+        outcome.run_ids.extend(r.run_id for r in results)
+        # the next iteration records what these runs materialized
+
+
+@dataclass
+class _Progress:
+    """One line per batch as its run ends (`batch 3/7 <key>: done in 12.3 s`), thread-safe."""
+
+    report: Report
+    total: int
+    done: int = 0
+    runs: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def run_started(self, batches: int, assets: int) -> None:
+        with self.lock:
+            self.runs += 1
+            self.report(f"run {self.runs}: {batches} batch(es), {assets} asset(s)")
+
+    def batch_ended(self, key: str, state: str, seconds: float) -> None:
+        with self.lock:
+            self.done += 1
+            self.report(f"batch {self.done}/{self.total} {key}: {state} in {seconds:.1f} s")
+
+
+def _target_partitions(backfill: PartitionBackfill, graph) -> list[str]:
+    data = backfill.get_asset_backfill_data(graph)
+    return sorted({t.partition_key for t in data.target_subset.iterate_asset_partitions()})
+
+
+def _options(backfill: PartitionBackfill, request: dg.RunRequest) -> dict[str, object]:
+    return {
+        "asset_selection": list(request.asset_selection or []) or None,
+        "run_config": dict(request.run_config or {}),
+        "tags": _run_tags(backfill, request),
+    }
+
+
+def _execute(
+    instance: dg.DagsterInstance,
+    job: dg.JobDefinition,
+    backfill: PartitionBackfill,
+    request: dg.RunRequest,
+    *,
+    progress: _Progress,
+) -> RunResult:
+    """One planned run, every step in this process."""
+    partitions = _partitions_of(instance, job, request)
+    progress.run_started(len(partitions), len(request.asset_selection or []))
+    started = time.perf_counter()
+    result = job.execute_in_process(instance=instance, raise_on_error=False,
+                                    **_options(backfill, request))  # fmt: skip
+    _report_run(progress, partitions, result, time.perf_counter() - started)
+    return result
+
+
+def _execute_in_run_workers(
+    instance: dg.DagsterInstance,
+    job: dg.JobDefinition,
+    recon: ReconstructableJob,
+    backfill: PartitionBackfill,
+    requests: Sequence[dg.RunRequest],
+    progress: _Progress,
+) -> list[RunResult]:
+    """The planned runs at once, each in its own run worker (`dagster api execute_run`, what
+    Dagster's DefaultRunLauncher starts) whose executor sends the steps to the workers.
+
+    One process per run, not threads: Dagster's run setup (loggers, signal handling) is not
+    thread-safe. The runs are created here first, so they exist in the instance (tagged with
+    the backfill) before any worker process starts.
+    """
+    from dagster._grpc.types import ExecuteRunArgs
+    from dagster._serdes import serialize_value
+
+    job_def = recon.get_definition()
+    started_at = time.perf_counter()
+    launched = []
+    for request in requests:
+        options = _options(backfill, request)
+        selection = options.pop("asset_selection")
+        run = instance.create_run_for_job(
+            job_def=job_def,
+            run_config=options["run_config"],
+            tags=options["tags"],
+            job_code_origin=recon.get_python_origin(),
+            asset_selection=frozenset(selection) if selection else None,
+        )
+        partitions = _partitions_of(instance, job, request)
+        progress.run_started(len(partitions), len(selection or []))
+        args = ExecuteRunArgs(
+            job_origin=recon.get_python_origin(),
+            run_id=run.run_id,
+            instance_ref=instance.get_ref(),
+            set_exit_code_on_failure=True,
+        )
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "dagster", "api", "execute_run", serialize_value(args)],
+            stdout=subprocess.DEVNULL,  # the run's events go to the instance, not here
+        )
+        launched.append((run.run_id, partitions, worker))
+    results = []
+    for run_id, partitions, worker in launched:
+        worker.wait()
+        result = StoredRunResult.of_run(instance, run_id)
+        _report_run(progress, partitions, result, time.perf_counter() - started_at)
+        results.append(result)
+    return results
+
+
+@dataclass
+class StoredRunResult:
+    """A finished run read back from the instance (a run that executed in another process)."""
+
+    run_id: str
+    success: bool
+    all_events: list[dg.DagsterEvent]
+
+    @classmethod
+    def of_run(cls, instance: dg.DagsterInstance, run_id: str) -> StoredRunResult:
+        run = instance.get_run_by_id(run_id)
+        events = [r.dagster_event for r in instance.all_logs(run_id) if r.dagster_event]
+        return cls(run_id, bool(run and run.status == dg.DagsterRunStatus.SUCCESS), events)
+
+    def get_asset_materialization_events(self) -> list[dg.DagsterEvent]:
+        return [event for event in self.all_events if event.is_step_materialization]
+
+
+RunResult = dg.ExecuteInProcessResult | StoredRunResult
+
+
+def _report_run(
+    progress: _Progress, partitions: Sequence[str], result: RunResult, seconds: float
+) -> None:
+    done = _materialized_partitions(result)
+    for key in partitions:
+        progress.batch_ended(key, "done" if key in done or result.success else "failed", seconds)
+
+
+def reconstructable_job(job_name: str) -> ReconstructableJob:
+    """`job_name` of the code location module, as every worker loads it (its settings from the
+    worker's own SEAMS_CONFIG: the same seams.yaml must reach every machine)."""
+    from dagster._core.definitions.reconstruct import ReconstructableRepository
+
+    repository = ReconstructableRepository.for_module(LOCATION_MODULE, "defs", None)
+    return repository.get_reconstructable_job(job_name)
+
+
+def _partitions_of(
+    instance: dg.DagsterInstance, job: dg.JobDefinition, request: dg.RunRequest
+) -> list[str]:
+    key_range = request.partition_key_range
+    if key_range is None:
+        return [request.partition_key] if request.partition_key else []
+    from dagster._core.definitions.partitions.context import partition_loading_context
+
+    with partition_loading_context(dynamic_partitions_store=instance):
+        return list(job.partitions_def.get_partition_keys_in_range(key_range))
+
+
+def _materialized_partitions(result: RunResult) -> set[str]:
+    return {
+        event.step_materialization_data.materialization.partition
+        for event in result.get_asset_materialization_events()
+    }
+
+
+def _finish(
+    instance: dg.DagsterInstance,
+    graph: object,
+    backfill_id: str,
+    data: AssetBackfillData,
+    outcome: BackfillOutcome,
+) -> BackfillOutcome:
+    """End the backfill as the daemon does: SUCCESS when every target materialized."""
+    backfill = _get(instance, backfill_id)
+    missing = data.get_targeted_partitions_without_materialization_status()
+    if not missing.is_empty:
+        data = data.with_failed_and_downstream_subset(data.failed_and_downstream_subset | missing)
+    failed = data.failed_and_downstream_subset.num_partitions_and_non_partitioned_assets > 0
+    outcome.status = (
+        BulkActionStatus.COMPLETED_FAILED if failed else BulkActionStatus.COMPLETED_SUCCESS
+    )
+    instance.update_backfill(
+        _with_data(backfill, data, instance, graph)
+        .with_status(outcome.status)
+        .with_end_timestamp(get_current_timestamp())
+    )
+    return outcome
+
+
+def follow_backfill(
+    instance: dg.DagsterInstance,
+    defs: dg.Definitions,
+    backfill_id: str,
+    report: Report,
+    *,
+    poll_s: float = 1.0,
+    timeout_s: float | None = None,
+) -> BackfillOutcome:
+    """Wait for a backfill someone else executes (the daemon), reporting each batch as it ends."""
+    graph = workspace_asset_graph(defs)
+    outcome = BackfillOutcome(backfill_id)
+    reported: set[str] = set()
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    while True:
+        backfill = _get(instance, backfill_id)
+        data = backfill.get_asset_backfill_data(graph)
+        targets = set(data.target_subset.iterate_asset_partitions())
+        for run in instance.get_runs(filters=dg.RunsFilter(tags={BACKFILL_ID_TAG: backfill_id})):
+            if run.run_id not in outcome.run_ids:
+                outcome.run_ids.append(run.run_id)
+                report(f"run {len(outcome.run_ids)}: {run.run_id} ({run.status.value})")
+        _report_partitions(data, targets, reported, report)
+        if backfill.status in FINISHED:
+            outcome.status = backfill.status
+            outcome.run_ids.sort(key=lambda r: _run_start(instance, r))
+            return outcome
+        if deadline is not None and time.monotonic() > deadline:
+            raise SeamsError(
+                f"backfill {backfill_id} did not finish within {timeout_s:.0f} s; it goes on in "
+                "the daemon: watch it in the UI under Runs -> Backfills"
+            )
+        time.sleep(poll_s)
+
+
+def _report_partitions(
+    data: AssetBackfillData, targets: set, reported: set[str], report: Report
+) -> None:
+    partitions = sorted({t.partition_key for t in targets if t.partition_key})
+    done = set(data.materialized_subset.iterate_asset_partitions())
+    failed = set(data.failed_and_downstream_subset.iterate_asset_partitions())
+    for number, key in enumerate(partitions, 1):
+        mine = {t for t in targets if t.partition_key == key}
+        if key in reported:
+            continue
+        if mine & failed:
+            reported.add(key)
+            report(f"batch {number}/{len(partitions)} {key}: failed")
+        elif mine <= done:
+            reported.add(key)
+            report(f"batch {number}/{len(partitions)} {key}: done")
+
+
+def _run_start(instance: dg.DagsterInstance, run_id: str) -> float:
+    record = instance.get_run_record_by_id(run_id)
+    return (record.create_timestamp.timestamp() if record else 0.0) or 0.0
+
+
+def _get(instance: dg.DagsterInstance, backfill_id: str) -> PartitionBackfill:
+    backfill = instance.get_backfill(backfill_id)
+    if backfill is None:
+        raise SeamsError(f"backfill {backfill_id} is gone from the instance: was it deleted?")
+    return backfill
+
+
+def _with_data(
+    backfill: PartitionBackfill, data: AssetBackfillData, instance: dg.DagsterInstance, graph
+) -> PartitionBackfill:
+    return backfill.with_asset_backfill_data(
+        data, dynamic_partitions_store=instance, asset_graph=graph
+    )

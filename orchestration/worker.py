@@ -1,0 +1,106 @@
+"""`seams worker`: a Celery worker for the `seams` code location (wraps `dagster-celery worker
+start`), refusing to start where it would lose data.
+
+A worker executes steps of runs submitted elsewhere, so it must reach what they reach: the one
+shared PostgreSQL (`SEAMS_DATABASE_URL`; without it the worker would start an embedded server of
+its own and write there), the broker and result backend (`SEAMS_CELERY_BROKER_URL`,
+`SEAMS_CELERY_BACKEND_URL`), the same seams.yaml (`SEAMS_CONFIG`) and the exported model under
+its data dir. Each is checked before Celery starts, with a message saying how to provide it.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from seams.errors import ConfigError, SeamsError
+from seams.orchestration.definitions import CELERY_BACKEND_ENV, CELERY_BROKER_ENV, celery_config
+from seams.orchestration.launch import require_shared_database
+from seams.settings import SeamsSettings
+
+CELERY_APP = "dagster_celery.app"
+"""The Celery app module `dagster-celery` ships; its tasks execute Dagster steps."""
+
+
+@dataclass(frozen=True)
+class WorkerLaunch:
+    """The command that becomes the worker, and its environment."""
+
+    command: list[str]
+    env: dict[str, str]
+    home: Path
+
+
+def check_model() -> None:
+    """The exported model must be on this machine; say where it was looked for and how to get it."""
+    from seams.models.model_store import load_manifest
+    from seams.paths import models_dir
+
+    try:
+        load_manifest()
+    except SeamsError as exc:
+        raise ConfigError(
+            f"`seams worker` cannot embed: {exc} A worker looks for the model under "
+            f"{models_dir()} (SEAMS_DATA_DIR={os.environ.get('SEAMS_DATA_DIR', '<unset>')}). "
+            "Provide it before starting the worker: run `seams model export` on this machine "
+            "with the same SEAMS_DATA_DIR, or mount that folder from a shared volume or bake it "
+            "into the worker's image layer."
+        ) from None
+
+
+def prepare_worker(
+    settings: SeamsSettings, *, name: str, concurrency: int, loglevel: str = "INFO"
+) -> WorkerLaunch:
+    """Check everything a worker needs, prepare DAGSTER_HOME, and build the command."""
+    require_shared_database("`seams worker`")
+    try:
+        import dagster_celery  # noqa: F401
+    except ImportError:
+        raise ConfigError(
+            "`seams worker` needs the Celery extra: pip install 'seams[celery]'"
+        ) from None
+    for variable in (CELERY_BROKER_ENV, CELERY_BACKEND_ENV):
+        if not os.environ.get(variable, "").strip():
+            raise ConfigError(
+                f"`seams worker` needs {variable} (e.g. redis://host:6379/0): the same broker and "
+                "result backend as the process that submits the runs"
+            )
+    if settings.execution.executor != "celery":
+        print(
+            f"seams: note: seams.yaml has execution.executor: {settings.execution.executor}; "
+            "runs reach this worker only with `executor: celery`",
+            file=sys.stderr,
+            flush=True,
+        )
+    check_model()
+    from seams.orchestration.instance import prepare_instance
+
+    seams_instance = prepare_instance()  # creates DAGSTER_HOME (dagster-celery needs it)
+    home = seams_instance.home
+    config_file = home / "celery.yaml"
+    config_file.write_text(
+        yaml.safe_dump({"execution": {"config": celery_config(settings.execution)}}),
+        encoding="utf-8",
+    )
+    bin_dir = Path(sys.executable).parent
+    env = seams_instance.environment()
+    env["PATH"] = f"{bin_dir}{os.pathsep}{env.get('PATH', '')}"  # dagster-celery runs `celery`
+    command = [
+        str(bin_dir / "dagster-celery"), "worker", "start",
+        "-A", CELERY_APP,
+        "-y", str(config_file),
+        "-q", settings.execution.celery_queue,
+        "-n", name,
+        "-l", loglevel,
+        "--", f"--concurrency={concurrency}",
+    ]  # fmt: skip
+    return WorkerLaunch(command, env, home)
+
+
+def default_worker_name() -> str:
+    """Unique per process on a host: `seams-<pid>` (Celery appends `@host`)."""
+    return f"seams-{os.getpid()}"

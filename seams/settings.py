@@ -1,0 +1,191 @@
+"""The project's settings: `SEAMS_CONFIG`, else `./seams.yaml`, else the packaged defaults.
+
+Assets derive their `code_version` from the slice of these settings they read, so the settings
+are loaded when the code location loads (`orchestration.location`) or a command starts, never per
+run, and passed down from there: what the UI calls "unsynced" is exactly what a run would now
+compute differently. Nothing keeps them in a module global.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from seams.chunking.config import (
+    ChunkingConfig,
+    describe_validation_error,
+    reject_booleans_as_numbers,
+)
+from seams.errors import ConfigError
+from seams.extraction.limits import ExtractionLimits
+from seams.paths import PROJECT_SETTINGS, data_dir, packaged_default
+
+CONFIG_ENV = "SEAMS_CONFIG"
+
+
+class Section(BaseModel):
+    """A block of seams.yaml: unknown keys and booleans-as-numbers are errors, not ignored."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_booleans_as_numbers(cls, data: Any) -> Any:
+        return reject_booleans_as_numbers(cls, data)
+
+
+class ChunkingSettings(Section):
+    preset: str = "default"
+    overrides: dict[str, Any] = Field(default_factory=dict)
+
+
+class EmbedderSettings(Section):
+    variant: Literal["fp32", "int8"] = "fp32"
+    batch_size: int = Field(32, ge=1, le=4096)
+    threads: int = Field(0, ge=0, le=256)
+
+
+class RetrievalSettings(Section):
+    # pooled: token-weighted mean of the chunk's candidate embeddings; text: embed the chunk
+    # text; late: late chunking (seams.models.chunk_vectors). `pooled` is the default, chosen by
+    # benchmarks/retrieval_eval.py (172 questions, top 5): it tied `text` on recall@5
+    # (0.971/0.965 vs 0.948/0.988 for keyword/masked queries), beat it on recall@1 (0.83/0.86 vs
+    # 0.77/0.78) and costs no model call; `late` was no better than `text` with chunks of ~165
+    # tokens in a 256-token model (0.948/0.953). Search reads the mode back from the index.
+    mode: Literal["text", "pooled", "late"] = "pooled"
+    late_overlap_tokens: int = Field(64, ge=0, le=200)
+
+
+class InboxSettings(Section):
+    path: str | None = None
+    min_files: int = Field(20, ge=1, le=1_000_000)
+    max_wait_minutes: float = Field(10.0, ge=0.0, le=7 * 24 * 60)
+    seal_cron: str = "0 * * * *"
+
+    @field_validator("seal_cron")
+    @classmethod
+    def _cron(cls, value: str) -> str:
+        from dagster._utils.schedules import is_valid_cron_string
+
+        if not is_valid_cron_string(value):
+            raise ValueError(f"seal_cron={value!r}: not a valid 5-field cron expression")
+        return value
+
+    def folder(self) -> Path:
+        return Path(self.path).expanduser().resolve() if self.path else data_dir() / "inbox"
+
+
+class ExecutionSettings(Section):
+    """How the code location executes a run's steps (the `executor=` of the definitions).
+
+    multiprocess: Dagster's default (one process per step; a run's config may pick in-process);
+    in_process: every step in the run's own process; celery: steps go to Celery workers
+    (`seams worker`, extra `seams[celery]`), broker and backend from `SEAMS_CELERY_BROKER_URL`
+    and `SEAMS_CELERY_BACKEND_URL`. `seams run`/`seams backfill` execute in-process unless this is
+    `celery`, when they submit the runs and follow them.
+    """
+
+    executor: Literal["in_process", "multiprocess", "celery"] = "multiprocess"
+    celery_queue: str = Field("dagster", pattern=r"^[A-Za-z0-9_.-]{1,200}$")
+
+
+class BackfillSettings(Section):
+    """How backfills are planned and started.
+
+    max_batches_per_run: None keeps the assets' single-run policy (a backfill in one run,
+    Dagster's per-run overhead paid once: best on one machine); k: `BackfillPolicy.multi_run(k)`
+    so N workers get N runs. automatic: the daemon backfills the assets a settings change made
+    unsynced by itself after "Reload definitions" (declarative automation); off by default.
+    """
+
+    automatic: bool = False
+    max_batches_per_run: int | None = Field(None, ge=1, le=1_000_000)
+
+
+class SeamsSettings(Section):
+    chunking: ChunkingSettings = Field(default_factory=ChunkingSettings)
+    extraction: dict[str, int | float] = Field(default_factory=dict)
+    """Per-document limits, `seams.extraction.ExtractionLimits` fields: {chars_max: 20000000}."""
+    embedder: EmbedderSettings = Field(default_factory=EmbedderSettings)
+    inbox: InboxSettings = Field(default_factory=InboxSettings)
+    retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings)
+    execution: ExecutionSettings = Field(default_factory=ExecutionSettings)
+    backfill: BackfillSettings = Field(default_factory=BackfillSettings)
+
+    def chunking_config(self) -> ChunkingConfig:
+        return ChunkingConfig.preset(self.chunking.preset, **self.chunking.overrides)
+
+    def extraction_limits(self) -> ExtractionLimits:
+        return ExtractionLimits.from_settings(self.extraction)
+
+    @field_validator("extraction")
+    @classmethod
+    def _valid_limits(cls, value: dict[str, int | float]) -> dict[str, int | float]:
+        try:
+            ExtractionLimits.from_settings(value)
+        except ConfigError as exc:
+            raise ValueError(str(exc)) from None
+        return value
+
+
+def settings_path() -> Path | None:
+    """The settings file this process reads: `SEAMS_CONFIG`, else `./seams.yaml`, else None
+    (the defaults shipped in the package)."""
+    configured = os.environ.get(CONFIG_ENV, "").strip()
+    if configured:
+        return Path(configured).expanduser()
+    local = Path.cwd() / PROJECT_SETTINGS
+    return local if local.is_file() else None
+
+
+def load_settings(path: Path | None = None) -> SeamsSettings:
+    """Read and validate the settings (`settings_path()` unless `path` is given).
+
+    Every problem is one line that names the file, the field and what is allowed.
+    """
+    path = path or settings_path()
+    if path is None:
+        default = packaged_default(PROJECT_SETTINGS)
+        return _parse(default.read_text(encoding="utf-8"), f"the packaged default {default}")
+    if not path.exists():
+        if CONFIG_ENV in os.environ:
+            raise ConfigError(f"{CONFIG_ENV}={path} does not exist: point it at a seams.yaml")
+        raise ConfigError(f"{path} does not exist: point SEAMS_CONFIG at a seams.yaml")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not valid YAML: not UTF-8 text ({exc.reason})") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read it: {exc.strerror or exc}") from None
+    return _parse(text, str(path))
+
+
+def _parse(text: str, source: str) -> SeamsSettings:
+    try:
+        raw = yaml.safe_load(text) or {}
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{source}: not valid YAML{_where(exc)}") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{source}: expected a mapping at the top level")
+    try:
+        settings = SeamsSettings.model_validate(raw)
+    except ValidationError as exc:
+        problems = describe_validation_error(exc).removeprefix("invalid ChunkingConfig: ")
+        raise ConfigError(f"{source}: {problems}") from None
+    try:
+        settings.chunking_config()
+    except ConfigError as exc:
+        raise ConfigError(f"{source}: chunking: {exc}") from None
+    return settings
+
+
+def _where(exc: yaml.YAMLError) -> str:
+    """`at line L, column C: problem` of a YAML error, on one line."""
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None) or " ".join(str(exc).split())
+    at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+    return f"{at}: {problem}"

@@ -1,0 +1,284 @@
+"""Document batches: frozen manifests of source files, registered once, never changed.
+
+A batch is what one partition of every per-batch asset reads. Registering one stores, in a single
+transaction, the manifest rows (`seams.batches`, `seams.batch_documents`) and the bytes of each
+file version (`seams.source_files`, content-addressed by sha256). So a rerun or backfill reads
+exactly the inputs of the first run, even after the inbox changed, and no step hands data through
+local files (the code location runs unchanged on k8s or celery executors).
+
+Registration is idempotent: a file version that is already its document's newest registered
+version never lands in another batch, whoever (sensor, schedule, CLI) races to register it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+import psycopg
+
+from seams.errors import InputError
+
+HASH_BLOCK = 1 << 20
+REGISTER_LOCK = "seams:register-batch"
+
+
+@dataclass(frozen=True)
+class SourceFile:
+    """One file version found in an inbox."""
+
+    path: Path
+    source_uri: str
+    document_id: str
+    sha256: str
+    size_bytes: int
+    mtime: float
+
+
+@dataclass(frozen=True)
+class RefusedFile:
+    path: Path
+    reason: str
+
+
+@dataclass(frozen=True)
+class ManifestEntry:
+    document_id: str
+    source_uri: str
+    source_sha256: str
+    size_bytes: int
+
+
+def document_id_for(source_uri: str) -> str:
+    """Stable per source: a new version of the same file keeps its document id."""
+    return "doc-" + hashlib.sha256(source_uri.encode("utf-8")).hexdigest()[:24]
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        while block := handle.read(HASH_BLOCK):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def scan_inbox(root: Path) -> tuple[list[SourceFile], list[RefusedFile]]:
+    """Every regular file under `root` (sorted), and the entries refused with the reason why.
+
+    Symlinks are followed only while they stay inside `root`; hidden files (`.name`) are skipped,
+    as editors and sync tools leave them half-written.
+    """
+    root = root.expanduser()
+    if root.is_file() and not root.name.startswith("."):
+        return [_source_file(root, root.resolve())], []
+    if not root.is_dir():
+        what = "does not exist" if not root.exists() else "is neither a file nor a folder"
+        raise InputError(f"{root} {what}: pass a file or a folder of documents")
+    real_root = root.resolve()
+    found: list[SourceFile] = []
+    refused: list[RefusedFile] = []
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        kept = []
+        for name in sorted(dirnames):
+            folder = Path(dirpath) / name
+            if name.startswith("."):
+                continue
+            if folder.is_symlink():  # os.walk does not follow it: say so instead of staying silent
+                target = folder.resolve()
+                why = (
+                    f"symlink leaves the inbox (to {target})"
+                    if not target.is_relative_to(real_root)
+                    else "symlinked folder: not followed (its files are scanned where they are)"
+                )
+                refused.append(RefusedFile(folder, why))
+                continue
+            kept.append(name)
+        dirnames[:] = kept
+        for name in sorted(filenames):
+            if name.startswith("."):
+                continue
+            path = Path(dirpath) / name
+            target = path.resolve()
+            if not target.is_relative_to(real_root):
+                refused.append(RefusedFile(path, f"symlink leaves the inbox (to {target})"))
+                continue
+            if not target.is_file():
+                refused.append(RefusedFile(path, "not a regular file"))
+                continue
+            try:
+                found.append(_source_file(path, target))
+            except OSError as exc:
+                refused.append(RefusedFile(path, f"unreadable: {exc.strerror or exc}"))
+    return found, refused
+
+
+def _source_file(path: Path, target: Path) -> SourceFile:
+    """The file version at `path` (whose real file is `target`); OSError when unreadable."""
+    stat = target.stat()
+    digest = file_sha256(target)
+    uri = path.absolute().as_uri()
+    return SourceFile(path, uri, document_id_for(uri), digest, stat.st_size, stat.st_mtime)
+
+
+def unregistered(conn: psycopg.Connection, files: Sequence[SourceFile]) -> list[SourceFile]:
+    """The files that are not their document's newest registered version, in input order.
+
+    A file never registered is new; so is one that changed, one reverted to an older version
+    (A -> B -> A: A is again newer than B, as `current_chunks` must then show), and one that
+    comes back after it was retired (its file had disappeared).
+    """
+    if not files:
+        return []
+    latest = {
+        document_id: None if retired else sha256
+        for document_id, sha256, retired in conn.execute(
+            "SELECT DISTINCT ON (d.document_id) d.document_id, d.source_sha256, EXISTS ("
+            "  SELECT 1 FROM seams.document_tombstones AS t"
+            "  WHERE t.document_id = d.document_id AND t.retired_at >= d.registered_at)"
+            " FROM seams.batch_documents AS d WHERE d.document_id = ANY(%s)"
+            " ORDER BY d.document_id, d.registered_at DESC, d.batch_key DESC",
+            ([f.document_id for f in files],),
+        )
+    }
+    seen: set[str] = set()
+    fresh = []
+    for f in files:
+        if latest.get(f.document_id) != f.sha256 and f.document_id not in seen:
+            seen.add(f.document_id)
+            fresh.append(f)
+    return fresh
+
+
+def batch_key_for(files: Iterable[SourceFile], now: datetime | None = None) -> str:
+    """Sortable by creation time, unique by content: `20261122-190512-1a2b3c4d`."""
+    digest = hashlib.sha256()
+    for f in sorted(files, key=lambda f: (f.document_id, f.sha256)):
+        digest.update(f"{f.document_id}:{f.sha256}\n".encode())
+    stamp = (now or datetime.now(UTC)).strftime("%Y%m%d-%H%M%S")
+    return f"{stamp}-{digest.hexdigest()[:8]}"
+
+
+def register_batch(
+    conn: psycopg.Connection, files: Sequence[SourceFile], *, source: str
+) -> str | None:
+    """Freeze the files that are new versions into a new batch; None when nothing is new.
+
+    One transaction under an advisory lock: a crash leaves the whole batch or nothing, and two
+    registrars (sensor, schedule, CLI) racing over the same files make one batch, not two.
+    """
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (REGISTER_LOCK,))
+        fresh = unregistered(conn, files)
+        if not fresh:
+            return None
+        key = batch_key_for(fresh)
+        conn.execute(
+            "INSERT INTO seams.batches (batch_key, source, document_count) VALUES (%s, %s, %s)",
+            (key, source, len(fresh)),
+        )
+        for f in fresh:
+            _store_file(conn, f)
+        with conn.cursor() as cur:
+            cur.executemany(
+                "INSERT INTO seams.batch_documents"
+                " (batch_key, document_id, source_uri, source_sha256, size_bytes)"
+                " VALUES (%s, %s, %s, %s, %s)",
+                [(key, f.document_id, f.source_uri, f.sha256, f.size_bytes) for f in fresh],
+            )
+    return key
+
+
+def _store_file(conn: psycopg.Connection, f: SourceFile) -> None:
+    """Copy the file's bytes into the database, checking they still hash to what we scanned."""
+    content = f.path.read_bytes()
+    if hashlib.sha256(content).hexdigest() != f.sha256:
+        raise InputError(f"{f.path} changed while it was being registered: register it again")
+    conn.execute(
+        "INSERT INTO seams.source_files (sha256, size_bytes, content) VALUES (%s, %s, %s)"
+        " ON CONFLICT (sha256) DO NOTHING",
+        (f.sha256, f.size_bytes, content),
+    )
+
+
+def batch_manifest(conn: psycopg.Connection, batch_key: str) -> list[ManifestEntry]:
+    """The frozen manifest of one batch, ordered by document id; an unknown key is an error."""
+    rows = conn.execute(
+        "SELECT document_id, source_uri, source_sha256, size_bytes"
+        " FROM seams.batch_documents WHERE batch_key = %s ORDER BY document_id",
+        (batch_key,),
+    ).fetchall()
+    if not rows:
+        exists = conn.execute(
+            "SELECT 1 FROM seams.batches WHERE batch_key = %s", (batch_key,)
+        ).fetchone()
+        if not exists:
+            raise InputError(
+                f"batch {batch_key!r} is not registered: register it with `seams run PATH` "
+                "or let the inbox sensor do it"
+            )
+    return [ManifestEntry(*row) for row in rows]
+
+
+def source_bytes(conn: psycopg.Connection, sha256: str) -> bytes:
+    row = conn.execute(
+        "SELECT content FROM seams.source_files WHERE sha256 = %s", (sha256,)
+    ).fetchone()
+    if row is None:
+        raise InputError(
+            f"the stored source with sha256 {sha256} is missing from seams.source_files"
+        )
+    return bytes(row[0])
+
+
+def all_batch_keys(conn: psycopg.Connection) -> list[str]:
+    return [r[0] for r in conn.execute("SELECT batch_key FROM seams.batches ORDER BY batch_key")]
+
+
+@dataclass(frozen=True)
+class RetiredDocument:
+    """A document whose file was in a folder's earlier batch and is gone from the folder now."""
+
+    document_id: str
+    source_uri: str
+    last_batch_key: str
+
+
+RETIRE_REASON = "its file is no longer in the folder"
+
+
+def retire_missing(
+    conn: psycopg.Connection, root: Path, present: Iterable[Path]
+) -> list[RetiredDocument]:
+    """Retire every live document registered from under the folder `root` whose file is not
+    among `present` (every path the scan saw, refused ones too): one tombstone row each, in one
+    transaction under the registration lock. `current_chunks` and search drop them at once;
+    their batches and chunks stay as history. A file path (not a folder) retires nothing.
+    """
+    root = root.expanduser()
+    if not root.is_dir():
+        return []
+    prefix = root.absolute().as_uri().rstrip("/") + "/"
+    seen = [document_id_for(path.absolute().as_uri()) for path in present]
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (REGISTER_LOCK,))
+        rows = conn.execute(
+            "INSERT INTO seams.document_tombstones"
+            " (document_id, source_uri, last_batch_key, reason)"
+            " SELECT latest.document_id, latest.source_uri, latest.batch_key, %(reason)s"
+            " FROM (SELECT DISTINCT ON (d.document_id) d.document_id, d.source_uri,"
+            "              d.batch_key, d.registered_at"
+            "       FROM seams.batch_documents AS d"
+            "       WHERE left(d.source_uri, length(%(prefix)s)) = %(prefix)s"
+            "       ORDER BY d.document_id, d.registered_at DESC, d.batch_key DESC) AS latest"
+            " WHERE NOT (latest.document_id = ANY(%(seen)s))"
+            "   AND NOT EXISTS (SELECT 1 FROM seams.document_tombstones AS t"
+            "                   WHERE t.document_id = latest.document_id"
+            "                     AND t.retired_at >= latest.registered_at)"
+            " RETURNING document_id, source_uri, last_batch_key",
+            {"reason": RETIRE_REASON, "prefix": prefix, "seen": seen},
+        ).fetchall()
+    return sorted((RetiredDocument(*row) for row in rows), key=lambda r: r.source_uri)

@@ -1,0 +1,545 @@
+"""The one place that knows every table Seams stores, and the DDL that creates them.
+
+Tables are declared here, not guessed from whatever DataFrame an asset returns: a column that
+changes name or type is a contract change, visible in one diff. Every table lives in the PostgreSQL
+schema `seams`. An asset table is named after its asset (the asset key's last component) and, when
+partitioned, carries `batch_key` (the `document_batches` partition key) as its first column.
+
+Each asset table has a `key`: the columns that identify one row within a partition. It is both the
+stable ORDER BY of loads and a unique index led by `batch_key`, which is the partition index too:
+a write that would store two rows for one candidate or chunk fails instead of poisoning
+downstream assets.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+
+from psycopg import sql
+
+SCHEMA = "seams"
+BATCH_KEY = "batch_key"
+EMBEDDING_DIM = 384
+"""Dimension of the retrieval index's vectors (all-MiniLM-L6-v2)."""
+
+# PostgreSQL type -> (COPY type name for `Copy.set_types`, pandas dtype when NOT NULL, when NULL).
+# `vector` without a dimension stores any model's embeddings (a 256-d static model exists too).
+_TYPES: dict[str, tuple[str, str, str]] = {
+    "text": ("text", "str", "str"),
+    "integer": ("int4", "int64", "Int64"),
+    "bigint": ("int8", "int64", "Int64"),
+    "double precision": ("float8", "float64", "float64"),
+    "boolean": ("bool", "bool", "boolean"),
+    "jsonb": ("jsonb", "object", "object"),
+    "bytea": ("bytea", "object", "object"),
+    "timestamptz": ("timestamptz", "datetime64[us, UTC]", "datetime64[us, UTC]"),
+    "vector": ("vector", "object", "object"),
+}
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column: its name, PostgreSQL type and whether it may hold NULL.
+
+    `dtype` is what `PostgresIOManager` loads it as: ints stay `int64` (`Int64` when nullable),
+    floats `float64` (NULL -> NaN), booleans `bool`, text `str`, jsonb Python objects, and
+    vectors 1-D float32 numpy arrays in an object column.
+    """
+
+    name: str
+    pg_type: str
+    nullable: bool = False
+    default: str | None = None
+    """A trusted SQL expression (declared here, never user input), e.g. `now()`."""
+    description: str = ""
+    """What the column holds, for people: shown in the Dagster UI's column schema."""
+
+    def __post_init__(self) -> None:
+        if self.base_type not in _TYPES:
+            raise ValueError(f"column {self.name}: unsupported type {self.pg_type!r}")
+
+    @property
+    def base_type(self) -> str:
+        """`pg_type` without a type modifier: `vector(384)` -> `vector`."""
+        return self.pg_type.split("(", 1)[0].strip()
+
+    @property
+    def dimension(self) -> int | None:
+        """The fixed dimension of a `vector(n)` column, None for any other column."""
+        if self.base_type == "vector" and "(" in self.pg_type:
+            return int(self.pg_type.split("(", 1)[1].rstrip(")"))
+        return None
+
+    @property
+    def copy_type(self) -> str:
+        return _TYPES[self.base_type][0]
+
+    @property
+    def dtype(self) -> str:
+        return _TYPES[self.base_type][2 if self.nullable else 1]
+
+
+@dataclass(frozen=True)
+class Table:
+    """A declared table. `partitioned` tables get a leading `batch_key text NOT NULL` column.
+
+    `key` identifies a row (within a partition, for partitioned tables): loads are ordered by it
+    and it is unique. `primary_key`, `unique` and `foreign_keys` are for the manifest tables.
+    """
+
+    name: str
+    columns: tuple[Column, ...]
+    key: tuple[str, ...]
+    partitioned: bool = True
+    primary_key: tuple[str, ...] = ()
+    unique: tuple[tuple[str, ...], ...] = ()
+    foreign_keys: tuple[tuple[tuple[str, ...], str, tuple[str, ...]], ...] = ()
+    indexes: tuple[tuple[str, ...], ...] = ()
+    description: str = ""
+    _by_name: dict[str, Column] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        batch = Column(
+            BATCH_KEY, "text", description="the document batch (a document_batches partition)"
+        )
+        cols = (batch, *self.columns) if self.partitioned else self.columns
+        object.__setattr__(self, "columns", tuple(cols))
+        object.__setattr__(self, "_by_name", {c.name: c for c in cols})
+        names = [c.name for c in cols]
+        if len(set(names)) != len(names):
+            raise ValueError(f"table {self.name}: duplicate column names")
+        for group in (self.key, self.primary_key, *self.unique, *self.indexes):
+            missing = [n for n in group if n not in self._by_name]
+            if missing:
+                raise ValueError(f"table {self.name}: unknown columns {missing}")
+
+    @property
+    def column_names(self) -> list[str]:
+        return [c.name for c in self.columns]
+
+    @property
+    def data_columns(self) -> list[Column]:
+        """The columns an asset's DataFrame must carry (`batch_key` is optional there)."""
+        return [c for c in self.columns if c.name != BATCH_KEY or not self.partitioned]
+
+    @property
+    def order_by(self) -> tuple[str, ...]:
+        """The stable load order: the partition, then the row key."""
+        return (BATCH_KEY, *self.key) if self.partitioned else self.key
+
+    def column(self, name: str) -> Column:
+        return self._by_name[name]
+
+    def identifier(self) -> sql.Identifier:
+        return sql.Identifier(SCHEMA, self.name)
+
+    @property
+    def qualified_name(self) -> str:
+        """`seams.<name>`, for messages and Dagster's `dagster/table_name`."""
+        return f"{SCHEMA}.{self.name}"
+
+    def create_statements(self) -> Iterator[sql.Composable]:
+        """Idempotent DDL: the table, then its key and secondary indexes."""
+        parts: list[sql.Composable] = [_column_sql(c) for c in self.columns]
+        if self.primary_key:
+            parts.append(sql.SQL("PRIMARY KEY ({})").format(_idents(self.primary_key)))
+        for cols in self.unique:
+            parts.append(sql.SQL("UNIQUE ({})").format(_idents(cols)))
+        for cols, ref_table, ref_cols in self.foreign_keys:
+            parts.append(
+                sql.SQL("FOREIGN KEY ({}) REFERENCES {} ({})").format(
+                    _idents(cols), sql.Identifier(SCHEMA, ref_table), _idents(ref_cols)
+                )
+            )
+        yield sql.SQL("CREATE TABLE IF NOT EXISTS {} ({})").format(
+            self.identifier(), sql.SQL(", ").join(parts)
+        )
+        if self.key and self.key != self.primary_key:
+            yield sql.SQL("CREATE UNIQUE INDEX IF NOT EXISTS {} ON {} ({})").format(
+                sql.Identifier(f"{self.name}_key"), self.identifier(), _idents(self.order_by)
+            )
+        for cols in self.indexes:
+            yield sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} ({})").format(
+                sql.Identifier(f"{self.name}_{'_'.join(cols)}_idx"),
+                self.identifier(),
+                _idents(cols),
+            )
+
+
+def _column_sql(column: Column) -> sql.Composable:
+    # pg_type and default are declared constants of this module, never user input.
+    text = sql.SQL("{} {}").format(sql.Identifier(column.name), sql.SQL(column.pg_type))
+    if not column.nullable:
+        text = sql.SQL("{} NOT NULL").format(text)
+    if column.default is not None:
+        text = sql.SQL("{} DEFAULT {}").format(text, sql.SQL(column.default))
+    return text
+
+
+def _idents(names: Sequence[str]) -> sql.Composable:
+    return sql.SQL(", ").join(sql.Identifier(n) for n in names)
+
+
+def _cols(*specs: tuple[str, str, str] | tuple[str, str, bool, str]) -> tuple[Column, ...]:
+    """Columns from `(name, type, description)` or `(name, type, NULL, description)`."""
+    columns = []
+    for name, pg_type, *rest in specs:
+        nullable = bool(rest[0]) if rest and isinstance(rest[0], bool) else False
+        description = rest[-1] if rest and isinstance(rest[-1], str) else ""
+        columns.append(Column(name, pg_type, nullable, description=description))
+    return tuple(columns)
+
+
+NULL = True  # readability in the column lists below
+
+# --- asset tables (contract: names and columns are read by the assets and by RAG clients) -----
+
+EXTRACTED_TEXT = Table(
+    "extracted_text",
+    _cols(
+        (
+            "document_id",
+            "text",
+            "stable id of the source (sha256 of its URI): every version keeps it",
+        ),
+        (
+            "source_uri",
+            "text",
+            "where the file was found (file:// URI); its basename names it in the UI",
+        ),
+        (
+            "source_sha256",
+            "text",
+            "sha256 of the file version's bytes (stored in seams.source_files)",
+        ),
+        ("mime", "text", "detected type the extractor used"),
+        ("title", "text", NULL, "first heading or document title, when there is one"),
+        ("text", "text", "the extracted text all offsets refer to ('' when extraction failed)"),
+        ("page_spans", "jsonb", NULL, "[start_char, end_char] per page for paged formats (PDF)"),
+        ("char_count", "integer", "characters of text"),
+        (
+            "error",
+            "text",
+            NULL,
+            "why extraction failed (NULL on success): fix the file or remove it",
+        ),
+        ("warnings", "jsonb", NULL, "non-fatal problems met while extracting"),
+    ),
+    key=("document_id",),
+    description="One row per document of the batch; a failed extraction has text '' and error.",
+)
+
+# The per-candidate tables form a chain (candidates -> embeddings -> boundaries): each step reads
+# only its direct upstream, so every row carries the candidate forward, with the text pieces that
+# rebuild the document (`gap_before` + `text`, in order), the file's name and version.
+_CANDIDATE = _cols(
+    ("document_id", "text", "the document (see extracted_text)"),
+    ("candidate_index", "integer", "position of the candidate in its document, 0..n-1"),
+    ("start_char", "integer", "first character of the candidate in the document text"),
+    ("end_char", "integer", "one past its last character (text[start_char:end_char])"),
+    ("kind", "text", "sentence, heading, list_item, table or code"),
+    ("section", "text", "heading path above the candidate ('A > B'), '' before any heading"),
+    ("page", "integer", NULL, "page of start_char (paged formats), else NULL"),
+    ("last_page", "integer", NULL, "page of the candidate's last character (paged formats)"),
+    ("token_count", "integer", "tokens of the embedding model's tokenizer"),
+    # Structure the assembly step needs (chunking.segment.Candidate): a change of
+    # `paragraph` is a paragraph break; `split` marks a piece of a longer unit; a table piece
+    # after the first repeats the header at header_start:header_end.
+    ("paragraph", "integer", "paragraph number: a change marks a paragraph break"),
+    ("split", "boolean", "true for a piece of a longer unit (table rows, an oversized sentence)"),
+    ("header_start", "integer", NULL, "start of the table header a later table piece repeats"),
+    ("header_end", "integer", NULL, "end of that header"),
+    ("gap_before", "text", "text between the previous candidate (or the start) and this one"),
+    ("text", "text", "the candidate: document text[start_char:end_char]"),
+    ("source_uri", "text", "the file (its basename names it in the UI)"),
+    ("source_sha256", "text", "the file version the candidate comes from (lineage)"),
+)
+
+SENTENCE_CANDIDATES = Table(
+    "sentence_candidates",
+    _CANDIDATE,
+    key=("document_id", "candidate_index"),
+    description="One row per sentence / heading / list item / table / code block.",
+)
+
+_MODEL_ID = _cols(
+    ("model_id", "text", "sha256 of the model that embedded it ('none': lexical fallback)"),
+)
+
+CANDIDATE_EMBEDDINGS = Table(
+    "candidate_embeddings",
+    (
+        *_CANDIDATE,
+        *_MODEL_ID,
+        *_cols(
+            # NULL: the model failed, boundaries use the lexical fallback.
+            ("embedding", "vector", NULL, "the candidate's unit vector (text windows: forward)"),
+            ("window_before", "vector", NULL, "text windows only: the window ending here"),
+        ),
+    ),
+    key=("document_id", "candidate_index", "model_id"),
+    description="Every candidate with its L2-normalised float32 embedding (NULL: fallback).",
+)
+
+SEMANTIC_BOUNDARIES = Table(
+    "semantic_boundaries",
+    (
+        *_CANDIDATE,
+        *_MODEL_ID,
+        *_cols(
+            ("embedding", "vector", NULL, "the candidate's vector (chunk cohesion, pooling)"),
+            ("similarity", "double precision", NULL, "similarity across the gap before it"),
+            ("threshold", "double precision", NULL, "the threshold rule's value for the document"),
+            ("is_boundary", "boolean", "whether a chunk starts at this candidate"),
+            (
+                "reason",
+                "text",
+                "why a chunk starts here: document_start, structural, semantic, size or "
+                "fallback ('' if none)",
+            ),
+            ("method", "text", "similarity source: semantic (embeddings) or jaccard (lexical)"),
+        ),
+    ),
+    key=("document_id", "candidate_index"),
+    description="Every candidate with the verdict on the gap before it: similarity, threshold, "
+    "and whether (and why) a chunk starts there.",
+)
+
+CHUNKS = Table(
+    "chunks",
+    _cols(
+        ("chunk_id", "text", "sha256 of document_id and normalised text: stable across reruns"),
+        ("document_id", "text", "the document (see extracted_text)"),
+        ("chunk_index", "integer", "position of the chunk in its document, 0..total_chunks-1"),
+        ("total_chunks", "integer", "chunks of this document version"),
+        ("text", "text", "the chunk: exactly text[start_char:end_char] of the document"),
+        ("start_char", "integer", "start in the document text, overlap included"),
+        ("end_char", "integer", "end in the document text"),
+        ("overlap_start", "integer", "start of the overlap taken from the previous chunk"),
+        ("overlap_end", "integer", "end of that overlap (= start of the chunk's own text)"),
+        ("token_count", "integer", "tokens of the embedding model's tokenizer"),
+        ("sentence_count", "integer", "candidates in the chunk"),
+        ("page_start", "integer", NULL, "first page (paged formats)"),
+        ("page_end", "integer", NULL, "last page (paged formats)"),
+        ("section", "text", "heading path of the chunk's first candidate"),
+        (
+            "cohesion",
+            "double precision",
+            NULL,
+            "mean pairwise similarity of its candidates (NULL without embeddings)",
+        ),
+        ("boundary_method", "text", "similarity source of its boundaries: semantic or jaccard"),
+        ("strategy", "text", "chunking strategy (context_aware)"),
+        ("metadata", "jsonb", "size, start reason (boundary_reason), oversized/undersized flags"),
+        # Lineage (contract): which run, config, model and file version produced the chunk.
+        ("run_id", "text", "the Dagster run that wrote it"),
+        ("config_hash", "text", "fingerprint of the chunking config"),
+        ("model_id", "text", "sha256 of the embedding model ('none' in the lexical fallback)"),
+        ("source_sha256", "text", "the file version it was cut from"),
+        ("code_version", "text", "code version of the chunks asset that made it"),
+    ),
+    key=("document_id", "chunk_index"),
+    indexes=(("document_id", "source_sha256"),),
+    description="The chunks a RAG system reads; query `seams.current_chunks` for fresh ones.",
+)
+
+CHUNK_INDEX = Table(
+    "chunk_index",
+    _cols(
+        ("chunk_id", "text", "the chunk (see chunks)"),
+        ("document_id", "text", "the document"),
+        ("mode", "text", "how the vector was made: text, pooled or late"),
+        ("model_id", "text", "sha256 of the embedding model"),
+        ("embedding", f"vector({EMBEDDING_DIM})", "unit vector searched with HNSW (cosine)"),
+    ),
+    key=("document_id", "chunk_id", "model_id", "mode"),
+    description="Retrieval embeddings of chunks; HNSW (cosine) index: `chunk_index_hnsw()`.",
+)
+
+ASSET_TABLES: dict[str, Table] = {
+    t.name: t
+    for t in (
+        EXTRACTED_TEXT,
+        SENTENCE_CANDIDATES,
+        CANDIDATE_EMBEDDINGS,
+        SEMANTIC_BOUNDARIES,
+        CHUNKS,
+        CHUNK_INDEX,
+    )
+}
+"""Tables written by `PostgresIOManager`, keyed by asset name."""
+
+# --- manifest and cache tables (written by orchestration / the embedding cache, not assets) ---
+
+BATCHES = Table(
+    "batches",
+    (
+        Column("batch_key", "text"),
+        Column("created_at", "timestamptz", default="now()"),
+        Column("source", "text"),
+        Column("document_count", "integer"),
+    ),
+    key=("batch_key",),
+    partitioned=False,
+    primary_key=("batch_key",),
+    description="One row per sealed batch (a `document_batches` partition); never changes.",
+)
+
+BATCH_DOCUMENTS = Table(
+    "batch_documents",
+    (
+        Column("batch_key", "text"),
+        Column("document_id", "text"),
+        Column("source_uri", "text"),
+        Column("source_sha256", "text"),
+        Column("size_bytes", "bigint"),
+        Column("registered_at", "timestamptz", default="now()"),
+    ),
+    key=("batch_key", "document_id"),
+    partitioned=False,
+    primary_key=("batch_key", "document_id"),
+    # Registration (seams/storage/batches.py) admits a file version only when it is not already
+    # the document's newest: sensors stay idempotent, and a reverted file lands again.
+    indexes=(("document_id", "registered_at"),),
+    foreign_keys=((("batch_key",), "batches", ("batch_key",)),),
+    description="The frozen manifest: which file versions make up each batch.",
+)
+
+SOURCE_FILES = Table(
+    "source_files",
+    (
+        Column("sha256", "text"),
+        Column("size_bytes", "bigint"),
+        Column("content", "bytea"),
+    ),
+    key=("sha256",),
+    partitioned=False,
+    primary_key=("sha256",),
+    description="The bytes of every registered file version, so reruns read the same inputs.",
+)
+
+EMBEDDING_CACHE = Table(
+    "embedding_cache",
+    (
+        Column("model_id", "text"),
+        Column("text_sha256", "bytea"),
+        Column("embedding", "vector"),
+    ),
+    key=("model_id", "text_sha256"),
+    partitioned=False,
+    primary_key=("model_id", "text_sha256"),
+    description="Embeddings by (model, sha256 of the exact text): reruns skip the model.",
+)
+
+DOCUMENT_TOMBSTONES = Table(
+    "document_tombstones",
+    (
+        Column("document_id", "text", description="the retired document"),
+        Column("source_uri", "text", description="the file that disappeared"),
+        Column("retired_at", "timestamptz", default="now()", description="when it was retired"),
+        Column("last_batch_key", "text", description="the batch of its last registered version"),
+        Column("reason", "text", description="why: the scan of its folder no longer found it"),
+    ),
+    key=("document_id", "retired_at"),
+    partitioned=False,
+    primary_key=("document_id", "retired_at"),
+    # A document retired after its newest registration is gone: `current_chunks` (and so search)
+    # drops it, history (chunks, batch_documents) stays. Registering it again revives it.
+    description="One row per retirement of a document whose file disappeared from its folder.",
+)
+
+TABLES: tuple[Table, ...] = (
+    *ASSET_TABLES.values(),
+    BATCHES,
+    BATCH_DOCUMENTS,
+    SOURCE_FILES,
+    EMBEDDING_CACHE,
+    DOCUMENT_TOMBSTONES,
+)
+
+CURRENT_CHUNKS_VIEW = "current_chunks"
+
+
+def current_chunks_view() -> sql.Composable:
+    """`seams.current_chunks`: per document, only the chunks of its newest registered version,
+    and none for a document retired since (its file disappeared: `document_tombstones`).
+
+    "Newest" is by `batch_documents.registered_at`, ties broken by `batch_key`. A document whose
+    newest version is registered but not chunked yet shows no chunks rather than stale ones.
+    """
+    return sql.SQL(
+        """CREATE OR REPLACE VIEW {view} AS
+        SELECT c.* FROM {chunks} AS c
+        JOIN (
+            SELECT DISTINCT ON (d.document_id) d.document_id, d.source_sha256, d.batch_key,
+                   d.registered_at
+            FROM {documents} AS d
+            ORDER BY d.document_id, d.registered_at DESC, d.batch_key DESC
+        ) AS latest
+          ON latest.document_id = c.document_id
+         AND latest.source_sha256 = c.source_sha256
+         AND latest.batch_key = c.batch_key
+        WHERE NOT EXISTS (
+            SELECT 1 FROM {tombstones} AS t
+            WHERE t.document_id = latest.document_id AND t.retired_at >= latest.registered_at
+        )"""
+    ).format(
+        view=sql.Identifier(SCHEMA, CURRENT_CHUNKS_VIEW),
+        chunks=CHUNKS.identifier(),
+        documents=BATCH_DOCUMENTS.identifier(),
+        tombstones=DOCUMENT_TOMBSTONES.identifier(),
+    )
+
+
+CHUNK_INDEX_HNSW = "chunk_index_embedding_hnsw"
+CHUNK_PARENTS_VIEW = "chunk_parents"
+
+
+def chunk_index_hnsw() -> sql.Composable:
+    """The HNSW index (cosine distance, pgvector's defaults m=16, ef_construction=64) that makes
+    `ORDER BY embedding <=> q LIMIT n` over `seams.chunk_index` logarithmic, not a full scan."""
+    return sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} USING hnsw ({} vector_cosine_ops)").format(
+        sql.Identifier(CHUNK_INDEX_HNSW),
+        CHUNK_INDEX.identifier(),
+        sql.Identifier("embedding"),
+    )
+
+
+def chunk_parents_view() -> sql.Composable:
+    """`seams.chunk_parents`: the parent record of every chunk (parent-child retrieval).
+
+    A parent is a section of one document version (the chunks sharing a heading path), or the
+    whole document where it has no headings (section ''). Derived from `chunks`, so it can never
+    disagree with them: span, chunk range and count per (batch_key, document_id, section).
+    """
+    return sql.SQL(
+        """CREATE OR REPLACE VIEW {view} AS
+        SELECT batch_key, document_id, source_sha256, section,
+               CASE WHEN section = '' THEN 'document' ELSE 'section' END AS parent_kind,
+               min(start_char) AS start_char, max(end_char) AS end_char,
+               min(chunk_index) AS first_chunk_index, max(chunk_index) AS last_chunk_index,
+               count(*) AS chunk_count
+        FROM {chunks}
+        GROUP BY batch_key, document_id, source_sha256, section"""
+    ).format(view=sql.Identifier(SCHEMA, CHUNK_PARENTS_VIEW), chunks=CHUNKS.identifier())
+
+
+def ddl(*, schema_exists: bool = False, vector_exists: bool = False) -> list[sql.Composable]:
+    """Every statement that creates the `seams` schema, idempotently, in dependency order."""
+    statements: list[sql.Composable] = []
+    if not vector_exists:
+        statements.append(sql.SQL("CREATE EXTENSION IF NOT EXISTS vector"))
+    if not schema_exists:
+        statements.append(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(SCHEMA)))
+    for table in TABLES:
+        statements.extend(table.create_statements())
+    statements.append(current_chunks_view())
+    statements.append(chunk_index_hnsw())
+    statements.append(chunk_parents_view())
+    return statements
+
+
+def asset_table(asset_name: str) -> Table | None:
+    """The declared table of an asset, or None when the asset stores nothing in PostgreSQL."""
+    return ASSET_TABLES.get(asset_name)

@@ -1,0 +1,104 @@
+"""`seams run` and `seams backfill` record their work as one Dagster asset backfill.
+
+No daemon runs here (the CLI case): Seams drives the backfill through Dagster's own planner and
+executes its run in-process; the instance must show one backfill, its runs tagged with it, every
+partition materialized, and per-partition row counts in each materialization.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import dagster as dg
+import psycopg
+import pytest
+from dagster._core.execution.backfill import BulkActionStatus
+
+from seams.orchestration import launch, runner
+from seams.orchestration.definitions import build_definitions
+from seams.settings import SeamsSettings, load_settings
+
+BATCHES = (("field_notes.md",), ("history_of_maps.txt", "kitchen_science.md"))
+"""Two batches of different sizes: per-partition and per-run counts cannot agree by chance."""
+
+
+def _two_batches(tmp_path: Path) -> list[str]:
+    keys = []
+    for number, names in enumerate(BATCHES):
+        folder = tmp_path / f"batch_{number}"
+        folder.mkdir()
+        for name in names:
+            shutil.copy(runner.SAMPLE_CORPUS / name, folder / name)
+        keys.extend(runner.register_path(folder, print))
+    assert len(keys) == 2
+    return keys
+
+
+def _backfill_runs(instance: dg.DagsterInstance, backfill_id: str) -> list[dg.DagsterRun]:
+    return list(
+        instance.get_runs(filters=dg.RunsFilter(tags={launch.BACKFILL_ID_TAG: backfill_id}))
+    )
+
+
+def _partition_row_counts(instance: dg.DagsterInstance, run_id: str, asset: str) -> dict:
+    counts = {}
+    for record in instance.all_logs(run_id):
+        event = record.dagster_event
+        if event and event.is_step_materialization:
+            materialization = event.step_materialization_data.materialization
+            if materialization.asset_key == dg.AssetKey(asset):
+                meta = materialization.metadata["dagster/partition_row_count"]
+                counts[materialization.partition] = int(meta.value)
+    return counts
+
+
+def _stored_counts(database_url: str) -> dict[str, int]:
+    with psycopg.connect(database_url) as conn:
+        return dict(conn.execute("SELECT batch_key, count(*) FROM seams.chunks GROUP BY batch_key"))
+
+
+@pytest.mark.slow
+def test_two_batches_then_a_settings_change_are_each_one_backfill_with_one_run(
+    instance: dg.DagsterInstance, tmp_path: Path, database_url: str
+) -> None:
+    keys = _two_batches(tmp_path)
+    summary = runner.RunSummary(batches=keys)
+    runner.materialize_batches(instance, keys, print, summary)
+
+    (first_id,) = summary.backfill_ids
+    first = instance.get_backfill(first_id)
+    assert first.status == BulkActionStatus.COMPLETED_SUCCESS
+    assert first.tags[launch.STARTED_BY_TAG] == "seams run"
+    (run,) = _backfill_runs(instance, first_id)
+    assert summary.run_ids == [run.run_id]
+    assert run.status == dg.DagsterRunStatus.SUCCESS
+    stored = _stored_counts(database_url)
+    assert set(stored) == set(keys) and all(n > 0 for n in stored.values())
+    assert stored[keys[0]] < stored[keys[1]]
+    assert _partition_row_counts(instance, run.run_id, "chunks") == stored
+
+    # A settings change makes the boundary stages unsynced; `seams backfill` recomputes them.
+    defaults = load_settings()
+    changed = SeamsSettings.model_validate(
+        {**defaults.model_dump(), "chunking": {"preset": "default", "overrides": {"cut_cost": 3.0}}}
+    )
+    defs = build_definitions(changed)
+    stale = runner.unsynced_assets(instance, keys, defs=defs)
+    assert all(dg.AssetKey("chunks") in stale[k] for k in keys)
+    assert all(dg.AssetKey("candidate_embeddings") not in stale[k] for k in keys)
+
+    again = runner.backfill(instance, print, defs=defs)
+    (second_id,) = again.backfill_ids
+    second = instance.get_backfill(second_id)
+    assert second.status == BulkActionStatus.COMPLETED_SUCCESS
+    assert second.tags[launch.STARTED_BY_TAG] == "seams backfill"
+    (rerun,) = _backfill_runs(instance, second_id)
+    assert again.run_ids == [rerun.run_id]
+    assert set(second.asset_selection) == set(stale[keys[0]])
+    data = second.get_asset_backfill_data(defs.resolve_asset_graph())
+    assert data.materialized_subset == data.target_subset  # every partition ended materialized
+    assert again.texts_embedded == 0  # unchanged embeddings: nothing re-embedded
+    assert _partition_row_counts(instance, rerun.run_id, "chunks") == _stored_counts(database_url)
+    assert runner.unsynced_assets(instance, keys, defs=defs) == {k: [] for k in keys}
+    assert runner.backfill(instance, print, defs=defs).backfill_ids == []  # nothing left to do

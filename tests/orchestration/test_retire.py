@@ -1,0 +1,128 @@
+"""Deleted sources retire: a file that was in a folder's earlier batch and is gone when `seams run`
+scans that folder again leaves `seams.current_chunks` (and so search), with a tombstone row, while
+its history stays queryable; it comes back when the file does. `seams run FILE` chunks one file.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import dagster as dg
+import psycopg
+import pytest
+
+from seams.assets.partitions import document_batches
+from seams.models.model_store import ModelManifest
+from seams.orchestration import runner
+from seams.orchestration.definitions import build_definitions
+from seams.settings import load_settings
+from seams.storage.batches import document_id_for
+from seams.storage.search import format_response, search_response
+
+SAMPLES = ("field_notes.md", "city_notes.txt")
+
+
+@pytest.fixture
+def inbox(tmp_path: Path) -> Path:
+    folder = tmp_path / "inbox"
+    folder.mkdir()
+    for name in SAMPLES:
+        shutil.copy(runner.SAMPLE_CORPUS / name, folder / name)
+    return folder
+
+
+def _seams_run(
+    instance: dg.DagsterInstance, path: Path, retired: list[str] | None = None
+) -> list[str]:
+    """What `seams run PATH` does: register (and retire), then materialize every new batch."""
+    keys = runner.register_path(path, print, retired=retired)
+    if keys:
+        instance.add_dynamic_partitions(document_batches.name, keys)
+        job = build_definitions(load_settings()).resolve_job_def(runner.JOB_NAME)
+        for key in keys:
+            result = job.execute_in_process(
+                instance=instance, partition_key=key, run_config=runner.QUIET
+            )
+            assert result.success
+    return keys
+
+
+def _current(database_url: str) -> dict[str, int]:
+    with psycopg.connect(database_url) as conn:
+        return dict(
+            conn.execute(
+                "SELECT document_id, count(*) FROM seams.current_chunks GROUP BY document_id"
+            ).fetchall()
+        )
+
+
+def test_a_removed_file_drops_out_of_current_chunks_on_the_next_run(
+    instance: dg.DagsterInstance, inbox: Path, database_url: str, exported_model: ModelManifest
+) -> None:
+    _seams_run(instance, inbox)
+    gone, kept = (document_id_for((inbox / name).absolute().as_uri()) for name in SAMPLES)
+    before = _current(database_url)
+    assert set(before) == {gone, kept}
+
+    (inbox / SAMPLES[0]).unlink()
+    retired: list[str] = []
+    assert _seams_run(instance, inbox, retired) == []  # nothing new to chunk...
+    assert retired == [(inbox / SAMPLES[0]).absolute().as_uri()]  # ...but one file retired
+    assert _current(database_url) == {kept: before[kept]}
+    with psycopg.connect(database_url) as conn:
+        tombstones = conn.execute(
+            "SELECT document_id, source_uri FROM seams.document_tombstones"
+        ).fetchall()
+        history = conn.execute(
+            "SELECT count(*) FROM seams.chunks WHERE document_id = %s", (gone,)
+        ).fetchone()[0]
+    assert tombstones == [(gone, retired[0])]
+    assert history == before[gone]  # its chunks stay queryable as history
+    # Search no longer finds it, and names the files it does find by name.
+    resources = build_definitions(load_settings()).resources
+    response = search_response(resources["postgres"], resources["embedder"], "field notes", k=10)
+    assert response.hits and {hit.document_id for hit in response.hits} == {kept}
+    shown = format_response(response)
+    assert f"  {SAMPLES[1]}  [chunk " in shown and "file://" not in shown
+
+    # Scanning again retires nothing twice; the summary says what happened.
+    again: list[str] = []
+    _seams_run(instance, inbox, again)
+    assert again == []
+    summary = runner.format_summary(runner.RunSummary(retired=retired))
+    assert "retired:        1 document(s)" in summary
+
+    # The same file put back is live again, even with the very same bytes.
+    shutil.copy(runner.SAMPLE_CORPUS / SAMPLES[0], inbox / SAMPLES[0])
+    assert len(_seams_run(instance, inbox)) == 1
+    assert _current(database_url) == before
+
+
+def test_seams_run_file_chunks_that_one_file_and_retires_nothing(
+    instance: dg.DagsterInstance, inbox: Path, database_url: str, exported_model: ModelManifest
+) -> None:
+    _seams_run(instance, inbox)
+    new = inbox / "kitchen_science.md"
+    shutil.copy(runner.SAMPLE_CORPUS / new.name, new)
+    retired: list[str] = []
+    (batch,) = _seams_run(instance, new, retired)
+    assert retired == []
+    with psycopg.connect(database_url) as conn:
+        documents = conn.execute(
+            "SELECT DISTINCT document_id FROM seams.chunks WHERE batch_key = %s", (batch,)
+        ).fetchall()
+    assert documents == [(document_id_for(new.absolute().as_uri()),)]
+    assert len(_current(database_url)) == len(SAMPLES) + 1
+
+
+def test_the_printed_python_one_liner_lists_current_chunks(
+    instance: dg.DagsterInstance, inbox: Path, database_url: str, exported_model: ModelManifest
+) -> None:
+    _seams_run(instance, inbox)
+    summary = runner.format_summary(runner.RunSummary())
+    (line,) = [row.strip() for row in summary.splitlines() if "current_chunks" in row]
+    done = subprocess.run(line, shell=True, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert len(done.stdout.strip().splitlines()) == 10
