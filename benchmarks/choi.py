@@ -25,12 +25,9 @@ from __future__ import annotations
 
 import argparse
 import functools
-import json
-import logging
 import sys
 import time
 from collections.abc import Sequence
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -40,13 +37,14 @@ if str(ROOT) not in sys.path:
 
 from benchmarks.public_data import (  # noqa: E402
     CHOI_SETS,
-    DEFAULT_CACHE_DIR,
     DEFAULT_DATA,
     ChoiDocument,
     Segmenter,
+    add_common_arguments,
     cached_embedder,
     load_choi_set,
     make_system,
+    run_and_report,
     score_segmenter,
     unbounded,
 )
@@ -154,28 +152,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--systems", nargs="+", default=list(SYSTEMS), choices=[*SYSTEMS, "fixed_400"]
     )
     parser.add_argument("--limit", type=int, help="documents per set (first N), for quick runs")
-    parser.add_argument(
-        "--cache-dir",
-        type=Path,
-        default=DEFAULT_CACHE_DIR,
-        help="embedding cache folder (never changes a score)",
-    )
-    parser.add_argument("--json", type=Path, help="write the results here")
+    add_common_arguments(parser)
     args = parser.parse_args(argv)
     if args.limit is not None and args.limit < 1:
         parser.error("--limit must be >= 1")
-    logging.getLogger("seams.chunking").setLevel(logging.ERROR)
-
-    started = time.perf_counter()
-    payload = run(args)
-    payload["seconds"] = round(time.perf_counter() - started, 1)
-    payload["date"] = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
-    payload["argv"] = list(sys.argv[1:] if argv is None else argv)
-    print_tables(payload)
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
-    return 0
+    return run_and_report(args, argv, run, print_tables)
 
 
 if __name__ == "__main__":

@@ -23,15 +23,20 @@ Three parts, used by `benchmarks/choi.py` and `benchmarks/squad.py`:
 
 from __future__ import annotations
 
+import argparse
 import bisect
 import itertools
 import json
+import logging
 import os
 import statistics
+import sys
 import tempfile
+import time
 import warnings
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -608,3 +613,34 @@ def _counter(embedder: Any) -> Callable[[list[str]], list[int]]:
     `token_count` (the same counts)."""
     counter = getattr(embedder, "count_tokens", None)
     return counter if callable(counter) else embedder.token_count
+
+
+def add_common_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options every public-data benchmark shares: the embedding cache and the JSON output."""
+    parser.add_argument(
+        "--cache-dir",
+        type=Path,
+        default=DEFAULT_CACHE_DIR,
+        help="embedding cache folder (never changes a score)",
+    )
+    parser.add_argument("--json", type=Path, help="write the results here")
+
+
+def run_and_report(
+    args: argparse.Namespace,
+    argv: Sequence[str] | None,
+    run: Callable[[argparse.Namespace], dict[str, Any]],
+    report: Callable[[dict[str, Any]], None],
+) -> int:
+    """Run a benchmark, stamp its payload (seconds, date, argv), print it and write the JSON."""
+    logging.getLogger("seams.chunking").setLevel(logging.ERROR)
+    started = time.perf_counter()
+    payload = run(args)
+    payload["seconds"] = round(time.perf_counter() - started, 1)
+    payload["date"] = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    payload["argv"] = list(sys.argv[1:] if argv is None else argv)
+    report(payload)
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
+    return 0

@@ -25,13 +25,10 @@ from __future__ import annotations
 
 import argparse
 import functools
-import json
-import logging
 import statistics
 import sys
 import time
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -48,10 +45,12 @@ from benchmarks.public_data import (  # noqa: E402
     Span,
     SquadDocument,
     SquadQuestion,
+    add_common_arguments,
     cached_embedder,
     load_squad,
     make_system,
     retrieval_scores,
+    run_and_report,
     spans_from_starts,
 )
 
@@ -189,28 +188,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--systems", nargs="+", default=list(SYSTEMS), choices=SYSTEMS)
     parser.add_argument("--k", type=int, default=K, help="chunks retrieved per question")
-    parser.add_argument(
-        "--cache-dir",
-        type=Path,
-        default=DEFAULT_CACHE_DIR,
-        help="embedding cache folder (never changes a score)",
-    )
-    parser.add_argument("--json", type=Path, help="write the results here")
+    add_common_arguments(parser)
     args = parser.parse_args(argv)
     if args.k < 1:
         parser.error("--k must be >= 1")
-    logging.getLogger("seams.chunking").setLevel(logging.ERROR)
-
-    started = time.perf_counter()
-    payload = run(args)
-    payload["seconds"] = round(time.perf_counter() - started, 1)
-    payload["date"] = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
-    payload["argv"] = list(sys.argv[1:] if argv is None else argv)
-    print_table(payload)
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
-    return 0
+    return run_and_report(args, argv, run, print_table)
 
 
 if __name__ == "__main__":

@@ -50,6 +50,7 @@ from dagster._time import datetime_from_timestamp, get_current_timestamp
 
 from seams.errors import ConfigError, SeamsError
 from seams.orchestration.instance import LOCATION_MODULE, LOCATION_NAME
+from seams.orchestration.ownership import owner_tags
 from seams.resources.database import URL_ENV
 
 Report = Callable[[str], None]
@@ -83,6 +84,7 @@ def create_backfill(
     *,
     started_by: str,
     run_config: Mapping[str, object] | None = None,
+    tags: Mapping[str, str] | None = None,
 ) -> PartitionBackfill:
     """Add one asset backfill of `targets` (partition -> the assets to materialize there)."""
     graph = workspace_asset_graph(defs)
@@ -92,7 +94,7 @@ def create_backfill(
     backfill = PartitionBackfill.from_asset_graph_subset(
         backfill_id=make_new_backfill_id(),
         backfill_timestamp=get_current_timestamp(),
-        tags={STARTED_BY_TAG: started_by},
+        tags={**(tags or {}), STARTED_BY_TAG: started_by},
         dynamic_partitions_store=instance,
         asset_graph_subset=AssetGraphSubset.from_asset_partition_set(wanted, graph),
         title=f"{started_by}: {len(targets)} batch(es)",
@@ -201,6 +203,8 @@ def _view(instance: dg.DagsterInstance, graph: object, backfill: PartitionBackfi
 
 def _run_tags(backfill: PartitionBackfill, request: dg.RunRequest) -> dict[str, str]:
     tags = {**backfill.tags, **request.tags, BACKFILL_ID_TAG: backfill.backfill_id}
+    for owner_tag in owner_tags():  # only a run executed in this process names it as its owner
+        tags.pop(owner_tag, None)
     key_range = request.partition_key_range
     if key_range is not None and key_range.start != key_range.end:
         tags.pop(PARTITION_NAME_TAG, None)
@@ -305,8 +309,9 @@ def _execute(
     partitions = _partitions_of(instance, job, request)
     progress.run_started(len(partitions), len(request.asset_selection or []))
     started = time.perf_counter()
-    result = job.execute_in_process(instance=instance, raise_on_error=False,
-                                    **_options(backfill, request))  # fmt: skip
+    options = _options(backfill, request)
+    options["tags"] = {**options["tags"], **owner_tags()}  # a kill -9 here is then detectable
+    result = job.execute_in_process(instance=instance, raise_on_error=False, **options)
     _report_run(progress, partitions, result, time.perf_counter() - started)
     return result
 

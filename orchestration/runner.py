@@ -20,7 +20,7 @@ import numpy as np
 from seams.assets.partitions import document_batches
 from seams.errors import InputError, SeamsError
 from seams.models.model_store import load_manifest
-from seams.orchestration import launch
+from seams.orchestration import launch, ownership
 from seams.orchestration.definitions import build_definitions, build_postgres
 from seams.paths import sample_corpus
 from seams.resources.postgres import PostgresResource
@@ -169,9 +169,15 @@ def run_backfill(
     distributed = launch.is_distributed(defs, JOB_NAME)
     check_can_submit(defs, started_by)
     instance.add_dynamic_partitions(document_batches.name, list(targets))
+    ownership.reap_orphans(instance, report)  # free what a killed `seams` left STARTED
     by_daemon = launch.daemon_is_running(instance)
     backfill = launch.create_backfill(
-        instance, defs, targets, started_by=started_by, run_config=None if by_daemon else QUIET
+        instance,
+        defs,
+        targets,
+        started_by=started_by,
+        run_config=None if by_daemon else QUIET,
+        tags=None if by_daemon else ownership.owner_tags(),
     )
     summary.backfill_ids.append(backfill.backfill_id)
     if by_daemon:
@@ -250,6 +256,16 @@ def failure_reason(events: dg.ExecuteInProcessResult | Sequence[dg.DagsterEvent]
         if event.is_failure:
             return (event.message or "").strip()
     return ""
+
+
+def settle_in_flight(instance: dg.DagsterInstance, report: Report, batches: Sequence[str]) -> None:
+    """Before redoing `batches`: fail the runs a dead `seams` process left STARTED, and wait for
+    the runs another live `seams` process on this host is executing on any of them."""
+    found = ownership.reap_orphans(instance, report)
+    wanted = set(batches)
+    ownership.wait_for(
+        instance, [r for r in found.live if ownership.batches_of(instance, r) & wanted], report
+    )
 
 
 def unfinished_batches(

@@ -148,6 +148,33 @@ def open_instance(monkeypatch: pytest.MonkeyPatch) -> dg.DagsterInstance:
     return export_instance(monkeypatch).open()
 
 
+TWO_BATCHES = (("field_notes.md",), ("history_of_maps.txt", "kitchen_science.md"))
+"""Two sample-corpus batches of different sizes: per-partition and per-run counts cannot agree
+by chance."""
+
+
+def register_sample_batches(
+    tmp_path: Path, batches: tuple[tuple[str, ...], ...] = TWO_BATCHES
+) -> list[str]:
+    """Register each group of sample-corpus files as its own batch (a folder each); their keys."""
+    from seams.orchestration import runner
+
+    keys = []
+    for number, names in enumerate(batches):
+        keys.extend(runner.register_path(copy_samples(tmp_path / f"batch_{number}", names), print))
+    return keys
+
+
+def copy_samples(folder: Path, names: tuple[str, ...]) -> Path:
+    """A new folder holding copies of these sample-corpus files."""
+    from seams.orchestration import runner
+
+    folder.mkdir()
+    for name in names:
+        shutil.copy(runner.SAMPLE_CORPUS / name, folder / name)
+    return folder
+
+
 def free_port() -> int:
     """A free TCP port on the loopback interface."""
     with socket.socket() as s:

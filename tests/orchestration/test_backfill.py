@@ -7,7 +7,6 @@ partition materialized, and per-partition row counts in each materialization.
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import dagster as dg
@@ -18,21 +17,7 @@ from dagster._core.execution.backfill import BulkActionStatus
 from seams.orchestration import launch, runner
 from seams.orchestration.definitions import build_definitions
 from seams.settings import SeamsSettings, load_settings
-
-BATCHES = (("field_notes.md",), ("history_of_maps.txt", "kitchen_science.md"))
-"""Two batches of different sizes: per-partition and per-run counts cannot agree by chance."""
-
-
-def _two_batches(tmp_path: Path) -> list[str]:
-    keys = []
-    for number, names in enumerate(BATCHES):
-        folder = tmp_path / f"batch_{number}"
-        folder.mkdir()
-        for name in names:
-            shutil.copy(runner.SAMPLE_CORPUS / name, folder / name)
-        keys.extend(runner.register_path(folder, print))
-    assert len(keys) == 2
-    return keys
+from tests.conftest import register_sample_batches
 
 
 def _backfill_runs(instance: dg.DagsterInstance, backfill_id: str) -> list[dg.DagsterRun]:
@@ -62,7 +47,8 @@ def _stored_counts(database_url: str) -> dict[str, int]:
 def test_two_batches_then_a_settings_change_are_each_one_backfill_with_one_run(
     instance: dg.DagsterInstance, tmp_path: Path, database_url: str
 ) -> None:
-    keys = _two_batches(tmp_path)
+    keys = register_sample_batches(tmp_path)
+    assert len(keys) == 2
     summary = runner.RunSummary(batches=keys)
     runner.materialize_batches(instance, keys, print, summary)
 

@@ -9,7 +9,6 @@ run through the run queue and the code server) and follows it to the end.
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -20,9 +19,7 @@ import psycopg
 import pytest
 
 from seams.orchestration import launch, runner
-from tests.conftest import dagster_services
-
-BATCHES = (("field_notes.md",), ("history_of_maps.txt", "kitchen_science.md"))
+from tests.conftest import dagster_services, register_sample_batches
 
 BACKFILLS = """
 {
@@ -57,17 +54,6 @@ query Materializations($key: AssetKeyInput!) {
 """
 
 
-def _register(tmp_path: Path) -> list[str]:
-    keys = []
-    for number, names in enumerate(BATCHES):
-        folder = tmp_path / f"batch_{number}"
-        folder.mkdir()
-        for name in names:
-            shutil.copy(runner.SAMPLE_CORPUS / name, folder / name)
-        keys.extend(runner.register_path(folder, print))
-    return keys
-
-
 @pytest.mark.slow
 def test_seams_backfill_is_one_dagster_backfill_with_one_run_per_graphql(
     instance: dg.DagsterInstance,
@@ -75,7 +61,7 @@ def test_seams_backfill_is_one_dagster_backfill_with_one_run_per_graphql(
     database_url: str,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    keys = _register(tmp_path)
+    keys = register_sample_batches(tmp_path)
     runner.materialize_batches(instance, keys, print, runner.RunSummary(batches=keys))
     before = {b.backfill_id for b in instance.get_backfills()}
 

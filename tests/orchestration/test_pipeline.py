@@ -26,6 +26,7 @@ from seams.orchestration.definitions import build_definitions
 from seams.orchestration.sensors import build_inbox_sensor, build_seal_schedule, look_at_inbox
 from seams.resources.postgres import PostgresResource
 from seams.settings import InboxSettings, load_settings
+from tests.conftest import copy_samples
 
 SAMPLES = ("field_notes.md", "history_of_maps.txt")
 SETTINGS = load_settings()
@@ -36,11 +37,7 @@ CHUNKS_CODE_VERSION = DEFS.resolve_assets_def("chunks").code_versions_by_key[dg.
 
 @pytest.fixture
 def inbox(tmp_path: Path) -> Path:
-    folder = tmp_path / "inbox"
-    folder.mkdir()
-    for name in SAMPLES:
-        shutil.copy(runner.SAMPLE_CORPUS / name, folder / name)
-    return folder
+    return copy_samples(tmp_path / "inbox", SAMPLES)
 
 
 def _run(instance: dg.DagsterInstance, path: Path) -> runner.RunSummary:

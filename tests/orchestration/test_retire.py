@@ -20,17 +20,14 @@ from seams.orchestration.definitions import build_definitions
 from seams.settings import load_settings
 from seams.storage.batches import document_id_for
 from seams.storage.search import format_response, search_response
+from tests.conftest import copy_samples
 
 SAMPLES = ("field_notes.md", "city_notes.txt")
 
 
 @pytest.fixture
 def inbox(tmp_path: Path) -> Path:
-    folder = tmp_path / "inbox"
-    folder.mkdir()
-    for name in SAMPLES:
-        shutil.copy(runner.SAMPLE_CORPUS / name, folder / name)
-    return folder
+    return copy_samples(tmp_path / "inbox", SAMPLES)
 
 
 def _seams_run(

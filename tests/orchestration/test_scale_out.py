@@ -28,9 +28,8 @@ from seams.orchestration.definitions import (
     build_definitions,
 )
 from seams.settings import SeamsSettings, load_settings
-from tests.conftest import free_port
+from tests.conftest import free_port, register_sample_batches
 
-BATCHES = (("field_notes.md",), ("history_of_maps.txt", "kitchen_science.md"))
 WORKERS = ("w1", "w2")
 READY_S = 150
 CHUNK_ROWS = (
@@ -134,17 +133,6 @@ def workers(celery_settings: SeamsSettings, tmp_path: Path) -> Iterator[list[str
             _stop(proc)
 
 
-def _batches(tmp_path: Path) -> list[str]:
-    keys = []
-    for number, names in enumerate(BATCHES):
-        folder = tmp_path / f"batch_{number}"
-        folder.mkdir()
-        for name in names:
-            shutil.copy(runner.SAMPLE_CORPUS / name, folder / name)
-        keys.extend(runner.register_path(folder, print))
-    return keys
-
-
 def _rows(database_url: str) -> list[tuple]:
     with psycopg.connect(database_url) as conn:
         return conn.execute(CHUNK_ROWS).fetchall()
@@ -158,7 +146,7 @@ def test_a_backfill_runs_on_two_celery_workers_and_matches_an_in_process_run(
     tmp_path: Path,
     database_url: str,
 ) -> None:
-    keys = _batches(tmp_path)
+    keys = register_sample_batches(tmp_path)
     assert len(keys) == 2
     defs = build_definitions(celery_settings)
     summary = runner.RunSummary(batches=keys)

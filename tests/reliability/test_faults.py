@@ -29,7 +29,7 @@ from seams.resources import io_manager as io_module
 from seams.resources import postgres as postgres_module
 from seams.resources.database import EmbeddedPostgres, database_url_for
 from seams.resources.postgres import close_pool
-from tests.conftest import export_instance
+from tests.conftest import copy_samples, export_instance
 from tests.reliability.conftest import SHORT_DOC, advisory_locks, keep_environment, rows, run_path
 
 SAMPLES = ("field_notes.md", "history_of_maps.txt")
@@ -38,11 +38,7 @@ PASSWORD = "Pw-stop-9f3a"
 
 @pytest.fixture
 def inbox(tmp_path: Path) -> Path:
-    folder = tmp_path / "inbox"
-    folder.mkdir()
-    for name in SAMPLES:
-        shutil.copy(runner.SAMPLE_CORPUS / name, folder / name)
-    return folder
+    return copy_samples(tmp_path / "inbox", SAMPLES)
 
 
 class ChunksWriteHook:
@@ -238,6 +234,11 @@ def test_run_process_sigkilled_mid_materialization_reruns_to_completion(
     # Running the same folder again finishes the interrupted batch.
     rerun = _cli("run", str(inbox), env=env)
     assert rerun.returncode == 0, rerun.stdout + rerun.stderr
+    # The killed run does not stay STARTED (holding a queue slot for hours): the rerun saw its
+    # process was gone and marked it failed before finishing its batch.
+    assert "which is gone: marked failed" in rerun.stderr + rerun.stdout, rerun.stderr
+    statuses = [r[0] for r in rows(database_url, "SELECT status FROM runs ORDER BY id")]
+    assert "FAILURE" in statuses and "STARTED" not in statuses, statuses
     documents = rows(database_url, "SELECT count(*) FROM seams.extracted_text")[0][0]
     assert documents == len(SAMPLES) + 1
     total, distinct, batches = rows(

@@ -1,0 +1,74 @@
+"""A run that `seams run` executed in a process that is gone does not stay STARTED (holding a
+queue slot until the runtime cap); one whose process lives is waited for, not redone."""
+
+from __future__ import annotations
+
+import subprocess
+import threading
+
+import dagster as dg
+from dagster._core.storage.tags import PARTITION_NAME_TAG
+from dagster._core.utils import make_new_run_id
+
+from seams.orchestration import ownership
+
+
+def _started_run(instance: dg.DagsterInstance, tags: dict[str, str]) -> dg.DagsterRun:
+    run = dg.DagsterRun(
+        job_name="chunk_batches",
+        run_id=make_new_run_id(),
+        status=dg.DagsterRunStatus.STARTED,
+        tags={PARTITION_NAME_TAG: "batch-a", **tags},
+    )
+    return instance.add_run(run)
+
+
+def _dead_pid() -> int:
+    child = subprocess.Popen(["true"])
+    child.wait()
+    return child.pid
+
+
+def _status(instance: dg.DagsterInstance, run: dg.DagsterRun) -> dg.DagsterRunStatus:
+    current = instance.get_run_by_id(run.run_id)
+    assert current is not None
+    return current.status
+
+
+def test_runs_of_dead_processes_fail_live_and_foreign_ones_are_left(
+    instance: dg.DagsterInstance,
+) -> None:
+    here = ownership.owner_tags()
+    dead = _started_run(instance, {**here, ownership.OWNER_PID_TAG: str(_dead_pid())})
+    live = _started_run(instance, here)
+    foreign = _started_run(instance, {ownership.OWNER_HOST_TAG: "elsewhere", "seams/pid": "1"})
+    dagster_launched = _started_run(instance, {})
+    said: list[str] = []
+
+    found = ownership.reap_orphans(instance, said.append)
+
+    assert [r.run_id for r in found.orphaned] == [dead.run_id]
+    assert [r.run_id for r in found.live] == [live.run_id]
+    assert _status(instance, dead) == dg.DagsterRunStatus.FAILURE
+    for run in (live, foreign, dagster_launched):
+        assert _status(instance, run) == dg.DagsterRunStatus.STARTED
+    assert len(said) == 1 and dead.run_id in said[0] and "batch batch-a" in said[0], said
+    assert ownership.batches_of(instance, live) == {"batch-a"}
+
+
+def test_waiting_for_a_live_run_ends_when_its_process_dies(instance: dg.DagsterInstance) -> None:
+    sleeper = subprocess.Popen(["sleep", "60"])
+    run = _started_run(
+        instance, {**ownership.owner_tags(), ownership.OWNER_PID_TAG: str(sleeper.pid)}
+    )
+    said: list[str] = []
+
+    def kill() -> None:
+        sleeper.kill()
+        sleeper.wait()
+
+    threading.Timer(1.0, kill).start()
+    ownership.wait_for(instance, [run], said.append, poll_s=0.1)
+
+    assert said[0].startswith(f"waiting for run {run.run_id}"), said
+    assert _status(instance, run) == dg.DagsterRunStatus.FAILURE
