@@ -202,7 +202,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         _say(f"registered {len(keys)} batch(es) from {path}; materializing...")
         summary = runner.RunSummary(batches=keys, retired=retired)
         started = time.perf_counter()
-        runner.materialize_batches(instance, keys, _say, summary, defs=defs)
+        runner.materialize_batches(instance, keys, _say, summary, defs=defs, resume=unfinished)
     summary.seconds = time.perf_counter() - started
     print(runner.format_summary(runner.summarize(summary, defs=defs)), flush=True)
     return 0

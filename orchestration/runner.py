@@ -139,12 +139,37 @@ def materialize_batches(
     *,
     defs: dg.Definitions | None = None,
     started_by: str = "seams run",
+    resume: Sequence[str] = (),
 ) -> None:
-    """Materialize `batch_keys` as one Dagster asset backfill, adding to `summary`."""
+    """Materialize `batch_keys` as one Dagster asset backfill, adding to `summary`.
+
+    The batches in `resume` (an earlier run left them unfinished) restart at their first step
+    that never completed: a finished step is not redone, so a file that failed extraction (a
+    zip bomb, a timeout) is not extracted again; `seams backfill` recomputes on purpose.
+    """
     defs = definitions(defs)
     keys = list(asset_selection or defs.resolve_job_def(JOB_NAME).asset_layer.executable_asset_keys)
-    run_backfill(instance, {key: keys for key in batch_keys}, report, summary, defs=defs,
-                 started_by=started_by)  # fmt: skip
+    targets: dict[str, Sequence[dg.AssetKey]] = {key: keys for key in batch_keys}
+    for key, remaining in remaining_assets(instance, defs, [k for k in resume if k in targets]):
+        report(f"batch {key}: resuming at {remaining[0].to_user_string()}")
+        targets[key] = remaining
+    run_backfill(instance, targets, report, summary, defs=defs, started_by=started_by)
+
+
+def remaining_assets(
+    instance: dg.DagsterInstance, defs: dg.Definitions, batch_keys: Sequence[str]
+) -> list[tuple[str, list[dg.AssetKey]]]:
+    """Per batch, the job's assets from the first one never materialized for it onwards (in
+    dependency order); batches with nothing missing are left out."""
+    wanted = set(defs.resolve_job_def(JOB_NAME).asset_layer.executable_asset_keys)
+    order = [k for k in defs.resolve_asset_graph().toposorted_asset_keys if k in wanted]
+    done = {key: instance.get_materialized_partitions(key) for key in order}
+    found = []
+    for batch in batch_keys:
+        first = next((i for i, key in enumerate(order) if batch not in done[key]), None)
+        if first is not None:
+            found.append((batch, order[first:]))
+    return found
 
 
 def check_can_submit(defs: dg.Definitions, command: str) -> None:

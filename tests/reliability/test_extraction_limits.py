@@ -23,6 +23,7 @@ from seams.errors import ConfigError
 from seams.extraction import ExtractionLimits, extract_document
 from seams.extraction.containers import declared_directory
 from seams.extraction.html_depth import MAX_DEPTH
+from seams.orchestration import runner
 from tests.reliability.conftest import rows, run_path
 
 PARAGRAPH = (
@@ -286,3 +287,30 @@ def test_documents_over_limits_fail_alone_and_the_batch_is_chunked(
     assert chunked == {"deep.html", "mostly-utf8.txt", "tides.md", "report.docx"}
     assert any("flattened" in w for w in extracted["deep.html"][1])
     assert any("NUL" in w for w in extracted["mostly-utf8.txt"][1])
+
+
+@pytest.mark.slow
+def test_an_interrupted_batch_resumes_after_its_finished_steps_without_re_extracting(
+    instance: dg.DagsterInstance, tmp_path: Path, database_url: str, bomb: bytes
+) -> None:
+    inbox = tmp_path / "inbox"
+    inbox.mkdir()
+    (inbox / "bomb.docx").write_bytes(bomb)
+    (inbox / "tides.md").write_text("# Tides\n\nThe tide rises twice a day along this coast.\n")
+    keys = runner.register_path(inbox, lambda _message: None)
+    extracted = dg.AssetKey("extracted_text")
+    # A run that stopped after extraction: the batch is unfinished (no chunks).
+    runner.materialize_batches(
+        instance, keys, print, runner.RunSummary(batches=keys), asset_selection=[extracted]
+    )
+    assert rows(database_url, "SELECT count(*) FROM seams.chunks") == [(0,)]
+
+    said: list[str] = []
+    runner.materialize_batches(
+        instance, keys, said.append, runner.RunSummary(batches=keys), resume=keys
+    )
+    assert f"batch {keys[0]}: resuming at sentence_candidates" in said, said
+    assert len(instance.fetch_materializations(extracted, limit=10).records) == 1  # not redone
+    (failed,) = rows(database_url, "SELECT error FROM seams.extracted_text WHERE error IS NOT NULL")
+    assert "zip_uncompressed_bytes_max" in failed[0]
+    assert rows(database_url, "SELECT count(DISTINCT document_id) FROM seams.chunks") == [(1,)]
