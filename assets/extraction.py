@@ -12,8 +12,10 @@ from seams.assets.frames import frame
 from seams.assets.partitions import BATCH_ASSET_DEFAULTS
 from seams.assets.versions import code_version
 from seams.extraction import extract_document
+from seams.extraction.document import failed
 from seams.extraction.limits import ExtractionLimits
 from seams.resources.postgres import PostgresResource
+from seams.storage import quarantine
 from seams.storage.batches import batch_manifest, source_bytes
 
 # 2: NUL bytes stripped, mostly-UTF-8 kept as UTF-8, deep HTML flattened, per-document limits.
@@ -42,13 +44,29 @@ def build_extraction_asset(limits: ExtractionLimits) -> dg.AssetsDefinition:
 def extract_batch(
     context: dg.AssetExecutionContext, postgres: PostgresResource, limits: ExtractionLimits
 ) -> pd.DataFrame:
-    """One row per document of the run's batches, each extracted under `limits`."""
+    """One row per document of the run's batches, each extracted under `limits`; a document
+    whose extraction killed an earlier run is quarantined (see `seams.storage.quarantine`)."""
     rows = []
+    run_id = context.run.run_id
+    retry = context.run.tags.get(quarantine.QUARANTINE_RETRY_TAG) == "true"
     with postgres.connection() as conn:
+        poison = {} if retry else quarantine.left_behind(
+            conn, context.partition_keys, run_id, lambda run: _ended(context.instance, run)
+        )  # fmt: skip
         for batch_key in context.partition_keys:
             for entry in batch_manifest(conn, batch_key):
-                content = source_bytes(conn, entry.source_sha256)
-                doc = extract_document(content, entry.source_uri, limits)
+                died_in = poison.get((batch_key, entry.document_id))
+                if died_in is not None:
+                    error = quarantine.quarantine_error(file_name(entry.source_uri), died_in)
+                    doc = failed("application/octet-stream", error)
+                else:
+                    content = source_bytes(conn, entry.source_sha256)
+                    quarantine.begin(conn, batch_key, entry.document_id, entry.source_sha256,
+                                     run_id)  # fmt: skip
+                    try:  # an exception ends the attempt; only a dead process leaves it behind
+                        doc = extract_document(content, entry.source_uri, limits)
+                    finally:
+                        quarantine.end(conn, batch_key, entry.document_id)
                 for problem in [doc.error, *doc.warnings] if doc.error else doc.warnings:
                     context.log.warning(f"{entry.source_uri}: {problem}")
                 rows.append(
@@ -69,6 +87,12 @@ def extract_batch(
     df = frame("extracted_text", rows)
     context.add_output_metadata(extraction_metadata(df))
     return df
+
+
+def _ended(instance: dg.DagsterInstance, run_id: str) -> bool:
+    """A run that is over (or gone from the instance) is not reading anything any more."""
+    run = instance.get_run_by_id(run_id)
+    return run is None or run.is_finished
 
 
 def extraction_metadata(df: pd.DataFrame) -> dict[str, object]:

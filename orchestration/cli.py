@@ -176,6 +176,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     from seams.orchestration import runner
     from seams.orchestration.instance import prepare_instance
+    from seams.storage.quarantine import QUARANTINE_RETRY_TAG
 
     path = Path(args.path) if args.path else runner.SAMPLE_CORPUS
     if not path.expanduser().exists():  # before any expensive work (model export, database)
@@ -193,16 +194,23 @@ def cmd_run(args: argparse.Namespace) -> int:
         unfinished = runner.unfinished_batches(instance, source=source, defs=defs)
         if unfinished:
             _say(f"finishing {len(unfinished)} batch(es) an earlier run left unfinished")
+        retry = runner.quarantined_batches(source, defs=defs) if args.retry_quarantined else []
+        if retry:
+            _say(f"reading the quarantined files of {len(retry)} batch(es) again")
         retired: list[str] = []
         registered = runner.register_path(path, _say, defs=defs, retired=retired)
-        keys = list(dict.fromkeys([*unfinished, *registered]))
+        keys = list(dict.fromkeys([*unfinished, *registered, *retry]))
         if not keys:
             _say(f"nothing new under {path}: every file version is already in a batch")
             return 0
         _say(f"registered {len(keys)} batch(es) from {path}; materializing...")
         summary = runner.RunSummary(batches=keys, retired=retired)
         started = time.perf_counter()
-        runner.materialize_batches(instance, keys, _say, summary, defs=defs, resume=unfinished)
+        runner.materialize_batches(
+            instance, keys, _say, summary, defs=defs,
+            resume=[k for k in unfinished if k not in retry],
+            tags={QUARANTINE_RETRY_TAG: "true"} if retry else None,
+        )  # fmt: skip
     summary.seconds = time.perf_counter() - started
     print(runner.format_summary(runner.summarize(summary, defs=defs)), flush=True)
     return 0
@@ -313,7 +321,14 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser(
         "run", help="chunk the files under PATH (default: the bundled sample corpus) end to end"
     )
-    run.add_argument("path", nargs="?", help="a folder of documents (default: sample corpus)")
+    run.add_argument(
+        "path", nargs="?", help="a file or a folder of documents (default: sample corpus)"
+    )
+    run.add_argument(
+        "--retry-quarantined",
+        action="store_true",
+        help="read again the files under PATH whose extraction once killed a run (quarantined)",
+    )
     run.set_defaults(func=cmd_run)
 
     backfill = sub.add_parser(

@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import shutil
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -25,6 +25,7 @@ from seams.orchestration.definitions import build_definitions, build_postgres
 from seams.paths import sample_corpus
 from seams.resources.postgres import PostgresResource
 from seams.settings import load_settings
+from seams.storage import quarantine
 from seams.storage.batches import RETIRE_REASON, register_batch, retire_missing, scan_inbox
 
 SAMPLE_CORPUS = sample_corpus()
@@ -140,6 +141,7 @@ def materialize_batches(
     defs: dg.Definitions | None = None,
     started_by: str = "seams run",
     resume: Sequence[str] = (),
+    tags: Mapping[str, str] | None = None,
 ) -> None:
     """Materialize `batch_keys` as one Dagster asset backfill, adding to `summary`.
 
@@ -153,7 +155,7 @@ def materialize_batches(
     for key, remaining in remaining_assets(instance, defs, [k for k in resume if k in targets]):
         report(f"batch {key}: resuming at {remaining[0].to_user_string()}")
         targets[key] = remaining
-    run_backfill(instance, targets, report, summary, defs=defs, started_by=started_by)
+    run_backfill(instance, targets, report, summary, defs=defs, started_by=started_by, tags=tags)
 
 
 def remaining_assets(
@@ -186,8 +188,10 @@ def run_backfill(
     *,
     defs: dg.Definitions,
     started_by: str,
+    tags: Mapping[str, str] | None = None,
 ) -> launch.BackfillOutcome:
-    """One asset backfill of `targets` (batch -> assets), executed here or by a running daemon.
+    """One asset backfill of `targets` (batch -> assets), executed here or by a running daemon;
+    `tags` go on the backfill and its runs.
 
     Raises SeamsError naming the failed run when any batch failed (the CLI's exit code 2).
     """
@@ -202,7 +206,7 @@ def run_backfill(
         targets,
         started_by=started_by,
         run_config=None if by_daemon else QUIET,
-        tags=None if by_daemon else ownership.owner_tags(),
+        tags={**(tags or {}), **({} if by_daemon else ownership.owner_tags())},
     )
     summary.backfill_ids.append(backfill.backfill_id)
     if by_daemon:
@@ -291,6 +295,13 @@ def settle_in_flight(instance: dg.DagsterInstance, report: Report, batches: Sequ
     ownership.wait_for(
         instance, [r for r in found.live if ownership.batches_of(instance, r) & wanted], report
     )
+
+
+def quarantined_batches(source: str, *, defs: dg.Definitions | None = None) -> list[str]:
+    """Batches registered from `source` holding a quarantined document (see `seams run
+    --retry-quarantined`)."""
+    with _postgres(defs).connection() as conn:
+        return quarantine.quarantined_batches(conn, source)
 
 
 def unfinished_batches(

@@ -449,6 +449,23 @@ DOCUMENT_TOMBSTONES = Table(
     description="One row per retirement of a document whose file disappeared from its folder.",
 )
 
+EXTRACTION_ATTEMPTS = Table(
+    "extraction_attempts",
+    (
+        Column("batch_key", "text", description="the batch being extracted"),
+        Column("document_id", "text", description="the document being extracted"),
+        Column("source_sha256", "text", description="its file version"),
+        Column("run_id", "text", description="the Dagster run that began extracting it"),
+        Column("started_at", "timestamptz", default="now()", description="when it began"),
+    ),
+    key=("batch_key", "document_id"),
+    partitioned=False,
+    primary_key=("batch_key", "document_id"),
+    # Written before a document is extracted and deleted when its extraction returns (result or
+    # error): a row left behind by a finished run means its process died reading that file.
+    description="Extractions under way; a leftover row quarantines its file (seams run skips it).",
+)
+
 TABLES: tuple[Table, ...] = (
     *ASSET_TABLES.values(),
     BATCHES,
@@ -456,6 +473,7 @@ TABLES: tuple[Table, ...] = (
     SOURCE_FILES,
     EMBEDDING_CACHE,
     DOCUMENT_TOMBSTONES,
+    EXTRACTION_ATTEMPTS,
 )
 
 CURRENT_CHUNKS_VIEW = "current_chunks"
