@@ -178,6 +178,11 @@ def require_shared_database(who: str) -> None:
     )
 
 
+DAEMON_SILENCE_S = 90.0
+"""A daemon beats every 30 s; silent this long, it is gone (Dagster's own default tolerance is
+30 minutes, which would hand a backfill to a daemon stopped minutes ago and wait forever)."""
+
+
 def daemon_is_running(instance: dg.DagsterInstance) -> bool:
     """Whether a live dagster-daemon will pick up a REQUESTED backfill (fresh heartbeat)."""
     from dagster._daemon.controller import get_daemon_statuses
@@ -185,7 +190,9 @@ def daemon_is_running(instance: dg.DagsterInstance) -> bool:
 
     kind = BackfillDaemon.daemon_type()
     try:
-        status = get_daemon_statuses(instance, [kind], ignore_errors=True)[kind]
+        status = get_daemon_statuses(
+            instance, [kind], ignore_errors=True, heartbeat_tolerance_seconds=DAEMON_SILENCE_S
+        )[kind]
     except Exception:  # no heartbeat table yet, a fresh instance: no daemon
         return False
     return bool(status.healthy)
@@ -464,6 +471,7 @@ def follow_backfill(
     outcome = BackfillOutcome(backfill_id)
     reported: set[str] = set()
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    next_liveness_check = time.monotonic() + DAEMON_SILENCE_S
     while True:
         backfill = _get(instance, backfill_id)
         data = backfill.get_asset_backfill_data(graph)
@@ -482,6 +490,14 @@ def follow_backfill(
                 f"backfill {backfill_id} did not finish within {timeout_s:.0f} s; it goes on in "
                 "the daemon: watch it in the UI under Runs -> Backfills"
             )
+        if time.monotonic() > next_liveness_check:
+            next_liveness_check = time.monotonic() + DAEMON_SILENCE_S / 3
+            if not daemon_is_running(instance):
+                raise SeamsError(
+                    f"the Dagster daemon stopped (no heartbeat for {DAEMON_SILENCE_S:.0f} s) with "
+                    f"backfill {backfill_id} unfinished: start it again (`seams dev`) and it "
+                    "goes on, or cancel it in the UI (Runs -> Backfills) and rerun the command"
+                )
         time.sleep(poll_s)
 
 

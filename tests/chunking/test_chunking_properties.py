@@ -77,6 +77,7 @@ def configs(draw) -> ChunkingConfig:
         target_pull=draw(st.sampled_from([0.0, 0.3])),
         split_on_headings=draw(st.booleans()),
         indented_code=draw(st.booleans()),
+        segmenter=draw(st.sampled_from(["optimal", "threshold"])),
     )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import threading
+import time
 
 import dagster as dg
 from dagster._core.storage.tags import PARTITION_NAME_TAG
@@ -72,3 +73,21 @@ def test_waiting_for_a_live_run_ends_when_its_process_dies(instance: dg.DagsterI
 
     assert said[0].startswith(f"waiting for run {run.run_id}"), said
     assert _status(instance, run) == dg.DagsterRunStatus.FAILURE
+
+
+def test_a_daemon_silent_for_minutes_is_not_handed_a_backfill(instance: dg.DagsterInstance) -> None:
+    from dagster._daemon.daemon import BackfillDaemon
+    from dagster._daemon.types import DaemonHeartbeat
+
+    from seams.orchestration import launch
+
+    def beat(seconds_ago: float) -> None:
+        instance.add_daemon_heartbeat(
+            DaemonHeartbeat(time.time() - seconds_ago, BackfillDaemon.daemon_type(), "d1", [])
+        )
+
+    assert not launch.daemon_is_running(instance)  # never started
+    beat(5)
+    assert launch.daemon_is_running(instance)
+    beat(launch.DAEMON_SILENCE_S + 60)  # stopped a few minutes ago: Dagster's default says alive
+    assert not launch.daemon_is_running(instance)
