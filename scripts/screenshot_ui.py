@@ -13,9 +13,13 @@ README's pictures:
         --path "/assets/extracted_text?view=partitions&partition=KEY"
     .venv/bin/python scripts/screenshot_ui.py docs/ui-partition-chunks.png --size 1600x1500 \\
         --path "/assets/chunks?view=partitions&partition=KEY"
+    .venv/bin/python scripts/screenshot_ui.py docs/ui-backfills.png --size 1600x620 \\
+        --path /overview/backfills --shot "docs/ui-backfill-runs.png=/runs/b/ID?tab=runs"
 
 KEY is a batch key (from `seams run`'s summary). The README's batch is the sample corpus plus an
-empty and a corrupt file, so the documents table shows two failures.
+empty and a corrupt file, so the documents table shows two failures. ID is a backfill id: the
+backfill pictures come from `seams run` of two folders, then `seams backfill` after
+`chunking: {overrides: {cut_cost: 1.0}}`.
 """
 
 from __future__ import annotations
