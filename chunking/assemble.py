@@ -452,6 +452,8 @@ def _overlap_start(
 def _cohesion_vectors(
     embeddings: np.ndarray | None, n: int, config: ChunkingConfig
 ) -> np.ndarray | None:
+    """The candidates' vectors (n, d) as float32, not yet normalised (`_cohesions` normalises
+    block by block, so a large document never holds a second n x d copy)."""
     if embeddings is None:
         return None
     array = np.asarray(embeddings, dtype=np.float32)
@@ -462,25 +464,34 @@ def _cohesion_vectors(
             array = candidate_vectors(array, n, config)
         else:
             raise ValueError(f"embeddings has {array.shape[0]} rows for {n} candidates")
-    return normalise_rows(array)
+    return array
+
+
+COHESION_BLOCK_SPANS = 1024
+"""Chunks whose cohesion is computed together: memory stays that block's rows x d (float64),
+whatever the document's length."""
 
 
 def _cohesions(vectors: np.ndarray, spans: Sequence[tuple[int, int, int]]) -> list[float | None]:
-    """Mean pairwise cosine of each chunk's candidate vectors (unit rows), all chunks at once:
-    for rows v_1..v_m, (|sum v|^2 - sum |v|^2) / (m (m - 1)); None for m < 2."""
-    d = vectors.shape[1]
-    cumulative = np.zeros((len(vectors) + 1, d), dtype=np.float64)
-    np.cumsum(vectors, axis=0, out=cumulative[1:])
-    squares = np.concatenate(([0.0], np.cumsum(np.einsum("ij,ij->i", vectors, vectors))))
-    firsts = np.array([o for o, _, _ in spans])
-    stops = np.array([b for _, _, b in spans])
-    sums = cumulative[stops] - cumulative[firsts]
-    m = stops - firsts
-    pair_sums = np.einsum("ij,ij->i", sums, sums) - (squares[stops] - squares[firsts])
+    """Mean pairwise cosine of each chunk's candidate vectors: for unit rows v_1..v_m,
+    (|sum v|^2 - sum |v|^2) / (m (m - 1)); None for m < 2. Prefix sums per block of chunks."""
     out: list[float | None] = []
-    for count, value in zip(m.tolist(), pair_sums.tolist(), strict=True):
-        if count < 2 or not math.isfinite(value):
-            out.append(None)
-        else:
-            out.append(max(-1.0, min(1.0, value / (count * (count - 1)))))
+    d = vectors.shape[1]
+    for g in range(0, len(spans), COHESION_BLOCK_SPANS):
+        group = spans[g : g + COHESION_BLOCK_SPANS]
+        firsts = np.array([o for o, _, _ in group])
+        stops = np.array([b for _, _, b in group])
+        lo, hi = int(firsts.min()), int(stops.max())
+        rows = normalise_rows(vectors[lo:hi])
+        cumulative = np.zeros((hi - lo + 1, d), dtype=np.float64)
+        np.cumsum(rows, axis=0, out=cumulative[1:])
+        squares = np.concatenate(([0.0], np.cumsum(np.einsum("ij,ij->i", rows, rows))))
+        firsts, stops = firsts - lo, stops - lo
+        sums = cumulative[stops] - cumulative[firsts]
+        pair_sums = np.einsum("ij,ij->i", sums, sums) - (squares[stops] - squares[firsts])
+        for count, value in zip((stops - firsts).tolist(), pair_sums.tolist(), strict=True):
+            if count < 2 or not math.isfinite(value):
+                out.append(None)
+            else:
+                out.append(max(-1.0, min(1.0, value / (count * (count - 1)))))
     return out
