@@ -103,6 +103,14 @@ def test_character_cap_bounds_text_the_tokenizer_reads_as_few_tokens():
     assert "".join(c.text for c in chunks) == "x" * 20_000
 
 
+def test_two_megabytes_without_a_space_stay_under_the_default_character_cap():
+    text = "x" * 2_000_000  # issue 19: once 11 chunks of 102k-248k characters, "51-124 tokens"
+    chunks = chunk_text(text, document_id="run.txt", embed=fake_embed)
+    cap = ChunkingConfig().effective_chars_max()
+    assert cap is not None and max(c.end_char - c.start_char for c in chunks) <= cap
+    assert "".join(c.text[c.overlap_end - c.start_char :] for c in chunks) == text
+
+
 def test_default_character_cap_follows_the_size_cap():
     assert ChunkingConfig().effective_chars_max() == 32 * 254
     assert ChunkingConfig(chunk_size_max=None, chunk_size_target=None).effective_chars_max() is None
