@@ -5,16 +5,18 @@ a PostgreSQL-backed instance, a run launched through GraphQL and queued by the r
 from __future__ import annotations
 
 import shutil
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import dagster as dg
 import psycopg
 import pytest
 from dagster_graphql import DagsterGraphQLClient
 
 from seams.models.model_store import ModelManifest
-from seams.orchestration import runner
+from seams.orchestration import ownership, runner
 from tests.conftest import dagster_services
 
 ADD_PARTITION = """
@@ -51,25 +53,8 @@ def test_run_launched_through_graphql_materializes_a_batch(
     inbox.mkdir()
     shutil.copy(runner.SAMPLE_CORPUS / "kitchen_science.md", inbox)
     (batch,) = runner.register_path(inbox, print)
-    repo = {"repositoryLocationName": "seams", "repositoryName": "__repository__"}
-    added = client._execute(
-        ADD_PARTITION, {"repo": repo, "name": "document_batches", "key": batch}
-    )["addDynamicPartition"]
-    assert added["__typename"] == "AddDynamicPartitionSuccess", added
-
-    run_id = client.submit_job_execution(
-        "chunk_batches",
-        repository_location_name="seams",
-        repository_name="__repository__",
-        tags={"dagster/partition": batch},
-    )
-    deadline = time.monotonic() + 300
-    status = None
-    while time.monotonic() < deadline:
-        status = client.get_run_status(run_id).value
-        if status in ("SUCCESS", "FAILURE", "CANCELED"):
-            break
-        time.sleep(1)
+    run_id = _submit(client, batch)
+    status = _wait(client, run_id, ("SUCCESS", "FAILURE", "CANCELED"))
     assert status == "SUCCESS", f"run {run_id} ended {status}"
 
     found = client._execute(MATERIALIZATIONS, {"key": {"path": ["chunks"]}})
@@ -82,3 +67,63 @@ def test_run_launched_through_graphql_materializes_a_batch(
             (batch,),
         ).fetchone()
     assert rows[0] > 0 and rows[1] == 1 and rows[2] == run_id
+
+
+REPO = {"repositoryLocationName": "seams", "repositoryName": "__repository__"}
+
+
+def _submit(client: DagsterGraphQLClient, batch: str) -> str:
+    """Add `batch` as a partition and submit `chunk_batches` for it, as the UI does."""
+    added = client._execute(
+        ADD_PARTITION, {"repo": REPO, "name": "document_batches", "key": batch}
+    )["addDynamicPartition"]
+    assert added["__typename"] == "AddDynamicPartitionSuccess", added
+    return client.submit_job_execution(
+        "chunk_batches",
+        repository_location_name="seams",
+        repository_name="__repository__",
+        tags={"dagster/partition": batch},
+    )
+
+
+def _wait(client: DagsterGraphQLClient, run_id: str, states: tuple[str, ...]) -> str | None:
+    deadline = time.monotonic() + 300
+    status = None
+    while time.monotonic() < deadline:
+        status = client.get_run_status(run_id).value
+        if status in states:
+            break
+        time.sleep(1)
+    return status
+
+
+@pytest.mark.slow
+def test_runs_a_killed_seams_run_left_started_stop_blocking_the_queue(
+    client: DagsterGraphQLClient, instance: dg.DagsterInstance, tmp_path: Path
+) -> None:
+    # Two runs whose `seams run` process was SIGKILLed: STARTED forever, filling both slots of
+    # max_concurrent_runs (Dagster's run monitoring would only catch them at the runtime cap).
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    owner = {**ownership.owner_tags(), ownership.OWNER_PID_TAG: str(dead.pid)}
+    orphans = [
+        instance.add_run(
+            dg.DagsterRun(job_name="chunk_batches", status=dg.DagsterRunStatus.STARTED, tags=owner)
+        )
+        for _ in range(2)
+    ]
+    inbox = tmp_path / "inbox"
+    inbox.mkdir()
+    shutil.copy(runner.SAMPLE_CORPUS / "field_notes.md", inbox)
+    (batch,) = runner.register_path(inbox, print)
+
+    queued = _submit(client, batch)
+    time.sleep(10)  # several passes of the daemon's run queue
+    assert client.get_run_status(queued).value == "QUEUED"
+
+    said: list[str] = []
+    runner.settle_in_flight(instance, said.append, [batch])  # what the next `seams run` does first
+    assert len(said) == 2 and all("marked failed" in line for line in said), said
+    for orphan in orphans:
+        assert client.get_run_status(orphan.run_id).value == "FAILURE"
+    assert _wait(client, queued, ("SUCCESS", "FAILURE", "CANCELED")) == "SUCCESS"
