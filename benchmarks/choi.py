@@ -85,7 +85,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     results: dict[str, dict[str, Any]] = {s: {} for s in args.sets}
     systems = {}
     for key in args.systems:
-        system = make_system(key, embedder)
+        system = make_system(key, embedder, dict(args.seams))
         systems[key] = {"label": system.label, "settings": system.settings}
         for choi_set in args.sets:
             started = time.perf_counter()

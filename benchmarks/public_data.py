@@ -584,19 +584,25 @@ SYSTEM_LABELS: dict[str, str] = {
 }
 
 
-def make_system(key: str, embedder: CachedOnnxEmbedder) -> System:
-    """One system by key (see `SYSTEM_LABELS`), on the shared cached MiniLM."""
+def make_system(
+    key: str, embedder: CachedOnnxEmbedder, overrides: dict[str, Any] | None = None
+) -> System:
+    """One system by key (see `SYSTEM_LABELS`), on the shared cached MiniLM; `overrides` are
+    `ChunkingConfig` fields applied to the Seams systems (`--seams FIELD=VALUE`)."""
     from seams import ChunkingConfig
 
     if key.startswith("seams_"):
         preset = key.split("_")[1]
-        config = ChunkingConfig.preset(preset)
+        config = ChunkingConfig.preset(preset, **(overrides or {}))
         if key.endswith("_unbounded"):
             config = unbounded(config)
         embed: Any = embedder
         if preset == "fast":
             embed = static_embedder()
-        system = seams_system(key, SYSTEM_LABELS[key], config, embed, _counter(embed))
+        label = SYSTEM_LABELS[key]
+        if overrides:
+            label += " " + ", ".join(f"{k}={v}" for k, v in overrides.items())
+        system = seams_system(key, label, config, embed, _counter(embed))
         system.settings = f'preset("{preset}"): ' + system.settings
         return system
     if key.startswith("fixed_"):
@@ -624,6 +630,23 @@ def add_common_arguments(parser: argparse.ArgumentParser) -> None:
         help="embedding cache folder (never changes a score)",
     )
     parser.add_argument("--json", type=Path, help="write the results here")
+    parser.add_argument(
+        "--seams",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        type=_override,
+        help="a ChunkingConfig field for the Seams systems (YAML value), e.g. chunk_size_target=80",
+    )
+
+
+def _override(text: str) -> tuple[str, Any]:
+    import yaml
+
+    field_name, sep, value = text.partition("=")
+    if not sep or not field_name.strip():
+        raise argparse.ArgumentTypeError(f"{text!r}: expected FIELD=VALUE")
+    return field_name.strip(), yaml.safe_load(value)
 
 
 def run_and_report(

@@ -134,7 +134,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     embedder = cached_embedder(args.cache_dir, "squad")
     results, systems = {}, {}
     for key in args.systems:
-        system = make_system(key, embedder)
+        system = make_system(key, embedder, dict(args.seams))
         systems[key] = {"label": system.label, "settings": system.settings}
         started = time.perf_counter()
         row = evaluate_squad(system.spans, args.data, args.k, embedder)
