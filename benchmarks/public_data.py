@@ -29,6 +29,7 @@ import itertools
 import json
 import logging
 import os
+import re
 import statistics
 import sys
 import tempfile
@@ -508,6 +509,19 @@ def fixed_system(size: int, counter: Callable[[list[str]], list[int]]) -> System
     )
 
 
+def paragraph_system() -> System:
+    """The text's own paragraphs (blank-line separated) as chunks: an oracle on SQuAD, whose
+    questions were written per paragraph."""
+    return System(
+        "paragraphs",
+        "paragraphs as given (oracle)",
+        lambda text: spans_from_starts(
+            text, [0, *(m.end() for m in re.finditer(r"\n\s*\n", text))]
+        ),
+        "one chunk per blank-line separated paragraph",
+    )
+
+
 def langchain_system(embed: Callable[[list[str]], np.ndarray]) -> System:
     """LangChain's SemanticChunker at its defaults (`peers.langchain_system`), located in the
     source by its non-whitespace characters (it joins sentences with single spaces)."""
@@ -581,6 +595,7 @@ SYSTEM_LABELS: dict[str, str] = {
     "fixed_400": "fixed 400 tokens",
     "langchain": "LangChain SemanticChunker",
     "chonkie": "chonkie SemanticChunker",
+    "paragraphs": "paragraphs as given (oracle)",
 }
 
 
@@ -611,6 +626,8 @@ def make_system(
         return langchain_system(embedder)
     if key == "chonkie":
         return chonkie_system(embedder)
+    if key == "paragraphs":
+        return paragraph_system()
     raise ValueError(f"unknown system {key!r}; choose from {', '.join(SYSTEM_LABELS)}")
 
 

@@ -186,7 +186,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--data", type=Path, default=DEFAULT_DATA, help="folder holding squad-dev-5.json"
     )
-    parser.add_argument("--systems", nargs="+", default=list(SYSTEMS), choices=SYSTEMS)
+    parser.add_argument(
+        "--systems", nargs="+", default=list(SYSTEMS), choices=[*SYSTEMS, "paragraphs"]
+    )
     parser.add_argument("--k", type=int, default=K, help="chunks retrieved per question")
     add_common_arguments(parser)
     args = parser.parse_args(argv)
