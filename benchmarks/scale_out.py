@@ -24,77 +24,15 @@ import argparse
 import json
 import os
 import shutil
-import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+from benchmarks.services import start_redis, start_workers, stop_group
+
 RESULTS = Path(__file__).parent / "results" / "scale_out.json"
-READY_S = 180
-
-
-def _start_redis(work: Path) -> tuple[subprocess.Popen, str]:
-    import socket
-
-    import redis
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen(
-        [shutil.which("redis-server") or "redis-server", "--port", str(port), "--bind",
-         "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", str(work)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, start_new_session=True,
-    )  # fmt: skip
-    client = redis.Redis(host="127.0.0.1", port=port)
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            client.ping()
-            return proc, f"redis://127.0.0.1:{port}"
-        except redis.ConnectionError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.1)
-
-
-def _stop(proc: subprocess.Popen) -> None:
-    for sig, grace_s in ((signal.SIGTERM, 20), (signal.SIGKILL, 10)):
-        if proc.poll() is not None:
-            return
-        try:
-            os.killpg(proc.pid, sig)
-            proc.wait(timeout=grace_s)
-        except (ProcessLookupError, subprocess.TimeoutExpired):
-            continue
-
-
-def _start_workers(count: int, env: dict[str, str], work: Path) -> list[subprocess.Popen]:
-    procs, logs = [], []
-    for number in range(1, count + 1):
-        log = work / f"worker_{number}.log"
-        logs.append(log)
-        procs.append(
-            subprocess.Popen(
-                [sys.executable, "-m", "seams", "worker", "-n", f"bench{number}", "-c", "1"],
-                stdout=log.open("w"),
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-                env=env,
-            )
-        )
-    deadline = time.monotonic() + READY_S
-    while not all(" ready." in log.read_text() for log in logs):
-        for proc, log in zip(procs, logs, strict=True):
-            if proc.poll() is not None:
-                raise RuntimeError(f"a worker exited: {log.read_text()[-2000:]}")
-        if time.monotonic() > deadline:
-            raise RuntimeError("the workers never became ready")
-        time.sleep(0.5)
-    return procs
 
 
 def _handoffs(instance, run_ids: list[str]) -> tuple[list[float], float]:
@@ -151,7 +89,8 @@ def _variant(
 
     seams_instance = prepare_instance()
     defs = build_definitions(load_settings(settings_file))
-    procs = _start_workers(workers, seams_instance.environment(), work) if workers else []
+    names = [f"bench{number}" for number in range(1, workers + 1)]
+    procs = start_workers(names, seams_instance.environment(), work)
     try:
         with seams_instance.open() as instance:
             keys = []
@@ -168,7 +107,7 @@ def _variant(
             gaps, compute_s = _handoffs(instance, summary.run_ids)
     finally:
         for proc in procs:
-            _stop(proc)
+            stop_group(proc)
     runner.summarize(summary, defs=defs)
     return {
         "variant": name,
@@ -217,7 +156,7 @@ def main() -> int:
 
     server = EmbeddedPostgres(work / "pg")
     base_url = server.start()
-    redis_proc, redis_url = _start_redis(work)
+    redis_proc, redis_url = start_redis(work)
     results = []
     try:
         for variant in args.variants.split(","):
@@ -225,7 +164,7 @@ def main() -> int:
             results.append(_variant(variant, workers, base_url, redis_url, files, work))
             print(json.dumps(results[-1]), flush=True)
     finally:
-        _stop(redis_proc)
+        stop_group(redis_proc)
         server.stop()
     baseline = next((r for r in results if r["variant"] == "in_process"), results[0])
     for row in results:

@@ -10,10 +10,7 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
-import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,6 +18,7 @@ import dagster as dg
 import psycopg
 import pytest
 
+from benchmarks.services import start_redis, start_workers, stop_group
 from seams.orchestration import runner
 from seams.orchestration.definitions import (
     CELERY_BACKEND_ENV,
@@ -28,7 +26,7 @@ from seams.orchestration.definitions import (
     build_definitions,
 )
 from seams.settings import SeamsSettings, load_settings
-from tests.conftest import free_port, register_sample_batches
+from tests.conftest import register_sample_batches
 
 WORKERS = ("w1", "w2")
 READY_S = 150
@@ -39,49 +37,17 @@ CHUNK_ROWS = (
 )
 
 
-def _stop(proc: subprocess.Popen) -> None:
-    """Stop a process group we started: SIGTERM, then SIGKILL after a grace period."""
-    for sig, grace_s in ((signal.SIGTERM, 20), (signal.SIGKILL, 10)):
-        if proc.poll() is not None:
-            return
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            proc.wait(timeout=grace_s)
-        except subprocess.TimeoutExpired:
-            continue
-
-
 @pytest.fixture
 def redis_url(tmp_path: Path) -> Iterator[str]:
     """A private redis-server (Debian's) on a free 127.0.0.1 port, nothing persisted."""
-    server = shutil.which("redis-server")
-    assert server, "redis-server is missing: apt-get install -y redis-server (.ci/run does)"
-    port = free_port()
-    log = (tmp_path / "redis.log").open("w")
-    proc = subprocess.Popen(
-        [server, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-         "--dir", str(tmp_path)],
-        stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-    )  # fmt: skip
+    assert shutil.which("redis-server"), (
+        "redis-server is missing: apt-get install -y redis-server (.ci/run does)"
+    )
+    proc, url = start_redis(tmp_path, tmp_path / "redis.log")
     try:
-        import redis
-
-        client = redis.Redis(host="127.0.0.1", port=port)
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                client.ping()
-                break
-            except redis.ConnectionError:
-                assert proc.poll() is None, (tmp_path / "redis.log").read_text()
-                assert time.monotonic() < deadline, "redis-server never answered"
-                time.sleep(0.1)
-        yield f"redis://127.0.0.1:{port}"
+        yield url
     finally:
-        _stop(proc)
+        stop_group(proc)
 
 
 @pytest.fixture
@@ -106,31 +72,12 @@ def celery_settings(
 @pytest.fixture
 def workers(celery_settings: SeamsSettings, tmp_path: Path) -> Iterator[list[str]]:
     """Two `seams worker` processes (concurrency 1 each), ready to take steps."""
-    procs, logs = [], []
+    procs = start_workers(list(WORKERS), os.environ.copy(), tmp_path, cwd=tmp_path, ready_s=READY_S)
     try:
-        for name in WORKERS:
-            log = tmp_path / f"worker_{name}.log"
-            logs.append(log)
-            procs.append(
-                subprocess.Popen(
-                    [sys.executable, "-m", "seams", "worker", "-n", name, "-c", "1"],
-                    stdout=log.open("w"),
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,
-                    env=os.environ.copy(),
-                    cwd=tmp_path,
-                )
-            )
-        deadline = time.monotonic() + READY_S
-        while not all(" ready." in log.read_text() for log in logs):
-            for proc, log in zip(procs, logs, strict=True):
-                assert proc.poll() is None, log.read_text()[-3000:]
-            assert time.monotonic() < deadline, "the workers never became ready"
-            time.sleep(0.5)
-        yield [log.read_text() for log in logs]
+        yield [(tmp_path / f"worker_{name}.log").read_text() for name in WORKERS]
     finally:
         for proc in procs:
-            _stop(proc)
+            stop_group(proc)
 
 
 def _rows(database_url: str) -> list[tuple]:
