@@ -15,7 +15,8 @@ from urllib.parse import unquote, urlparse
 import dagster as dg
 import numpy as np
 
-from seams.storage.schema import Table, asset_table
+from seams.resources.io_manager import column_schema
+from seams.storage.schema import asset_table
 
 OWNERS = ["team:seams"]
 """Who answers for the pipeline's assets (Dagster's `team:` owner form)."""
@@ -78,21 +79,6 @@ def size_histogram(sizes: Sequence[int], unit: str = "tokens") -> str:
         bar = "█" * max(1 if count else 0, round(HISTOGRAM_WIDTH * int(count) / peak))
         lines.append(f"| {label} | {int(count)} | {bar} |")
     return "\n".join(lines)
-
-
-def column_schema(table: Table) -> dg.TableSchema:
-    """The declared columns with their descriptions, as Dagster's `TableSchema`."""
-    return dg.TableSchema(
-        columns=[
-            dg.TableColumn(
-                name=c.name,
-                type=c.pg_type,
-                description=c.description or None,
-                constraints=dg.TableColumnConstraints(nullable=c.nullable),
-            )
-            for c in table.columns
-        ]
-    )
 
 
 def asset_attributes(

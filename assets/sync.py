@@ -42,14 +42,11 @@ ADVICE = (
 SYNC_CHECK_KEYS = tuple(dg.AssetCheckKey(dg.AssetKey(name), SYNC_CHECK) for name in SYNCED_ASSETS)
 
 
-def unsynced_partitions(
-    instance: dg.DagsterInstance, asset_graph: object, partitions: Sequence[str]
-) -> dict[dg.AssetKey, list[str]]:
-    """Per watched asset, the partitions Dagster reports STALE (never-materialized ones are
-    missing, not unsynced, and are left out)."""
-    # Dagster's own staleness resolver, as the UI's partition page uses it (no public wrapper).
+def stale_status_resolver(instance: dg.DagsterInstance, asset_graph: object):
+    """Dagster's own per-partition staleness resolver, as the UI's partition page uses it (no
+    public wrapper in 1.13): `.get_status(asset_key, partition)` -> `StaleStatus`."""
     from dagster._core.asset_graph_view.asset_graph_view import AssetGraphView, TemporalContext
-    from dagster._core.definitions.data_version import CachingStaleStatusResolver, StaleStatus
+    from dagster._core.definitions.data_version import CachingStaleStatusResolver
     from dagster._time import get_current_datetime
 
     view = AssetGraphView(
@@ -57,9 +54,19 @@ def unsynced_partitions(
         instance=instance,
         asset_graph=asset_graph,
     )
-    resolver = CachingStaleStatusResolver(
+    return CachingStaleStatusResolver(
         instance=instance, asset_graph=asset_graph, loading_context=view
     )
+
+
+def unsynced_partitions(
+    instance: dg.DagsterInstance, asset_graph: object, partitions: Sequence[str]
+) -> dict[dg.AssetKey, list[str]]:
+    """Per watched asset, the partitions Dagster reports STALE (never-materialized ones are
+    missing, not unsynced, and are left out)."""
+    from dagster._core.definitions.data_version import StaleStatus
+
+    resolver = stale_status_resolver(instance, asset_graph)
     return {
         key: [p for p in partitions if resolver.get_status(key, p) == StaleStatus.STALE]
         for key in (dg.AssetKey(name) for name in SYNCED_ASSETS)

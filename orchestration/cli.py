@@ -189,9 +189,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     with prepare_instance().open() as instance:
         runner.ensure_model(instance, _say, defs=defs)
         source = runner.source_of(path)
-        pending = runner.unfinished_batches(instance, source=source, defs=defs)
-        runner.settle_in_flight(instance, _say, pending)  # killed: failed; live: awaited
         unfinished = runner.unfinished_batches(instance, source=source, defs=defs)
+        if runner.settle_in_flight(instance, _say, unfinished):  # killed: failed; live: awaited
+            unfinished = runner.unfinished_batches(instance, source=source, defs=defs)
         if unfinished:
             _say(f"finishing {len(unfinished)} batch(es) an earlier run left unfinished")
         retry = runner.quarantined_batches(source, defs=defs) if args.retry_quarantined else []

@@ -18,6 +18,7 @@ import dagster as dg
 import numpy as np
 
 from seams.assets.partitions import document_batches
+from seams.assets.sync import stale_status_resolver
 from seams.errors import InputError, SeamsError
 from seams.models.model_store import load_manifest
 from seams.orchestration import launch, ownership
@@ -158,13 +159,18 @@ def materialize_batches(
     run_backfill(instance, targets, report, summary, defs=defs, started_by=started_by, tags=tags)
 
 
+def job_assets_in_order(defs: dg.Definitions) -> list[dg.AssetKey]:
+    """The per-batch job's assets in dependency order (extracted_text first)."""
+    wanted = set(defs.resolve_job_def(JOB_NAME).asset_layer.executable_asset_keys)
+    return [k for k in defs.resolve_asset_graph().toposorted_asset_keys if k in wanted]
+
+
 def remaining_assets(
     instance: dg.DagsterInstance, defs: dg.Definitions, batch_keys: Sequence[str]
 ) -> list[tuple[str, list[dg.AssetKey]]]:
     """Per batch, the job's assets from the first one never materialized for it onwards (in
     dependency order); batches with nothing missing are left out."""
-    wanted = set(defs.resolve_job_def(JOB_NAME).asset_layer.executable_asset_keys)
-    order = [k for k in defs.resolve_asset_graph().toposorted_asset_keys if k in wanted]
+    order = job_assets_in_order(defs)
     done = {key: instance.get_materialized_partitions(key) for key in order}
     found = []
     for batch in batch_keys:
@@ -287,14 +293,15 @@ def failure_reason(events: dg.ExecuteInProcessResult | Sequence[dg.DagsterEvent]
     return ""
 
 
-def settle_in_flight(instance: dg.DagsterInstance, report: Report, batches: Sequence[str]) -> None:
+def settle_in_flight(instance: dg.DagsterInstance, report: Report, batches: Sequence[str]) -> bool:
     """Before redoing `batches`: fail the runs a dead `seams` process left STARTED, and wait for
-    the runs another live `seams` process on this host is executing on any of them."""
+    the runs another live `seams` process on this host is executing on any of them. True when
+    it waited (what is unfinished may have changed meanwhile)."""
     found = ownership.reap_orphans(instance, report)
     wanted = set(batches)
-    ownership.wait_for(
-        instance, [r for r in found.live if ownership.batches_of(instance, r) & wanted], report
-    )
+    live = [r for r in found.live if ownership.batches_of(instance, r) & wanted]
+    ownership.wait_for(instance, live, report)
+    return bool(live)
 
 
 def quarantined_batches(source: str, *, defs: dg.Definitions | None = None) -> list[str]:
@@ -402,23 +409,12 @@ def unsynced_assets(
     defs: dg.Definitions | None = None,
 ) -> dict[str, list[dg.AssetKey]]:
     """Per partition, the per-batch assets Dagster considers stale (code, config or inputs)."""
-    # Dagster's own staleness resolver, as the UI uses it (no public wrapper in 1.13).
-    from dagster._core.asset_graph_view.asset_graph_view import AssetGraphView, TemporalContext
-    from dagster._core.definitions.data_version import CachingStaleStatusResolver, StaleStatus
-    from dagster._time import get_current_datetime
+    from dagster._core.definitions.data_version import StaleStatus
 
     defs = definitions(defs)
     graph = defs.resolve_asset_graph()
-    view = AssetGraphView(
-        temporal_context=TemporalContext(effective_dt=get_current_datetime(), last_event_id=None),
-        instance=instance,
-        asset_graph=graph,
-    )
-    resolver = CachingStaleStatusResolver(
-        instance=instance, asset_graph=graph, loading_context=view
-    )
-    job_keys = defs.resolve_job_def(JOB_NAME).asset_layer.executable_asset_keys
-    ordered = [k for k in graph.toposorted_asset_keys if k in job_keys]
+    resolver = stale_status_resolver(instance, graph)
+    ordered = job_assets_in_order(defs)
     return {
         partition: [k for k in ordered if resolver.get_status(k, partition) != StaleStatus.FRESH]
         for partition in partition_keys
