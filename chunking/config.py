@@ -78,6 +78,19 @@ _OPTIMAL_FIELDS = (
     "target_weight",
     "max_chunk_candidates",
 )
+#: What the threshold rule reads (window pooling, the threshold family, headings).
+_THRESHOLD_BOUNDARY_INPUTS = (
+    "threshold_type",
+    "boundary_threshold",
+    "percentile",
+    "stddev_factor",
+    "iqr_factor",
+    "gradient_percentile",
+    "local_minima",
+    "window_mode",
+    "window_size",
+    "split_on_headings",
+)
 #: What the optimal segmenter reads beyond the threshold rule's inputs (the size contract).
 _OPTIMAL_BOUNDARY_INPUTS = (
     *_OPTIMAL_FIELDS,
@@ -108,30 +121,7 @@ CONFIG_SECTIONS: dict[str, tuple[str, ...]] = {
         "extra_abbreviations",
     ),
     "embedding": ("window_mode", "window_size", "boundary_model"),
-    "boundaries": (
-        "threshold_type",
-        "boundary_threshold",
-        "percentile",
-        "stddev_factor",
-        "iqr_factor",
-        "gradient_percentile",
-        "local_minima",
-        "window_mode",
-        "window_size",
-        "split_on_headings",
-        "segmenter",
-        "cut_cost",
-        "boundary_weight",
-        "paragraph_weight",
-        "target_weight",
-        "max_chunk_candidates",
-        "size_unit",
-        "tokenizer",
-        "chunk_size_min",
-        "chunk_size_target",
-        "chunk_size_max",
-        "chunk_chars_max",
-    ),
+    "boundaries": (*_THRESHOLD_BOUNDARY_INPUTS, "segmenter", *_OPTIMAL_BOUNDARY_INPUTS),
     "assembly": (
         "size_unit",
         "tokenizer",
