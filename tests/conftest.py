@@ -17,7 +17,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import dagster as dg
@@ -26,6 +26,7 @@ import pytest
 from dagster_graphql import DagsterGraphQLClient, DagsterGraphQLClientError
 from psycopg import sql
 
+from benchmarks.services import stop_group
 from seams.models.model_store import ModelManifest
 from seams.orchestration.instance import (
     LEGACY_DAGSTER_URL_ENV,
@@ -165,7 +166,7 @@ def register_sample_batches(
     return keys
 
 
-def copy_samples(folder: Path, names: tuple[str, ...]) -> Path:
+def copy_samples(folder: Path, names: Sequence[str]) -> Path:
     """A new folder holding copies of these sample-corpus files."""
     from seams.orchestration import runner
 
@@ -180,16 +181,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def _stop_service(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        os.killpg(proc.pid, 15)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, 9)
-            proc.wait()
 
 
 @contextlib.contextmanager
@@ -225,4 +216,4 @@ def dagster_services(logs: Path, *, timeout_s: float = 180) -> Iterator[DagsterG
         yield client
     finally:
         for proc in procs.values():
-            _stop_service(proc)
+            stop_group(proc, grace_s=30)

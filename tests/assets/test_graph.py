@@ -5,7 +5,6 @@ in every embedding window mode)."""
 from __future__ import annotations
 
 import itertools
-import shutil
 from pathlib import Path
 
 import dagster as dg
@@ -18,6 +17,7 @@ from seams.models.model_store import ModelManifest
 from seams.orchestration import runner
 from seams.orchestration.definitions import build_definitions
 from seams.settings import SeamsSettings
+from tests.conftest import copy_samples
 
 CHAIN = ["extracted_text", "sentence_candidates", "candidate_embeddings", "semantic_boundaries",
          "chunks"]  # fmt: skip
@@ -70,10 +70,7 @@ def test_chunks_from_carried_rows_equal_the_library(
     exported_model: ModelManifest,
     window_mode: str,
 ) -> None:
-    inbox = tmp_path / "inbox"
-    inbox.mkdir()
-    for name in SAMPLES:
-        shutil.copy(runner.SAMPLE_CORPUS / name, inbox / name)
+    inbox = copy_samples(tmp_path / "inbox", SAMPLES)
     keys = runner.register_path(inbox, print)
     instance.add_dynamic_partitions(document_batches.name, keys)
     settings = _settings(window_mode)

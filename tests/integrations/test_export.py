@@ -4,7 +4,6 @@ PostgreSQL, exported to Parquet and JSON Lines, read back and compared with `sea
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import dagster as dg
@@ -18,28 +17,22 @@ from seams.orchestration import cli, runner
 from seams.resources.database import URL_ENV
 from seams.resources.postgres import PostgresResource
 from seams.storage import schema
+from tests.conftest import copy_samples
 
 SAMPLE_FILES = sorted(p.name for p in runner.SAMPLE_CORPUS.iterdir() if p.name != "README.md")
 CHUNK_COLUMNS = [c.name for c in schema.CHUNKS.columns]
 
 
-def _copy_corpus(folder: Path, names: list[str]) -> Path:
-    folder.mkdir()
-    for name in names:
-        shutil.copy(runner.SAMPLE_CORPUS / name, folder / name)
-    return folder
-
-
 @pytest.fixture
 def corpus(tmp_path: Path) -> Path:
     """The bundled sample corpus (its documents; the README describes them)."""
-    return _copy_corpus(tmp_path / "corpus", SAMPLE_FILES)
+    return copy_samples(tmp_path / "corpus", SAMPLE_FILES)
 
 
 @pytest.fixture
 def small_corpus(tmp_path: Path) -> Path:
     """Two documents of the sample corpus: enough for two batches and a newer version."""
-    return _copy_corpus(tmp_path / "corpus", SAMPLE_FILES[:2])
+    return copy_samples(tmp_path / "corpus", SAMPLE_FILES[:2])
 
 
 def _materialize(instance: dg.DagsterInstance, path: Path) -> list[str]:

@@ -3,7 +3,6 @@ chunks the pipeline stores, sized by the same counter, and the stored lineage na
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import dagster as dg
@@ -13,6 +12,7 @@ from seams import OnnxEmbedder, chunk_text
 from seams.models.model_store import ModelManifest
 from seams.orchestration import runner
 from seams.settings import load_settings
+from tests.conftest import copy_samples
 
 SAMPLES = ("field_notes.md", "history_of_maps.txt", "platform_handbook.md")
 
@@ -20,10 +20,7 @@ SAMPLES = ("field_notes.md", "history_of_maps.txt", "platform_handbook.md")
 def test_chunk_text_with_the_onnx_embedder_equals_the_pipeline(
     instance: dg.DagsterInstance, tmp_path: Path, database_url: str, exported_model: ModelManifest
 ) -> None:
-    inbox = tmp_path / "inbox"
-    inbox.mkdir()
-    for name in SAMPLES:
-        shutil.copy(runner.SAMPLE_CORPUS / name, inbox / name)
+    inbox = copy_samples(tmp_path / "inbox", SAMPLES)
     keys = runner.register_path(inbox, print)
     runner.materialize_batches(instance, keys, print, runner.RunSummary(batches=keys))
 

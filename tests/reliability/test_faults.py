@@ -191,10 +191,7 @@ def _cli(*args: str, env: dict[str, str], timeout: float = 300) -> subprocess.Co
 def test_run_process_sigkilled_mid_materialization_reruns_to_completion(
     database_url: str, exported_model: ModelManifest, tmp_path: Path
 ) -> None:
-    inbox = tmp_path / "inbox"
-    inbox.mkdir()
-    for name in SAMPLES:
-        shutil.copy(runner.SAMPLE_CORPUS / name, inbox / name)
+    inbox = copy_samples(tmp_path / "inbox", SAMPLES)
     (inbox / "tides.md").write_text(SHORT_DOC, encoding="utf-8")
     env = {
         **os.environ,
