@@ -13,7 +13,18 @@ and recall@k = the share of questions whose exact answer span lies inside one re
 Systems: Seams `default` and `fast`, fixed 200- and 400-token splits, LangChain's and chonkie's
 SemanticChunker at their defaults (same model, embeddings disk-cached by text).
 
+Retrievers (`--retriever`), each applied to every system's chunks alike:
+
+- `text` (the default, the issue's protocol): each chunk's text embedded, top k by cosine.
+- `seams`: as `seams search` ranks with the default seams.yaml: a chunk's vector is the
+  token-weighted mean of the vectors of Seams' sentence candidates inside it (`retrieval.mode:
+  pooled`), the `pool_size(k)` nearest are re-scored with their best sentence
+  (`seams.models.sentence_rerank`, `retrieval.sentence_weight`), then the top k are kept. The
+  candidates are Seams' own (default preset) for every system, so the retriever is the same.
+
     .venv/bin/python -m benchmarks.squad --json benchmarks/results/squad.json
+    .venv/bin/python -m benchmarks.squad --retriever seams \
+        --json benchmarks/results/squad-seams-search.json
 
 In-process (`segmenter`: text -> chunk start chars, or -> (start, end) spans)::
 
@@ -63,8 +74,9 @@ SYSTEMS: tuple[str, ...] = (
     "chonkie",
 )
 K = 5
+RETRIEVERS = ("text", "seams")
 ChunkSpans = Callable[[str], Sequence[int] | Sequence[Span]]
-__all__ = ["SYSTEMS", "K", "evaluate_squad"]
+__all__ = ["RETRIEVERS", "SYSTEMS", "K", "evaluate_squad"]
 
 
 @functools.lru_cache(maxsize=4)
@@ -93,14 +105,18 @@ def evaluate_squad(
     k: int = K,
     embedder: CachedOnnxEmbedder | None = None,
     cache_dir: Path | str | None = DEFAULT_CACHE_DIR,
+    retriever: str = "text",
 ) -> dict[str, Any]:
     """Top-k retrieval scores of `segmenter`'s chunks on the SQuAD articles.
 
     Returns char_recall, char_precision, char_iou, recall_at_k (answer inside a retrieved chunk),
     questions, documents, chunks and mean_chunk_tokens. `embedder`: a `CachedOnnxEmbedder` (by
-    default one per `cache_dir` and process, saved after each call)."""
+    default one per `cache_dir` and process, saved after each call). `retriever`: see the module
+    doc."""
     if k < 1:
         raise ValueError(f"k must be >= 1, got {k}")
+    if retriever not in RETRIEVERS:
+        raise ValueError(f"retriever must be one of {RETRIEVERS}, got {retriever!r}")
     documents, questions = _corpus(str(data))
     embedder = embedder or _embedder(str(cache_dir) if cache_dir else None)
     refs: list[tuple[str, Span]] = []
@@ -108,11 +124,13 @@ def evaluate_squad(
         refs += [(doc.title, span) for span in _as_spans(doc.text, segmenter(doc.text))]
     texts = {doc.title: doc.text for doc in documents}
     chunk_texts = [texts[title][a:b] for title, (a, b) in refs]
-    chunk_vectors = embedder(chunk_texts)
     question_vectors = embedder([q.question for q in questions])
+    if retriever == "text":
+        similarities = question_vectors @ embedder(chunk_texts).T
+        top = np.argsort(-similarities, axis=1, kind="stable")[:, :k]
+    else:
+        top = _seams_search_top(documents, refs, question_vectors, k, embedder)
     embedder.save()
-    similarities = question_vectors @ chunk_vectors.T
-    top = np.argsort(-similarities, axis=1, kind="stable")[:, :k]
     rows = [
         retrieval_scores(q.document, q.reference, q.answer, [refs[i] for i in ranked])
         for q, ranked in zip(questions, top, strict=True)
@@ -130,6 +148,54 @@ def evaluate_squad(
     }
 
 
+def _seams_search_top(
+    documents: Sequence[SquadDocument],
+    refs: Sequence[tuple[str, Span]],
+    question_vectors: np.ndarray,
+    k: int,
+    embedder: CachedOnnxEmbedder,
+) -> list[np.ndarray]:
+    """Per question, the top k chunk positions ranked as `seams search` ranks them (module doc)."""
+    from seams import ChunkingConfig
+    from seams.chunking.segment import segment
+    from seams.chunking.similarity import embedding_texts
+    from seams.models.chunk_vectors import pooled_vectors
+    from seams.models.sentence_rerank import rerank_order
+    from seams.storage.search import pool_size
+
+    config = ChunkingConfig.preset("default")
+    chunk_vectors = np.zeros((len(refs), question_vectors.shape[1]), np.float32)
+    owners: list[int] = []  # per sentence vector: the chunk whose span holds the candidate
+    sentence_vectors = []
+    for doc in documents:
+        candidates = segment(doc.text, config, embedder.count_tokens)
+        vectors = embedder(embedding_texts(doc.text, candidates, config))
+        spans = [(c.start_char, c.end_char) for c in candidates]
+        rows = [i for i, (title, _) in enumerate(refs) if title == doc.title]
+        chunk_vectors[rows] = pooled_vectors(
+            [refs[i][1] for i in rows], spans, [c.token_count for c in candidates], vectors
+        )
+        for i in rows:
+            a, b = refs[i][1]
+            inside = [j for j, (s, e) in enumerate(spans) if a <= s < b and e <= b]
+            owners += [i] * len(inside)
+            sentence_vectors.append(vectors[inside])
+    owner = np.asarray(owners)
+    sentence_scores = question_vectors @ np.concatenate(sentence_vectors).T
+    chunk_scores = question_vectors @ chunk_vectors.T
+    pool = pool_size(k)
+    top = []
+    for row, scores in enumerate(chunk_scores):
+        nearest = np.argsort(-scores, kind="stable")[:pool]
+        best = [
+            float(sentence_scores[row, owner == i].max()) if (owner == i).any() else None
+            for i in nearest
+        ]
+        order, _ = rerank_order(scores[nearest], best)
+        top.append(nearest[order][:k])
+    return top
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     embedder = cached_embedder(args.cache_dir, "squad")
     results, systems = {}, {}
@@ -137,7 +203,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         system = make_system(key, embedder, dict(args.seams))
         systems[key] = {"label": system.label, "settings": system.settings}
         started = time.perf_counter()
-        row = evaluate_squad(system.spans, args.data, args.k, embedder)
+        row = evaluate_squad(system.spans, args.data, args.k, embedder, retriever=args.retriever)
         row["seconds"] = round(time.perf_counter() - started, 1)
         results[key] = row
         print(
@@ -149,6 +215,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "benchmark": "squad",
         "data": str(args.data),
         "k": args.k,
+        "retriever": args.retriever,
         "model": {"name": "all-MiniLM-L6-v2", "onnx_sha256": embedder.model_id},
         "systems": systems,
         "results": results,
@@ -162,7 +229,8 @@ def print_table(payload: dict[str, Any]) -> None:
     if first is None:
         return
     print(
-        f"\nSQuAD retrieval, top {k} ({first['questions']} questions, {first['documents']} "
+        f"\nSQuAD retrieval, {payload.get('retriever', 'text')} retriever, top {k} "
+        f"({first['questions']} questions, {first['documents']} "
         "articles; character-level scores of the answer sentence, higher is better)\n"
     )
     print(
@@ -190,6 +258,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--systems", nargs="+", default=list(SYSTEMS), choices=[*SYSTEMS, "paragraphs"]
     )
     parser.add_argument("--k", type=int, default=K, help="chunks retrieved per question")
+    parser.add_argument(
+        "--retriever", choices=RETRIEVERS, default="text",
+        help="text: chunk texts by cosine; seams: as `seams search` ranks (module doc)",
+    )  # fmt: skip
     add_common_arguments(parser)
     args = parser.parse_args(argv)
     if args.k < 1:

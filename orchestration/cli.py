@@ -254,7 +254,10 @@ def cmd_search(args: argparse.Namespace) -> int:
             "PATH` (a file or a folder; without PATH, the bundled sample corpus)"
         ) from exc
     resources = _definitions(args).resources
-    response = search_response(resources["postgres"], resources["embedder"], args.query, args.k)
+    response = search_response(
+        resources["postgres"], resources["embedder"], args.query, args.k,
+        sentence_weight=args.settings.retrieval.sentence_weight,
+    )  # fmt: skip
     if args.json:
         print(json.dumps(response.to_dict(), ensure_ascii=False))
     else:

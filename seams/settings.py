@@ -22,6 +22,7 @@ from seams.chunking.config import (
 )
 from seams.errors import ConfigError
 from seams.extraction.limits import ExtractionLimits
+from seams.models.sentence_rerank import SENTENCE_WEIGHT
 from seams.paths import PROJECT_SETTINGS, data_dir, packaged_default
 
 CONFIG_ENV = "SEAMS_CONFIG"
@@ -58,6 +59,9 @@ class RetrievalSettings(Section):
     # tokens in a 256-token model (0.948/0.953). Search reads the mode back from the index.
     mode: Literal["text", "pooled", "late"] = "pooled"
     late_overlap_tokens: int = Field(64, ge=0, le=200)
+    # `seams search` scores a chunk by its vector and its best sentence (the pipeline's candidate
+    # vectors): share of the sentence, 0 = the chunk vector alone (seams.models.sentence_rerank).
+    sentence_weight: float = Field(SENTENCE_WEIGHT, ge=0.0, le=1.0)
 
 
 class InboxSettings(Section):

@@ -302,6 +302,8 @@ SEMANTIC_BOUNDARIES = Table(
         ),
     ),
     key=("document_id", "candidate_index"),
+    # `seams search` finds the candidates inside a chunk's span by start_char.
+    indexes=(("batch_key", "document_id", "start_char"),),
     description="Every candidate with the verdict on the gap before it: similarity, threshold, "
     "and whether (and why) a chunk starts there.",
 )

@@ -4,7 +4,10 @@
 asks pgvector's HNSW index (cosine) for the nearest chunk embeddings of the mode the index was
 built in (model and mode are read from the index's own rows, never assumed), keeps
 only chunks of each document's newest version (`seams.current_chunks`: a stale version is never
-returned), and returns each hit with the context seed 003 asks for:
+returned), re-scores that pool by each chunk's best sentence as well as its own vector
+(`seams.models.sentence_rerank`, seams.yaml `retrieval.sentence_weight`; the sentence vectors are
+the candidates' in `semantic_boundaries`, already computed by the pipeline), and returns each hit
+with the context seed 003 asks for:
 
 - its **parent** (`seams.chunk_parents`): the section of the document it belongs to (chunks
   sharing a heading path), or the whole document when it has no headings, with the parent's text
@@ -14,9 +17,10 @@ returned), and returns each hit with the context seed 003 asks for:
   source text from the previous chunk's start to the next chunk's end (sentence-window
   retrieval, without duplicating any overlap).
 
-Three round trips: one index probe for the newest batch's mode and model, the ANN query (which
+Four round trips: one index probe for the newest batch's mode and model, the ANN query (which
 over-fetches, since stale versions and other modes share the index, and retries wider when too
-few survive), then one query that joins everything else for the k hits.
+few survive), one for the pool's best sentences, then one query that joins everything else for
+the k hits.
 `benchmarks/search_latency.py` measures it at 100k chunks.
 """
 
@@ -32,6 +36,7 @@ import psycopg
 from psycopg import sql
 
 from seams.errors import InputError
+from seams.models.sentence_rerank import SENTENCE_WEIGHT, rerank_order
 from seams.storage import schema
 from seams.storage.connections import ConnectionSource, connection_lost
 
@@ -64,6 +69,11 @@ document, and ~4 model windows of it already average into one vector."""
 PARENT_CHARS = 4000
 MIN_FETCH = 40
 MAX_FETCH = 4000
+
+
+def pool_size(k: int) -> int:
+    """How many nearest chunk vectors a top-`k` search fetches first (and re-scores)."""
+    return max(MIN_FETCH, 4 * k)
 
 
 @dataclass(frozen=True)
@@ -119,7 +129,8 @@ class SearchHit:
 
     rank: int
     score: float
-    """Cosine similarity between the query and the chunk's embedding (1 - cosine distance)."""
+    """Cosine similarity between the query and the chunk's embedding, mixed with the best of its
+    sentences' when sentence re-scoring is on (`seams.models.sentence_rerank`)."""
     chunk_id: str
     document_id: str
     batch_key: str
@@ -208,9 +219,13 @@ def search(
     *,
     mode: str | None = None,
     parent_chars: int = PARENT_CHARS,
+    sentence_weight: float = SENTENCE_WEIGHT,
 ) -> list[SearchHit]:
     """The top-`k` current chunks for `query`, best first (see the module doc)."""
-    return search_response(postgres, embedder, query, k, mode=mode, parent_chars=parent_chars).hits
+    return search_response(
+        postgres, embedder, query, k, mode=mode, parent_chars=parent_chars,
+        sentence_weight=sentence_weight,
+    ).hits  # fmt: skip
 
 
 def search_response(
@@ -221,6 +236,7 @@ def search_response(
     *,
     mode: str | None = None,
     parent_chars: int = PARENT_CHARS,
+    sentence_weight: float = SENTENCE_WEIGHT,
 ) -> SearchResponse:
     """`search`, plus notes (e.g. truncation) and the time spent embedding and searching.
 
@@ -228,6 +244,7 @@ def search_response(
     vectors of the mode it was built in, both read from the index's own rows (`index_target`;
     `mode` picks one of several modes the index may hold). `embedder` supplies the model:
     `embedder.for_model(...)` switches it to the index's variant when settings changed since.
+    `sentence_weight`: the best sentence's share of a chunk's score (0: chunk vectors only).
     """
     if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
         raise InputError(f"k must be an integer from 1 to {MAX_K}, got {k!r}")
@@ -244,7 +261,8 @@ def search_response(
     vector = embedder.for_model(target.model_id).embed([prepared.text])[0]
     embedded = time.perf_counter()
     hits, scanned = search_vector(postgres, vector, k, model_id=target.model_id,
-                                  mode=target.mode, parent_chars=parent_chars)  # fmt: skip
+                                  mode=target.mode, parent_chars=parent_chars,
+                                  sentence_weight=sentence_weight)  # fmt: skip
     response = SearchResponse(
         query=prepared.text,
         k=k,
@@ -300,14 +318,17 @@ def search_vector(
     model_id: str,
     mode: str,
     parent_chars: int = PARENT_CHARS,
+    sentence_weight: float = SENTENCE_WEIGHT,
 ) -> tuple[list[SearchHit], int]:
     """Hits for an already-embedded query, and how many index entries were fetched for them."""
     query_vector = np.asarray(vector, dtype=np.float32)
-    fetch = max(MIN_FETCH, 4 * k)
+    fetch = pool_size(k)
     try:
         with postgres.connection() as conn:
             while True:
                 nearest = _nearest(conn, query_vector, model_id, mode, fetch)
+                if nearest and sentence_weight > 0:
+                    nearest = _rescored(conn, query_vector, nearest, model_id, sentence_weight)
                 rows = _hits(conn, nearest, k, parent_chars) if nearest else []
                 if len(rows) >= k or len(nearest) < fetch or fetch >= MAX_FETCH:
                     break
@@ -337,6 +358,44 @@ def _nearest(
         )
         params = {"q": vector, "mode": mode, "model": model_id, "fetch": fetch}
         return conn.execute(query, params, prepare=True).fetchall()
+
+
+_BEST_SENTENCES = """
+SELECT n.pos, max(1 - (s.embedding <=> %(q)s))
+FROM unnest(%(batches)s::text[], %(docs)s::text[], %(ids)s::text[])
+     WITH ORDINALITY AS n(batch_key, document_id, chunk_id, pos)
+JOIN {chunks} AS c ON c.batch_key = n.batch_key AND c.document_id = n.document_id
+                  AND c.chunk_id = n.chunk_id
+JOIN {boundaries} AS s ON s.batch_key = c.batch_key AND s.document_id = c.document_id
+                      AND s.start_char >= c.start_char AND s.start_char < c.end_char
+                      AND s.end_char <= c.end_char
+WHERE s.model_id = %(model)s AND s.embedding IS NOT NULL
+GROUP BY n.pos
+"""
+
+
+def _rescored(
+    conn: psycopg.Connection[Any],
+    vector: np.ndarray,
+    nearest: list[tuple[str, str, str, float]],
+    model_id: str,
+    sentence_weight: float,
+) -> list[tuple[str, str, str, float]]:
+    """`nearest` re-ordered by `sentence_rerank`, its distances replaced by 1 - the new score.
+
+    The best sentence of every pooled chunk is one grouped query: pgvector computes the cosines
+    next to the rows (no vectors travel), over the candidates lying inside the chunk's span
+    whose vectors come from the query's model (the `fast` preset's static vectors do not)."""
+    query = sql.SQL(_BEST_SENTENCES).format(
+        chunks=schema.CHUNKS.identifier(), boundaries=schema.SEMANTIC_BOUNDARIES.identifier()
+    )
+    batches, docs, ids, distances = (list(col) for col in zip(*nearest, strict=True))
+    params = {"q": vector, "batches": batches, "docs": docs, "ids": ids, "model": model_id}
+    best: list[float | None] = [None] * len(nearest)
+    for pos, score in conn.execute(query, params, prepare=True).fetchall():
+        best[pos - 1] = score
+    order, scores = rerank_order([1.0 - d for d in distances], best, sentence_weight)
+    return [(*nearest[i][:3], 1.0 - float(scores[i])) for i in order]
 
 
 _HITS = """

@@ -328,3 +328,45 @@ def test_bad_queries_get_clear_errors_or_notes_never_crashes(shared: Indexed) ->
                 "RTL: מגדלור", "emoji only 🌊🌊🌊"):  # fmt: skip
         hits = search(postgres, embedder, odd, k=2)  # type: ignore[arg-type]
         assert 1 <= len(hits) <= 2
+
+
+def _vectors(url: str, query: str, *params: object) -> list:
+    import json
+
+    import numpy as np
+
+    return [np.array(json.loads(text), np.float64) for (text,) in _rows(url, query, *params)]
+
+
+def test_search_scores_each_chunk_by_its_vector_and_its_best_sentence(shared: Indexed) -> None:
+    """Recomputed here from the stored rows: score = (1 - w) cos(chunk) + w max cos(sentence)
+    over the candidates inside the chunk's span, hits ordered by it; w = 0 is the chunk alone."""
+    import numpy as np
+
+    postgres, embedder = shared.postgres, shared.embedder
+    query = "what makes a compost heap smell and how to fix it"
+    q = embedder.embed([query])[0].astype(np.float64)
+    weight = SETTINGS.retrieval.sentence_weight
+    assert 0 < weight < 1
+    for w in (weight, 0.0):
+        hits = search(postgres, embedder, query, k=4, sentence_weight=w)  # type: ignore[arg-type]
+        assert len(hits) == 4
+        expected = []
+        for hit in hits:
+            (chunk,) = _vectors(
+                shared.url,
+                "SELECT embedding::text FROM seams.chunk_index"
+                " WHERE batch_key = %s AND chunk_id = %s",
+                hit.batch_key, hit.chunk_id,
+            )  # fmt: skip
+            sentences = _vectors(
+                shared.url,
+                "SELECT embedding::text FROM seams.semantic_boundaries WHERE batch_key = %s AND"
+                " document_id = %s AND start_char >= %s AND start_char < %s AND end_char <= %s",
+                hit.batch_key, hit.document_id, hit.start_char, hit.end_char, hit.end_char,
+            )  # fmt: skip
+            assert sentences  # the default preset stores the model's candidate vectors
+            best = max(float(q @ s) for s in sentences)
+            expected.append((1 - w) * float(q @ chunk) + w * best)
+        assert [h.score for h in hits] == pytest.approx(expected, abs=1e-4)
+        assert expected == sorted(expected, reverse=True)
