@@ -165,8 +165,9 @@ def _seams_search_top(
 
     config = ChunkingConfig.preset("default")
     chunk_vectors = np.zeros((len(refs), question_vectors.shape[1]), np.float32)
-    owners: list[int] = []  # per sentence vector: the chunk whose span holds the candidate
-    sentence_vectors = []
+    # Per question and chunk, the best cosine of the candidates inside the chunk's span (NaN:
+    # none inside, the chunk keeps its own score), as `seams search` asks PostgreSQL for it.
+    best = np.full((len(question_vectors), len(refs)), np.nan)
     for doc in documents:
         candidates = segment(doc.text, config, embedder.count_tokens)
         vectors = embedder(embedding_texts(doc.text, candidates, config))
@@ -178,20 +179,14 @@ def _seams_search_top(
         for i in rows:
             a, b = refs[i][1]
             inside = [j for j, (s, e) in enumerate(spans) if a <= s < b and e <= b]
-            owners += [i] * len(inside)
-            sentence_vectors.append(vectors[inside])
-    owner = np.asarray(owners)
-    sentence_scores = question_vectors @ np.concatenate(sentence_vectors).T
+            if inside:
+                best[:, i] = (question_vectors @ vectors[inside].T).max(axis=1)
     chunk_scores = question_vectors @ chunk_vectors.T
     pool = pool_size(k)
     top = []
     for row, scores in enumerate(chunk_scores):
         nearest = np.argsort(-scores, kind="stable")[:pool]
-        best = [
-            float(sentence_scores[row, owner == i].max()) if (owner == i).any() else None
-            for i in nearest
-        ]
-        order, _ = rerank_order(scores[nearest], best)
+        order, _ = rerank_order(scores[nearest], best[row, nearest])
         top.append(nearest[order][:k])
     return top
 

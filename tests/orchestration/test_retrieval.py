@@ -7,11 +7,13 @@ small, so a whole batch takes seconds. The read-mostly tests share one indexed d
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import dagster as dg
+import numpy as np
 import psycopg
 import pytest
 from psycopg import sql
@@ -330,19 +332,13 @@ def test_bad_queries_get_clear_errors_or_notes_never_crashes(shared: Indexed) ->
         assert 1 <= len(hits) <= 2
 
 
-def _vectors(url: str, query: str, *params: object) -> list:
-    import json
-
-    import numpy as np
-
+def _vectors(url: str, query: str, *params: object) -> list[np.ndarray]:
     return [np.array(json.loads(text), np.float64) for (text,) in _rows(url, query, *params)]
 
 
 def test_search_scores_each_chunk_by_its_vector_and_its_best_sentence(shared: Indexed) -> None:
     """Recomputed here from the stored rows: score = (1 - w) cos(chunk) + w max cos(sentence)
     over the candidates inside the chunk's span, hits ordered by it; w = 0 is the chunk alone."""
-    import numpy as np
-
     postgres, embedder = shared.postgres, shared.embedder
     query = "what makes a compost heap smell and how to fix it"
     q = embedder.embed([query])[0].astype(np.float64)
