@@ -274,12 +274,15 @@ class ChunkingConfig(BaseModel):
     def preset(cls, name: str, **overrides: Any) -> ChunkingConfig:
         """A named preset ("default", "technical_docs", "narrative", "fast"), optionally overridden.
 
-        technical_docs: larger minimum so code, tables and their explanation stay together, and a
-        threshold that cuts less often (technical text drifts in vocabulary within one topic).
-        narrative: no indented-code detection (indented prose paragraphs are common in books),
-        slightly smaller chunks, more cuts, and one sentence of context carried over.
-        fast: boundaries from the static model (`boundary_model="static"`), with the window and
-        threshold chosen for it on the topic-shift set (see `_PRESETS`); sizes as the default.
+        technical_docs: a larger minimum (64) so code, tables and their explanation stay
+        together. narrative: no indented-code detection (indented prose paragraphs are common in
+        books), a minimum of 40 and 32 tokens of overlap carried into each chunk. fast: boundaries
+        from the static model (`boundary_model="static"`); sizes as the default.
+
+        Their `chunk_size_target` and threshold fields (`percentile`, `window_size`) shape the
+        cuts only under `segmenter="threshold"` (or the target with `target_weight` > 0); under
+        the default optimal segmenter they change the per-gap evidence stored in
+        `semantic_boundaries`, not where chunks are cut.
         """
         try:
             base = _PRESETS[name]
