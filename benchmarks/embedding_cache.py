@@ -14,7 +14,6 @@ import json
 import os
 import statistics
 import sys
-import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -27,7 +26,9 @@ def main() -> int:
     parser.add_argument("--words", type=int, default=10_000)
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
-    work = Path(tempfile.mkdtemp(prefix="seams-cache-bench-"))
+    from seams.resources.embedded_server import server_tempdir
+
+    work = server_tempdir("seams-cache-bench-")
     os.environ["SEAMS_DATA_DIR"] = str(work / "data")
     existing = Path(".seams/models").resolve()
     if existing.is_dir():

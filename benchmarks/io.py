@@ -27,7 +27,6 @@ import shutil
 import statistics
 import struct
 import sys
-import tempfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -46,6 +45,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from seams.resources.database import URL_ENV, EmbeddedPostgres, database_url_for  # noqa: E402
+from seams.resources.embedded_server import server_tempdir  # noqa: E402
 from seams.resources.io_manager import read_table, write_table  # noqa: E402
 from seams.resources.postgres import PostgresResource, close_pool, register_vector  # noqa: E402
 from seams.storage import schema  # noqa: E402
@@ -103,7 +103,7 @@ def scratch_database() -> Iterator[str]:
     if external:
         server_url = external
     else:
-        root = Path(tempfile.mkdtemp(prefix="seams-bench-"))
+        root = server_tempdir("seams-bench-")
         server = EmbeddedPostgres(root / "pgdata")
         server_url = server.start()
     name = f"seams_bench_{uuid.uuid4().hex[:8]}"

@@ -19,7 +19,6 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -32,7 +31,9 @@ def main() -> int:
     parser.add_argument("--words", type=int, default=3000, help="words per document")
     args = parser.parse_args()
 
-    work = Path(tempfile.mkdtemp(prefix="seams-bench-"))
+    from seams.resources.embedded_server import server_tempdir
+
+    work = server_tempdir("seams-bench-")
     os.environ["SEAMS_DATA_DIR"] = str(work / "data")
     os.environ.pop("SEAMS_DATABASE_URL", None)
     existing = Path(".seams/models").resolve()

@@ -26,7 +26,6 @@ import os
 import shutil
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -132,8 +131,9 @@ def main() -> int:
     parser.add_argument("--variants", default="in_process,celery_1,celery_2")
     args = parser.parse_args()
 
-    work = Path(tempfile.mkdtemp(prefix="seams-scale-"))
-    work.chmod(0o711)  # as root, the embedded server's own user must enter it
+    from seams.resources.embedded_server import server_tempdir
+
+    work = server_tempdir("seams-scale-")
     os.environ["SEAMS_DATA_DIR"] = str(work / "data")
     existing = Path(".seams/models").resolve()
     if existing.is_dir():  # reuse an export (it is verified by sha256 on load)

@@ -8,10 +8,13 @@ are sentences of the bundled topic corpus; chunk vectors are real MiniLM embeddi
 sentences plus Gaussian noise (clustered like real data, unlike uniform random vectors, which are
 HNSW's worst case). Queries are the retrieval evaluation's keyword queries.
 
+Each chunk's three sentences are also stored as `semantic_boundaries` rows with their own
+vectors (330k rows at the default size), as the pipeline stores its candidates, so the sentence
+step (`retrieval.sentence_weight`) scores the pooled chunks by their best sentence over real rows.
+
 Reported: query embedding time (OnnxEmbedder, one query at a time) and search time
 (`resources.search.search_vector`: ANN over-fetch + join to current chunks, parent and
-neighbours, and the sentence step's grouped query, which here finds no sentence rows since
-the synthetic corpus writes none: it times its round trip, not its work), p50/p95 over
+neighbours, and the sentence step's grouped query), p50/p95 over
 `--queries` queries after a warm-up; the same search forced to an exact scan (index off) for
 reference; and recall of the HNSW top-k against it.
 
@@ -28,7 +31,6 @@ import random
 import shutil
 import statistics
 import sys
-import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -46,6 +48,7 @@ from psycopg import sql  # noqa: E402
 from retrieval_eval import build_corpus, build_questions  # noqa: E402
 
 from seams.resources.database import DATA_DATABASE, EmbeddedPostgres, database_url_for  # noqa: E402
+from seams.resources.embedded_server import server_tempdir  # noqa: E402
 from seams.resources.embedder import OnnxEmbedder  # noqa: E402
 from seams.resources.io_manager import write_table  # noqa: E402
 from seams.resources.postgres import PostgresResource, close_all_pools  # noqa: E402
@@ -62,14 +65,15 @@ DOCS_PER_BATCH = 1000
 def synthetic_rows(
     docs: int, per_doc: int, sentences: list[str], vectors: np.ndarray, model_id: str
 ) -> tuple[dict[str, pd.DataFrame], list[tuple[str, str]]]:
-    """Frames for batch_documents, extracted_text, chunks and chunk_index (all batches)."""
+    """Frames for extracted_text, chunks, chunk_index and semantic_boundaries (all batches),
+    and the batch_documents manifest."""
     rng = np.random.default_rng(SEED)
     batches: list[tuple[str, list[int]]] = [
         (f"b{n:03d}", list(range(start, min(docs, start + DOCS_PER_BATCH))))
         for n, start in enumerate(range(0, docs, DOCS_PER_BATCH))
     ]
     batches.append((f"b{len(batches):03d}", list(range(0, docs, 10))))  # new versions: 10 %
-    manifest, extracted, chunks, index = [], [], [], []
+    manifest, extracted, chunks, index, sentence_rows = [], [], [], [], []
     for batch_key, members in batches:
         for doc in members:
             document_id = f"doc-{doc:06d}"
@@ -105,10 +109,27 @@ def synthetic_rows(
                               "document_id": document_id, "mode": RETRIEVAL_MODE,
                               "model_id": model_id,
                               "embedding": chunk_vectors[i].astype(np.float32)})  # fmt: skip
+                offset = start
+                for j, pick in enumerate(picks[i].tolist()):
+                    sentence = sentences[pick]
+                    sentence_rows.append({
+                        "batch_key": batch_key, "document_id": document_id,
+                        "candidate_index": i * 3 + j, "start_char": offset,
+                        "end_char": offset + len(sentence), "kind": "sentence",
+                        "section": f"Part {i // 4 + 1}", "token_count": len(sentence) // 4,
+                        "paragraph": i, "split": False, "gap_before": "",
+                        "text": sentence, "source_uri": f"file:///synthetic/{doc}.txt",
+                        "source_sha256": sha, "model_id": model_id,
+                        "embedding": vectors[pick].astype(np.float32), "similarity": None,
+                        "threshold": None, "is_boundary": j == 0,
+                        "reason": "semantic" if j == 0 else "", "method": "semantic",
+                    })  # fmt: skip
+                    offset += len(sentence) + 1
     frames = {
         "extracted_text": _declared(pd.DataFrame(extracted), "extracted_text"),
         "chunks": _declared(pd.DataFrame(chunks), "chunks"),
         "chunk_index": pd.DataFrame(index),
+        "semantic_boundaries": _declared(pd.DataFrame(sentence_rows), "semantic_boundaries"),
     }
     return frames, manifest
 
@@ -196,7 +217,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"embedded {len(sentences)} seed sentences in {time.perf_counter() - t0:.1f} s")
     frames, manifest = synthetic_rows(args.docs, args.chunks_per_doc, sentences, vectors, model_id)
     rows = len(frames["chunk_index"])
-    root = Path(tempfile.mkdtemp(prefix="seams-latency-"))
+    root = server_tempdir("seams-latency-")
     server = EmbeddedPostgres(root / "pgdata")
     try:
         url = database_url_for(server.start(), DATA_DATABASE)
@@ -211,7 +232,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             ).fetchone()[0]  # fmt: skip
 
         queries = [questions[i % len(questions)].keywords for i in range(args.queries)]
-        embed_ms, search_ms, scanned = [], [], []
+        embed_ms, search_ms, plain_ms, scanned = [], [], [], []
         for q in queries[:20]:  # warm-up: sessions, caches, index pages
             search_vector(
                 postgres, embedder.embed([q])[0], args.k, model_id=model_id, mode=RETRIEVAL_MODE
@@ -225,9 +246,19 @@ def main(argv: Sequence[str] | None = None) -> int:
                 postgres, vector, args.k, model_id=model_id, mode=RETRIEVAL_MODE
             )
             t2 = time.perf_counter()
+            search_vector(  # the same search without the sentence step, for its cost
+                postgres,
+                vector,
+                args.k,
+                model_id=model_id,
+                mode=RETRIEVAL_MODE,
+                sentence_weight=0.0,
+            )
+            t3 = time.perf_counter()
             assert len(hits) == args.k
             embed_ms.append((t1 - t0) * 1000)
             search_ms.append((t2 - t1) * 1000)
+            plain_ms.append((t3 - t2) * 1000)
             scanned.append(fetched)
             query_vectors.append((vector, [h.chunk_id for h in hits]))
         recalls, exact_ms = [], []
@@ -245,6 +276,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             "hnsw_build_seconds": round(build_seconds, 1),
             "embed": percentiles(embed_ms),
             "search": percentiles(search_ms),
+            "search_without_sentence_step": percentiles(plain_ms),
+            "semantic_boundaries_rows": len(frames["semantic_boundaries"]),
             "embed_plus_search": percentiles(total),
             "exact_scan_search": percentiles(exact_ms),
             "hnsw_recall_at_k_vs_exact": round(statistics.mean(recalls), 4),
@@ -259,7 +292,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     print("| step | p50 ms | p95 ms | mean ms |")
     print("|---|---|---|---|")
     for label, key in (("query embedding (ONNX, CPU)", "embed"),
-                       ("search: HNSW + current filter + parent + neighbours", "search"),
+                       ("search: HNSW + current filter + best sentence + parent + neighbours",
+                        "search"),
+                       ("search without the sentence step (sentence_weight 0)",
+                        "search_without_sentence_step"),
                        ("embedding + search", "embed_plus_search"),
                        (f"search, exact scan (index off, {len(exact_ms)} queries)",
                         "exact_scan_search")):  # fmt: skip

@@ -163,6 +163,15 @@ def make_dirs(path: Path, *, mode: int = 0o711) -> None:
             folder.chmod(mode)
 
 
+def server_tempdir(prefix: str) -> Path:
+    """A fresh temp folder the embedded server's user can enter (mode 0711), for throwaway
+    servers in tests and benchmarks: `mkdtemp` makes 0700 folders, which as root the server
+    user cannot pass through, and Seams never loosens folders it did not create."""
+    folder = Path(tempfile.mkdtemp(prefix=prefix))
+    folder.chmod(0o711)
+    return folder
+
+
 def private_folder_problem(folder: Path, owner_uid: int) -> str | None:
     """Why `folder` is not a private folder of `owner_uid` (a real folder, owned by it, closed to
     group and others), or None when it is one."""

@@ -14,7 +14,6 @@ import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 import uuid
 from collections.abc import Iterator, Sequence
@@ -36,6 +35,7 @@ from seams.orchestration.instance import (
 )
 from seams.resources import database
 from seams.resources.database import EmbeddedPostgres, database_url_for
+from seams.resources.embedded_server import server_tempdir
 from seams.resources.postgres import close_pool
 
 TEST_URL_ENV = "SEAMS_TEST_DATABASE_URL"
@@ -44,8 +44,7 @@ TEST_URL_ENV = "SEAMS_TEST_DATABASE_URL"
 @pytest.fixture(scope="session", autouse=True)
 def isolated_environment() -> Iterator[Path]:
     """Keep tests away from the user's ./.seams and from any configured server."""
-    root = Path(tempfile.mkdtemp(prefix="seams-test-"))
-    root.chmod(0o711)  # as root, the embedded server's own user must enter it
+    root = server_tempdir("seams-test-")
     saved = {k: os.environ.get(k) for k in ("SEAMS_DATA_DIR", "SEAMS_DATABASE_URL", "DAGSTER_HOME")}
     os.environ["SEAMS_DATA_DIR"] = str(root / "data")
     os.environ.pop("SEAMS_DATABASE_URL", None)
@@ -66,8 +65,7 @@ def pg_server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield external
         return
     # Short path outside /root: the Unix socket path must stay under ~100 bytes.
-    root = Path(tempfile.mkdtemp(prefix="seams-pg-"))
-    root.chmod(0o711)  # as root, the embedded server's own user must enter it
+    root = server_tempdir("seams-pg-")
     server = EmbeddedPostgres(root / "pgdata")
     url = server.start()
     try:

@@ -8,7 +8,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -18,6 +17,7 @@ import psutil
 import pytest
 
 from seams.orchestration.cli import build_parser
+from seams.resources.embedded_server import server_tempdir
 from tests.conftest import free_port
 
 
@@ -41,8 +41,7 @@ def _graphql(port: int, query: str) -> dict:
 def reachable_dir() -> Iterator[Path]:
     """A temp folder (0711) the embedded server's own user can enter when tests run as root;
     pytest's tmp_path is 0700 and Seams never loosens folders it did not create."""
-    root = Path(tempfile.mkdtemp(prefix="seams-dev-"))
-    root.chmod(0o711)
+    root = server_tempdir("seams-dev-")
     yield root
     shutil.rmtree(root, ignore_errors=True)
 

@@ -10,7 +10,6 @@ import shutil
 import stat
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,7 +20,7 @@ import pytest
 
 from seams.resources import embedded_server
 from seams.resources.database import DATA_DATABASE, EmbeddedPostgres, database_url_for
-from seams.resources.embedded_server import planned_socket_folder, server_user
+from seams.resources.embedded_server import planned_socket_folder, server_tempdir, server_user
 
 AS_ROOT = os.geteuid() == 0
 
@@ -30,8 +29,7 @@ AS_ROOT = os.geteuid() == 0
 def reachable_root() -> Iterator[Path]:
     """A temp folder (0711) the server's own user can enter; everything started under it is
     stopped afterwards."""
-    root = Path(tempfile.mkdtemp(prefix="seams-sec-"))
-    root.chmod(0o711)
+    root = server_tempdir("seams-sec-")
     yield root
     for pid_file in root.rglob("postmaster.pid"):
         EmbeddedPostgres(pid_file.parent).stop()

@@ -10,7 +10,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -28,6 +27,7 @@ from seams.resources import database
 from seams.resources import io_manager as io_module
 from seams.resources import postgres as postgres_module
 from seams.resources.database import EmbeddedPostgres, database_url_for
+from seams.resources.embedded_server import server_tempdir
 from seams.resources.postgres import close_pool
 from tests.conftest import copy_samples, export_instance
 from tests.reliability.conftest import SHORT_DOC, advisory_locks, keep_environment, rows, run_path
@@ -101,8 +101,7 @@ def own_server(
     """A dedicated embedded server for the data (which the test stops), with Dagster's own
     storage on the session server (which stays up). Yields the server and the data URL, whose
     password the embedded server's trust auth ignores but which must never be shown."""
-    root = Path(tempfile.mkdtemp(prefix="seams-pgf-"))
-    root.chmod(0o711)  # as root, the embedded server's own user must enter it
+    root = server_tempdir("seams-pgf-")
     server = EmbeddedPostgres(root / "pgdata")
     data_url = database_url_for(server.start(), database.DATA_DATABASE)
     data_url = data_url.replace("postgres:@", f"postgres:{PASSWORD}@", 1)

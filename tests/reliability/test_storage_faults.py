@@ -10,7 +10,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +20,7 @@ from seams.models.model_store import ModelManifest
 from seams.orchestration import runner
 from seams.resources import database
 from seams.resources.database import EmbeddedPostgres, database_url_for
+from seams.resources.embedded_server import server_tempdir
 from tests.reliability.conftest import SHORT_DOC, rows
 
 SECRET = "hunter2-LEAK"
@@ -72,8 +72,7 @@ def test_a_bad_dagster_url_is_one_line_naming_the_variable(
 @pytest.fixture
 def own_server() -> Iterator[EmbeddedPostgres]:
     """A dedicated embedded server (data and Dagster storage) that the test stops."""
-    root = Path(tempfile.mkdtemp(prefix="seams-pgs-"))
-    root.chmod(0o711)  # as root, the embedded server's own user must enter it
+    root = server_tempdir("seams-pgs-")
     server = EmbeddedPostgres(root / "pgdata")
     server.start()
     try:

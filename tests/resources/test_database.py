@@ -7,7 +7,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,14 +17,14 @@ import pytest
 from seams.errors import StorageError
 from seams.resources import database
 from seams.resources.database import EmbeddedPostgres, database_url_for, redact, resolve
+from seams.resources.embedded_server import server_tempdir
 
 
 @pytest.fixture
 def pgdata() -> Iterator[Path]:
     # tempfile-style short path: the Unix socket lives in it. Not pytest's tmp_path: that is
     # 0700, and as root the server's own user must enter the folder (Seams never loosens it).
-    root = Path(tempfile.mkdtemp(prefix="seams-pgt-"))
-    root.chmod(0o711)
+    root = server_tempdir("seams-pgt-")
     yield root / "pgdata"
     shutil.rmtree(root, ignore_errors=True)
 
