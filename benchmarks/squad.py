@@ -106,13 +106,17 @@ def evaluate_squad(
     embedder: CachedOnnxEmbedder | None = None,
     cache_dir: Path | str | None = DEFAULT_CACHE_DIR,
     retriever: str = "text",
+    sentence_config: Any = None,
+    sentence_weight: float | None = None,
 ) -> dict[str, Any]:
     """Top-k retrieval scores of `segmenter`'s chunks on the SQuAD articles.
 
     Returns char_recall, char_precision, char_iou, recall_at_k (answer inside a retrieved chunk),
     questions, documents, chunks and mean_chunk_tokens. `embedder`: a `CachedOnnxEmbedder` (by
     default one per `cache_dir` and process, saved after each call). `retriever`: see the module
-    doc."""
+    doc; for `seams`, `sentence_config` is the `ChunkingConfig` whose candidates are the sentences
+    (default preset when None) and `sentence_weight` their share (the settings' default when
+    None)."""
     if k < 1:
         raise ValueError(f"k must be >= 1, got {k}")
     if retriever not in RETRIEVERS:
@@ -129,7 +133,9 @@ def evaluate_squad(
         similarities = question_vectors @ embedder(chunk_texts).T
         top = np.argsort(-similarities, axis=1, kind="stable")[:, :k]
     else:
-        top = _seams_search_top(documents, refs, question_vectors, k, embedder)
+        top = _seams_search_top(
+            documents, refs, question_vectors, k, embedder, sentence_config, sentence_weight
+        )
     embedder.save()
     rows = [
         retrieval_scores(q.document, q.reference, q.answer, [refs[i] for i in ranked])
@@ -154,16 +160,19 @@ def _seams_search_top(
     question_vectors: np.ndarray,
     k: int,
     embedder: CachedOnnxEmbedder,
+    config: Any = None,
+    sentence_weight: float | None = None,
 ) -> list[np.ndarray]:
     """Per question, the top k chunk positions ranked as `seams search` ranks them (module doc)."""
     from seams import ChunkingConfig
     from seams.chunking.segment import segment
     from seams.chunking.similarity import embedding_texts
     from seams.models.chunk_vectors import pooled_vectors
-    from seams.models.sentence_rerank import rerank_order
+    from seams.models.sentence_rerank import SENTENCE_WEIGHT, rerank_order
     from seams.storage.search import pool_size
 
-    config = ChunkingConfig.preset("default")
+    config = config or ChunkingConfig.preset("default")
+    weight = SENTENCE_WEIGHT if sentence_weight is None else sentence_weight
     chunk_vectors = np.zeros((len(refs), question_vectors.shape[1]), np.float32)
     # Per question and chunk, the best cosine of the candidates inside the chunk's span (NaN:
     # none inside, the chunk keeps its own score), as `seams search` asks PostgreSQL for it.
@@ -186,19 +195,26 @@ def _seams_search_top(
     top = []
     for row, scores in enumerate(chunk_scores):
         nearest = np.argsort(-scores, kind="stable")[:pool]
-        order, _ = rerank_order(scores[nearest], best[row, nearest])
+        order, _ = rerank_order(scores[nearest], best[row, nearest], weight)
         top.append(nearest[order][:k])
     return top
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     embedder = cached_embedder(args.cache_dir, "squad")
+    from seams import ChunkingConfig
+
+    # The `seams` retriever's sentences: the candidates the pipeline makes under these overrides.
+    sentence_config = ChunkingConfig.preset("default", **dict(args.seams))
     results, systems = {}, {}
     for key in args.systems:
         system = make_system(key, embedder, dict(args.seams))
         systems[key] = {"label": system.label, "settings": system.settings}
         started = time.perf_counter()
-        row = evaluate_squad(system.spans, args.data, args.k, embedder, retriever=args.retriever)
+        row = evaluate_squad(
+            system.spans, args.data, args.k, embedder, retriever=args.retriever,
+            sentence_config=sentence_config, sentence_weight=args.sentence_weight,
+        )  # fmt: skip
         row["seconds"] = round(time.perf_counter() - started, 1)
         results[key] = row
         print(
@@ -211,6 +227,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "data": str(args.data),
         "k": args.k,
         "retriever": args.retriever,
+        "sentence_weight": args.sentence_weight,
         "model": {"name": "all-MiniLM-L6-v2", "onnx_sha256": embedder.model_id},
         "systems": systems,
         "results": results,
@@ -257,10 +274,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--retriever", choices=RETRIEVERS, default="text",
         help="text: chunk texts by cosine; seams: as `seams search` ranks (module doc)",
     )  # fmt: skip
+    parser.add_argument(
+        "--sentence-weight", type=float, default=None, metavar="W",
+        help="with --retriever seams: the best sentence's share, 0-1 (default: the settings')",
+    )  # fmt: skip
     add_common_arguments(parser)
     args = parser.parse_args(argv)
     if args.k < 1:
         parser.error("--k must be >= 1")
+    if args.sentence_weight is not None and not 0.0 <= args.sentence_weight <= 1.0:
+        parser.error("--sentence-weight must lie within [0, 1]")
     return run_and_report(args, argv, run, print_table)
 
 

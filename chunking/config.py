@@ -279,10 +279,10 @@ class ChunkingConfig(BaseModel):
         books), a minimum of 40 and 32 tokens of overlap carried into each chunk. fast: boundaries
         from the static model (`boundary_model="static"`); sizes as the default.
 
-        Their `chunk_size_target` and threshold fields (`percentile`, `window_size`) shape the
-        cuts only under `segmenter="threshold"` (or the target with `target_weight` > 0); under
-        the default optimal segmenter they change the per-gap evidence stored in
-        `semantic_boundaries`, not where chunks are cut.
+        Their `chunk_size_target` and `percentile` shape the cuts only under
+        `segmenter="threshold"` (or the target with `target_weight` > 0); under the default
+        optimal segmenter they change the per-gap evidence stored in `semantic_boundaries`, not
+        where chunks are cut.
         """
         try:
             base = _PRESETS[name]

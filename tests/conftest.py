@@ -1,8 +1,9 @@
 """Shared fixtures: an isolated data dir and a real PostgreSQL for every test that needs one.
 
 The server is Seams' own embedded PostgreSQL (started once per session -- per worker under
-pytest-xdist, which `make test` uses -- in a temp dir, stopped and deleted at the end) or, when `SEAMS_TEST_DATABASE_URL` is set, that server. Each test asking for
-`database_url` gets a fresh database (~30 ms), dropped afterwards. Nothing here skips: a database
+pytest-xdist, which `make test` uses -- in a temp dir, stopped and deleted at the end) or, when
+`SEAMS_TEST_DATABASE_URL` is set, that server. Each test asking for `database_url` gets a fresh
+database (~30 ms), dropped afterwards. Nothing here skips: a database
 that cannot be started fails the tests that need it, loudly.
 """
 

@@ -321,6 +321,11 @@ def search_vector(
     sentence_weight: float = SENTENCE_WEIGHT,
 ) -> tuple[list[SearchHit], int]:
     """Hits for an already-embedded query, and how many index entries were fetched for them."""
+    if not 0.0 <= sentence_weight <= 1.0:  # also refuses NaN
+        raise InputError(
+            f"retrieval.sentence_weight={sentence_weight!r}: must lie within [0, 1] "
+            "(0 ranks by chunk vectors alone)"
+        )
     query_vector = np.asarray(vector, dtype=np.float32)
     fetch = pool_size(k)
     try:
@@ -367,7 +372,7 @@ FROM unnest(%(batches)s::text[], %(docs)s::text[], %(ids)s::text[])
 JOIN {chunks} AS c ON c.batch_key = n.batch_key AND c.document_id = n.document_id
                   AND c.chunk_id = n.chunk_id
 JOIN {boundaries} AS s ON s.batch_key = c.batch_key AND s.document_id = c.document_id
-                      AND s.start_char >= c.start_char AND s.start_char < c.end_char
+                      AND s.start_char >= c.overlap_end AND s.start_char < c.end_char
                       AND s.end_char <= c.end_char
 WHERE s.model_id = %(model)s AND s.embedding IS NOT NULL
 GROUP BY n.pos

@@ -31,8 +31,12 @@ def test_a_chunk_holding_the_answer_sentence_overtakes_a_merely_related_one() ->
 
 
 def test_ties_keep_the_pool_order() -> None:
-    order, _ = rerank_order([0.5, 0.5, 0.5], [None, None, None])
-    assert order.tolist() == [0, 1, 2]
+    # A pool of 40 with three tied levels: numpy's default (unstable) sort reorders these.
+    levels = [2, 1, 1, 0, 0, 0, 0, 0, 0, 2, 1, 2, 1, 1, 2, 2, 1, 1, 1, 2,
+              0, 2, 2, 0, 1, 2, 1, 0, 2, 2, 2, 0, 0, 2, 0, 1, 0, 0, 1, 1]  # fmt: skip
+    order, _ = rerank_order([level / 4 for level in levels], [None] * len(levels))
+    expected = sorted(range(len(levels)), key=lambda i: -levels[i])  # Python's sort is stable
+    assert order.tolist() == expected
 
 
 @pytest.mark.parametrize("weight", [-0.1, 1.5, math.nan])
@@ -47,3 +51,21 @@ def test_default_weight_is_the_settings_default() -> None:
     assert RetrievalSettings().sentence_weight == SENTENCE_WEIGHT
     assert 0.0 < SENTENCE_WEIGHT < 1.0
     assert np.isfinite(reranked_scores([0.1], [0.2])).all()
+
+
+@pytest.mark.parametrize("weight", [-0.1, 1.5, math.nan])
+def test_search_refuses_a_bad_weight_with_an_input_error_before_touching_the_database(
+    weight: float,
+) -> None:
+    from seams.errors import InputError
+    from seams.storage.search import search_vector
+
+    class NoDatabase:  # any connection attempt would fail the test with AttributeError
+        pass
+
+    with pytest.raises(InputError, match=r"retrieval\.sentence_weight="):
+        search_vector(
+            NoDatabase(),  # type: ignore[arg-type]
+            np.zeros(384, dtype=np.float32), 5, model_id="m", mode="pooled",
+            sentence_weight=weight,
+        )  # fmt: skip
