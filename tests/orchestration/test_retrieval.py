@@ -29,7 +29,7 @@ from seams.resources.embedder import OnnxEmbedder
 from seams.resources.io_manager import PostgresIOManager
 from seams.resources.postgres import PostgresResource, close_pool
 from seams.resources.static_embedder import StaticEmbedder
-from seams.settings import RetrievalSettings, SeamsSettings, load_settings
+from seams.settings import ChunkingSettings, RetrievalSettings, SeamsSettings, load_settings
 from seams.storage.batches import register_batch, scan_inbox
 from seams.storage.search import MAX_QUERY_CHARS, search, search_response
 
@@ -366,3 +366,57 @@ def test_search_scores_each_chunk_by_its_vector_and_its_best_sentence(shared: In
             expected.append((1 - w) * float(q @ chunk) + w * best)
         assert [h.score for h in hits] == pytest.approx(expected, abs=1e-4)
         assert expected == sorted(expected, reverse=True)
+
+
+def test_a_sentence_in_an_overlap_counts_for_the_chunk_whose_core_holds_it(
+    database_url: str, exported_model: ModelManifest, tmp_path: Path
+) -> None:
+    """With overlapping chunks (32 tokens carried over, small chunks so every section has
+    several), a query that is one overlapped sentence word for word lifts the chunk whose core
+    holds it; the next chunk, which merely repeats it, keeps the score of its own core."""
+    small = {"overlap_tokens": 32, "chunk_size_min": 16, "chunk_size_target": 40}
+    overrides = ChunkingSettings(overrides={**small, "chunk_size_max": 60})
+    settings = SETTINGS.model_copy(update={"chunking": overrides})
+    resources = _resources(database_url)
+    postgres: PostgresResource = resources["postgres"]  # type: ignore[assignment]
+    key = _register(postgres, _write_corpus(tmp_path / "docs"))
+    instance = dg.DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions(document_batches.name, [key])
+    pipeline = build_assets(settings)
+    assert dg.materialize(
+        pipeline[1:], partition_key=key, instance=instance, resources=resources
+    ).success
+    instance.dispose()
+
+    chunks = _rows(
+        database_url,
+        "SELECT chunk_id, document_id, start_char, overlap_end, end_char FROM seams.chunks"
+        " WHERE overlap_end > start_char ORDER BY document_id, chunk_index",
+    )
+    assert chunks, "the settings must produce overlapping chunks"
+    chunk_id, document_id, start, core, end = chunks[0]
+    in_overlap = _rows(
+        database_url,
+        "SELECT text FROM seams.semantic_boundaries WHERE document_id = %s AND start_char >= %s"
+        " AND end_char <= %s ORDER BY start_char LIMIT 1",
+        document_id, start, core,
+    )  # fmt: skip
+    assert in_overlap, "the overlap must hold a whole stored sentence"
+    sentence = in_overlap[0][0]
+    embedder: OnnxEmbedder = resources["embedder"]  # type: ignore[assignment]
+    q = embedder.embed([sentence])[0].astype(np.float64)
+    hits = {h.chunk_id: h for h in search(postgres, embedder, sentence, k=10)}  # type: ignore[arg-type]
+    assert chunk_id in hits
+    (chunk_vector,) = _vectors(
+        database_url, "SELECT embedding::text FROM seams.chunk_index WHERE chunk_id = %s", chunk_id
+    )
+    core_sentences = _vectors(
+        database_url,
+        "SELECT embedding::text FROM seams.semantic_boundaries WHERE document_id = %s"
+        " AND start_char >= %s AND start_char < %s AND end_char <= %s",
+        document_id, core, end, end,
+    )  # fmt: skip
+    w = SETTINGS.retrieval.sentence_weight
+    expected = (1 - w) * float(q @ chunk_vector) + w * max(float(q @ s) for s in core_sentences)
+    assert hits[chunk_id].score == pytest.approx(expected, abs=1e-4)
+    assert hits[chunk_id].score < (1 - w) * float(q @ chunk_vector) + w * 0.99  # not the repeat
