@@ -19,8 +19,9 @@ Retrievers (`--retriever`), each applied to every system's chunks alike:
 - `seams`: as `seams search` ranks with the default seams.yaml: a chunk's vector is the
   token-weighted mean of the vectors of Seams' sentence candidates inside it (`retrieval.mode:
   pooled`), the `pool_size(k)` nearest are re-scored with their best sentence
-  (`seams.models.sentence_rerank`, `retrieval.sentence_weight`), then the top k are kept. The
-  candidates are Seams' own (default preset) for every system, so the retriever is the same.
+  (`seams.models.sentence_rerank`, `retrieval.sentence_weight`, or `--sentence-weight`), then
+  the top k are kept. The candidates are Seams' own (default preset with the `--seams`
+  overrides) for every system, so the retriever is the same.
 
     .venv/bin/python -m benchmarks.squad --json benchmarks/results/squad.json
     .venv/bin/python -m benchmarks.squad --retriever seams \
@@ -201,9 +202,9 @@ def _seams_search_top(
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    embedder = cached_embedder(args.cache_dir, "squad")
     from seams import ChunkingConfig
 
+    embedder = cached_embedder(args.cache_dir, "squad")
     # The `seams` retriever's sentences: the candidates the pipeline makes under these overrides.
     sentence_config = ChunkingConfig.preset("default", **dict(args.seams))
     results, systems = {}, {}

@@ -25,9 +25,23 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from seams.errors import InputError
+
 SENTENCE_WEIGHT = 0.7
 """Default share of the best sentence in a chunk's search score (seams.yaml
 `retrieval.sentence_weight`)."""
+
+
+def checked_weight(sentence_weight: float) -> float:
+    """`sentence_weight` itself, or an `InputError` when it lies outside [0, 1] (NaN included):
+    callers check before deciding whether to re-score at all, so a bad weight never passes as
+    "off"."""
+    if not 0.0 <= sentence_weight <= 1.0:
+        raise InputError(
+            f"retrieval.sentence_weight={sentence_weight!r}: must lie within [0, 1] "
+            "(0 ranks by chunk vectors alone)"
+        )
+    return sentence_weight
 
 
 def reranked_scores(
@@ -40,8 +54,7 @@ def reranked_scores(
     Scores are cosine similarities to the query. A best-sentence score of None or NaN (no
     candidate vectors) leaves that chunk's score as it was, so a pool may mix chunks that have
     sentence vectors with chunks that have none."""
-    if not 0.0 <= sentence_weight <= 1.0:
-        raise ValueError(f"sentence_weight must be within [0, 1], got {sentence_weight!r}")
+    checked_weight(sentence_weight)
     chunk = np.asarray(chunk_scores, dtype=np.float64)
     best = np.array(
         [np.nan if s is None else s for s in best_sentence_scores], dtype=np.float64

@@ -36,7 +36,7 @@ import psycopg
 from psycopg import sql
 
 from seams.errors import InputError
-from seams.models.sentence_rerank import SENTENCE_WEIGHT, rerank_order
+from seams.models.sentence_rerank import SENTENCE_WEIGHT, checked_weight, rerank_order
 from seams.storage import schema
 from seams.storage.connections import ConnectionSource, connection_lost
 
@@ -321,11 +321,7 @@ def search_vector(
     sentence_weight: float = SENTENCE_WEIGHT,
 ) -> tuple[list[SearchHit], int]:
     """Hits for an already-embedded query, and how many index entries were fetched for them."""
-    if not 0.0 <= sentence_weight <= 1.0:  # also refuses NaN
-        raise InputError(
-            f"retrieval.sentence_weight={sentence_weight!r}: must lie within [0, 1] "
-            "(0 ranks by chunk vectors alone)"
-        )
+    checked_weight(sentence_weight)
     query_vector = np.asarray(vector, dtype=np.float32)
     fetch = pool_size(k)
     try:
@@ -389,8 +385,9 @@ def _rescored(
     """`nearest` re-ordered by `sentence_rerank`, its distances replaced by 1 - the new score.
 
     The best sentence of every pooled chunk is one grouped query: pgvector computes the cosines
-    next to the rows (no vectors travel), over the candidates lying inside the chunk's span
-    whose vectors come from the query's model (the `fast` preset's static vectors do not)."""
+    next to the rows (no vectors travel), over the candidates lying in the chunk's core (its span
+    without the overlap it repeats from the previous chunk) whose vectors come from the query's
+    model (the `fast` preset's static vectors do not)."""
     query = sql.SQL(_BEST_SENTENCES).format(
         chunks=schema.CHUNKS.identifier(), boundaries=schema.SEMANTIC_BOUNDARIES.identifier()
     )

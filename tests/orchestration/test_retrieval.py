@@ -336,6 +336,27 @@ def _vectors(url: str, query: str, *params: object) -> list[np.ndarray]:
     return [np.array(json.loads(text), np.float64) for (text,) in _rows(url, query, *params)]
 
 
+def _expected_score(
+    url: str, q: np.ndarray, w: float, batch_key: str, chunk_id: str, core: tuple[str, int, int]
+) -> float:
+    """A chunk's search score recomputed from the stored rows: (1 - w) cos(its index vector) +
+    w max cos(a sentence inside its core, `core` = (document_id, first char, end char))."""
+    (chunk,) = _vectors(
+        url,
+        "SELECT embedding::text FROM seams.chunk_index WHERE batch_key = %s AND chunk_id = %s",
+        batch_key, chunk_id,
+    )  # fmt: skip
+    document_id, start, end = core
+    sentences = _vectors(
+        url,
+        "SELECT embedding::text FROM seams.semantic_boundaries WHERE batch_key = %s AND"
+        " document_id = %s AND start_char >= %s AND start_char < %s AND end_char <= %s",
+        batch_key, document_id, start, end, end,
+    )  # fmt: skip
+    assert sentences  # the model's candidate vectors are stored
+    return (1 - w) * float(q @ chunk) + w * max(float(q @ s) for s in sentences)
+
+
 def test_search_scores_each_chunk_by_its_vector_and_its_best_sentence(shared: Indexed) -> None:
     """Recomputed here from the stored rows: score = (1 - w) cos(chunk) + w max cos(sentence)
     over the candidates inside the chunk's span, hits ordered by it; w = 0 is the chunk alone."""
@@ -347,23 +368,11 @@ def test_search_scores_each_chunk_by_its_vector_and_its_best_sentence(shared: In
     for w in (weight, 0.0):
         hits = search(postgres, embedder, query, k=4, sentence_weight=w)  # type: ignore[arg-type]
         assert len(hits) == 4
-        expected = []
-        for hit in hits:
-            (chunk,) = _vectors(
-                shared.url,
-                "SELECT embedding::text FROM seams.chunk_index"
-                " WHERE batch_key = %s AND chunk_id = %s",
-                hit.batch_key, hit.chunk_id,
-            )  # fmt: skip
-            sentences = _vectors(
-                shared.url,
-                "SELECT embedding::text FROM seams.semantic_boundaries WHERE batch_key = %s AND"
-                " document_id = %s AND start_char >= %s AND start_char < %s AND end_char <= %s",
-                hit.batch_key, hit.document_id, hit.start_char, hit.end_char, hit.end_char,
-            )  # fmt: skip
-            assert sentences  # the default preset stores the model's candidate vectors
-            best = max(float(q @ s) for s in sentences)
-            expected.append((1 - w) * float(q @ chunk) + w * best)
+        expected = [  # the default preset has no overlap: a chunk's core is its span
+            _expected_score(shared.url, q, w, hit.batch_key, hit.chunk_id,
+                            (hit.document_id, hit.start_char, hit.end_char))
+            for hit in hits
+        ]  # fmt: skip
         assert [h.score for h in hits] == pytest.approx(expected, abs=1e-4)
         assert expected == sorted(expected, reverse=True)
 
@@ -372,8 +381,8 @@ def test_a_sentence_in_an_overlap_counts_for_the_chunk_whose_core_holds_it(
     database_url: str, exported_model: ModelManifest, tmp_path: Path
 ) -> None:
     """With overlapping chunks (32 tokens carried over, small chunks so every section has
-    several), a query that is one overlapped sentence word for word lifts the chunk whose core
-    holds it; the next chunk, which merely repeats it, keeps the score of its own core."""
+    several), a query that is one overlapped sentence word for word does not lift the chunk that
+    merely repeats it: that chunk keeps the score of its own core."""
     small = {"overlap_tokens": 32, "chunk_size_min": 16, "chunk_size_target": 40}
     overrides = ChunkingSettings(overrides={**small, "chunk_size_max": 60})
     settings = SETTINGS.model_copy(update={"chunking": overrides})
@@ -407,16 +416,10 @@ def test_a_sentence_in_an_overlap_counts_for_the_chunk_whose_core_holds_it(
     q = embedder.embed([sentence])[0].astype(np.float64)
     hits = {h.chunk_id: h for h in search(postgres, embedder, sentence, k=10)}  # type: ignore[arg-type]
     assert chunk_id in hits
+    w = SETTINGS.retrieval.sentence_weight
+    expected = _expected_score(database_url, q, w, key, chunk_id, (document_id, core, end))
+    assert hits[chunk_id].score == pytest.approx(expected, abs=1e-4)
     (chunk_vector,) = _vectors(
         database_url, "SELECT embedding::text FROM seams.chunk_index WHERE chunk_id = %s", chunk_id
     )
-    core_sentences = _vectors(
-        database_url,
-        "SELECT embedding::text FROM seams.semantic_boundaries WHERE document_id = %s"
-        " AND start_char >= %s AND start_char < %s AND end_char <= %s",
-        document_id, core, end, end,
-    )  # fmt: skip
-    w = SETTINGS.retrieval.sentence_weight
-    expected = (1 - w) * float(q @ chunk_vector) + w * max(float(q @ s) for s in core_sentences)
-    assert hits[chunk_id].score == pytest.approx(expected, abs=1e-4)
     assert hits[chunk_id].score < (1 - w) * float(q @ chunk_vector) + w * 0.99  # not the repeat
