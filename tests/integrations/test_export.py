@@ -12,11 +12,12 @@ import psycopg
 import pyarrow.parquet as pq
 import pytest
 
-from seams.export import ExportRequest, export_chunks, export_columns
 from seams.orchestration import cli, runner
 from seams.resources.database import URL_ENV
 from seams.resources.postgres import PostgresResource
 from seams.storage import schema
+from seams.storage.export_files import export_chunks
+from seams.storage.export_rows import ExportRequest, export_columns
 from tests.conftest import copy_samples
 
 SAMPLE_FILES = sorted(p.name for p in runner.SAMPLE_CORPUS.iterdir() if p.name != "README.md")

@@ -1,6 +1,7 @@
 """docs/library.md stays true: its ```python blocks run, in order, as one script (through
 `tests/test_docs.py`'s `run_python_blocks`, like every page's), print what the page says they
-print, and its export schema table is exactly `seams.export.export_columns(vectors=True)`."""
+print, and its export schema table is exactly
+`seams.storage.export_rows.export_columns(vectors=True)`."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from seams.export import export_columns
 from seams.models.model_store import ModelManifest
+from seams.storage.export_rows import export_columns
 from tests.test_docs import DEDICATED, DOCS, provide_models, run_python_blocks
 
 PAGE = DOCS / "library.md"

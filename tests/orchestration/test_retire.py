@@ -17,9 +17,10 @@ from seams.assets.partitions import document_batches
 from seams.models.model_store import ModelManifest
 from seams.orchestration import runner
 from seams.orchestration.definitions import build_definitions
+from seams.orchestration.search_output import format_response
 from seams.settings import load_settings
 from seams.storage.batches import document_id_for
-from seams.storage.search import format_response, search_response
+from seams.storage.search import search_response
 from tests.conftest import copy_samples
 
 SAMPLES = ("field_notes.md", "city_notes.txt")

@@ -1,0 +1,63 @@
+"""What `seams search` prints: a search response as lines for a terminal.
+
+The response itself (hits, scores, notes, packed context) is `seams.storage.search`'s; this module
+only decides how a person reads it. `--json` prints `response.to_dict()` instead.
+"""
+
+from __future__ import annotations
+
+from seams.storage.search import SearchHit, SearchResponse
+
+
+def format_response(response: SearchResponse, *, width: int = 100) -> str:
+    """Human-readable hits for `seams search` (the --json output is `response.to_dict()`): each
+    hit says which parts matched it (dense, lexical and the query words it contains) with both
+    component scores; with a budget, the merged spans follow."""
+    lines = [f"note: {n}" for n in response.notes]
+    for hit in response.hits:
+        pages = ""
+        if hit.pages:
+            first, last = hit.pages
+            pages = f"  p.{first}" if first == last else f"  pp.{first}-{last}"
+        parent = hit.context.parent
+        where = f"{parent.kind} '{parent.title}'" if parent.title else parent.kind
+        lines.append(
+            f"{hit.rank}. {hit.score:.3f}  {hit.file_name}{pages}  "
+            f"[chunk {hit.chunk_index + 1}/{hit.total_chunks}, {where}, "
+            f"chunks {parent.first_chunk_index + 1}-{parent.last_chunk_index + 1}]"
+        )
+        lines.append(f"   {_matched(hit)}")
+        lines.append(f"   {_snippet(hit.text, width)}")
+    if response.context is not None:
+        packed = response.context
+        lines.append(f"context: {packed.tokens} of {packed.budget} tokens in "
+                     f"{len(packed.spans)} span(s)")  # fmt: skip
+        for span in packed.spans:
+            ranks = ", ".join(str(r) for r in span.ranks)
+            where = f"{span.document_id[:12]} {span.start_char}:{span.end_char}"
+            lines.append(f"  [{where}, {span.tokens} tokens, hits {ranks}] "
+                         f"{_snippet(span.text, width - 40)}")  # fmt: skip
+    lines.append(
+        f"({len(response.hits)} hit(s); embedding {response.embed_ms:.1f} ms, "
+        f"search {response.search_ms:.1f} ms; search {response.search}, mode {response.mode})"
+    )
+    return "\n".join(lines)
+
+
+def _matched(hit: SearchHit) -> str:
+    parts = [f"matched: {hit.matched}"]
+    if hit.dense_score is not None:
+        parts.append(f"dense {hit.dense_score:.3f}")
+    if hit.lexical_score is not None:
+        parts.append(f"bm25 {hit.lexical_score:.2f}")
+    if hit.matched_terms:
+        parts.append("words: " + " ".join(hit.matched_terms))
+    return "; ".join(parts)
+
+
+def _snippet(text: str, width: int) -> str:
+    snippet = " ".join(text.split())
+    if len(snippet) > width - 3:  # cut at a word boundary
+        cut = snippet.rfind(" ", 0, width - 6)
+        snippet = snippet[: cut if cut > 0 else width - 6] + "..."
+    return snippet
