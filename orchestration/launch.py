@@ -32,30 +32,24 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import dagster as dg
-from dagster._core.asset_graph_view.asset_graph_view import AssetGraphView, TemporalContext
-from dagster._core.definitions.assets.graph.asset_graph_subset import AssetGraphSubset
-from dagster._core.definitions.events import AssetKeyPartitionKey
-from dagster._core.definitions.reconstruct import ReconstructableJob
-from dagster._core.execution.asset_backfill import (
-    AssetBackfillData,
-    execute_asset_backfill_iteration_inner,
-)
-from dagster._core.execution.backfill import BulkActionStatus, PartitionBackfill
-from dagster._core.storage.tags import (
+
+from seams.errors import ConfigError, SeamsError
+from seams.orchestration import dagster_internals, ownership
+from seams.orchestration.dagster_internals import (
     ASSET_PARTITION_RANGE_END_TAG,
     ASSET_PARTITION_RANGE_START_TAG,
     BACKFILL_ID_TAG,
     PARTITION_NAME_TAG,
+    AssetBackfillData,
+    BulkActionStatus,
+    PartitionBackfill,
+    ReconstructableJob,
 )
-from dagster._core.utils import make_new_backfill_id
-from dagster._time import datetime_from_timestamp, get_current_timestamp
-
-from seams.errors import ConfigError, SeamsError
-from seams.orchestration import ownership
 from seams.orchestration.instance import LOCATION_MODULE, LOCATION_NAME
 from seams.orchestration.ownership import owner_tags
 from seams.resources.database import URL_ENV
@@ -96,68 +90,26 @@ def create_backfill(
     """One asset backfill of `targets` (partition -> the assets to materialize there), not yet
     in the instance: `run_backfill_here` registers it once its first run exists."""
     graph = workspace_asset_graph(defs)
-    wanted = {AssetKeyPartitionKey(key, part) for part, keys in targets.items() for key in keys}
+    wanted = {(key, part) for part, keys in targets.items() for key in keys}
     if not wanted:
         raise SeamsError("a backfill needs at least one batch and asset: nothing was selected")
-    backfill = PartitionBackfill.from_asset_graph_subset(
-        backfill_id=make_new_backfill_id(),
-        backfill_timestamp=get_current_timestamp(),
+    return dagster_internals.new_asset_backfill(
+        instance,
+        graph,
+        wanted,
+        timestamp=time.time(),
         tags={**(tags or {}), STARTED_BY_TAG: started_by},
-        dynamic_partitions_store=instance,
-        asset_graph_subset=AssetGraphSubset.from_asset_partition_set(wanted, graph),
         title=f"{started_by}: {len(targets)} batch(es)",
         description=", ".join(sorted(targets)),
         run_config=run_config,
     )
-    return backfill
 
 
 def workspace_asset_graph(defs: dg.Definitions):
-    """`defs` as the daemon sees them: the workspace asset graph of location `seams`.
-
-    Dagster's backfill planner works on the workspace graph (a daemon builds it from the code
-    server's snapshot); this builds the same graph from the definitions in hand, so the planner
-    sees exactly the code versions and backfill policies this process will execute.
-    """
-    from dagster._core.code_pointer import ModuleCodePointer
-    from dagster._core.definitions.assets.graph.remote_asset_graph import (
-        RemoteWorkspaceAssetGraph,
-        RemoteWorkspaceAssetNode,
-        RepositoryScopedAssetInfo,
-    )
-    from dagster._core.origin import RepositoryPythonOrigin
-    from dagster._core.remote_origin import RegisteredCodeLocationOrigin
-    from dagster._core.remote_representation.external import RemoteRepository
-    from dagster._core.remote_representation.external_data import RepositorySnap
-    from dagster._core.remote_representation.handle import RepositoryHandle
-
-    repository = defs.get_repository_def()
-    handle = RepositoryHandle(
-        repository_name=repository.name,
-        code_location_origin=RegisteredCodeLocationOrigin(location_name=LOCATION_NAME),
-        repository_python_origin=RepositoryPythonOrigin(
-            executable_path=sys.executable,
-            code_pointer=ModuleCodePointer(module=LOCATION_MODULE, fn_name="defs"),
-        ),
-        display_metadata={},
-    )
-    remote = RemoteRepository(
-        RepositorySnap.from_def(repository), handle, auto_materialize_use_sensors=True
-    ).asset_graph
-    nodes = {
-        key: RemoteWorkspaceAssetNode(
-            repo_scoped_asset_infos=[
-                RepositoryScopedAssetInfo(
-                    asset_node=node, targeting_sensor_names=[], targeting_schedule_names=[]
-                )
-            ]
-        )
-        for key, node in remote.remote_asset_nodes_by_key.items()
-    }
-    return RemoteWorkspaceAssetGraph(
-        remote_asset_nodes_by_key=nodes,
-        remote_asset_check_nodes_by_key=remote.remote_asset_check_nodes_by_key,
-        remote_asset_job_nodes_by_key=remote.remote_asset_job_nodes_by_key,
+    """`defs` as the daemon sees them: the workspace asset graph of location `seams`, on which
+    Dagster's backfill planner works (see `dagster_internals.workspace_asset_graph`)."""
+    return dagster_internals.workspace_asset_graph(
+        defs, location_name=LOCATION_NAME, module=LOCATION_MODULE
     )
 
 
@@ -185,9 +137,11 @@ def require_shared_database(who: str) -> None:
     )
 
 
+HEARTBEAT_INTERVAL_S = 30.0
+"""How often a daemon beats (Dagster's default)."""
 DAEMON_SILENCE_S = 90.0
-"""A daemon beats every 30 s; silent this long, it is gone (Dagster's own default tolerance is
-30 minutes)."""
+"""A daemon silent this long after its next beat was due is gone (Dagster's own default
+tolerance is 30 minutes)."""
 
 
 def daemon_is_running(instance: dg.DagsterInstance) -> bool:
@@ -198,30 +152,18 @@ def daemon_is_running(instance: dg.DagsterInstance) -> bool:
     and a clean shutdown removes the marker and the daemons' heartbeats. A fresh heartbeat with
     no marker is a daemon started some other way (`dagster-daemon run` beside a webserver).
     """
-    from dagster._daemon.controller import get_daemon_statuses
-    from dagster._daemon.daemon import BackfillDaemon
-
     marker = ownership.dev_marker(instance.root_directory)
     if marker is not None and not marker.alive:
         return False
-    kind = BackfillDaemon.daemon_type()
+    kind = dagster_internals.backfill_daemon_type()
     try:
-        status = get_daemon_statuses(
-            instance, [kind], ignore_errors=True, heartbeat_tolerance_seconds=DAEMON_SILENCE_S
-        )[kind]
+        # Not `status.healthy`: that allows Dagster's default 30 minutes of silence.
+        beat = instance.get_daemon_statuses([kind])[kind].last_heartbeat
     except Exception:  # no heartbeat table yet, a fresh instance: no daemon
         return False
-    return bool(status.healthy)
-
-
-def _view(instance: dg.DagsterInstance, graph: object, backfill: PartitionBackfill):
-    return AssetGraphView(
-        temporal_context=TemporalContext(
-            effective_dt=datetime_from_timestamp(backfill.backfill_timestamp), last_event_id=None
-        ),
-        instance=instance,
-        asset_graph=graph,
-    )
+    if beat is None:  # never beat, or a daemon this instance does not run
+        return False
+    return time.time() <= beat.timestamp + HEARTBEAT_INTERVAL_S + DAEMON_SILENCE_S
 
 
 def _run_tags(backfill: PartitionBackfill, request: dg.RunRequest) -> dict[str, str]:
@@ -260,26 +202,15 @@ def run_backfill_here(
     recon = reconstructable_job(job_name) if distributed else None
     backfill_id = backfill.backfill_id
     outcome = BackfillOutcome(backfill_id)
-    progress = _Progress(report, total=len(_target_partitions(backfill, graph)))
+    progress = _Progress(report, total=len(dagster_internals.backfill_partitions(backfill, graph)))
     registered = False
     while True:
         if registered:
             backfill = _get(instance, backfill_id)
-        view = _view(instance, graph, backfill)
-        data = backfill.get_asset_backfill_data(graph)
-        result = execute_asset_backfill_iteration_inner(
-            backfill_id=backfill_id,
-            asset_backfill_data=data,
-            asset_graph_view=view,
-            backfill_start_timestamp=backfill.backfill_timestamp,
-            logger=_log,
-            run_config=backfill.run_config,
-        )
-        data = result.backfill_data.with_run_requests_submitted(result.run_requests, view)
-        backfill = _with_data(backfill, data, instance, graph)
+        data, requests = dagster_internals.backfill_iteration(instance, graph, backfill, _log)
+        backfill = dagster_internals.with_backfill_data(backfill, data, instance, graph)
         if registered:
             instance.update_backfill(backfill)
-        requests = result.run_requests
         if not requests:
             if not registered:  # nothing to run at all: still one backfill in the instance
                 instance.add_backfill(backfill)
@@ -377,11 +308,6 @@ class _Progress:
             self.report(f"batch {self.done}/{self.total} {key}: {state} in {seconds:.1f} s")
 
 
-def _target_partitions(backfill: PartitionBackfill, graph) -> list[str]:
-    data = backfill.get_asset_backfill_data(graph)
-    return sorted({t.partition_key for t in data.target_subset.iterate_asset_partitions()})
-
-
 def _options(backfill: PartitionBackfill, request: dg.RunRequest) -> dict[str, object]:
     return {
         "asset_selection": list(request.asset_selection or []) or None,
@@ -401,14 +327,12 @@ def _execute(
 ) -> RunResult:
     """One planned run, every step in this process (`register`: add the backfill to the
     instance as soon as this run exists)."""
-    from dagster._core.utils import make_new_run_id
-
     partitions = _partitions_of(instance, job, request)
     progress.run_started(len(partitions), len(request.asset_selection or []))
     started = time.perf_counter()
     options = _options(backfill, request)
     options["tags"] = {**options["tags"], **owner_tags()}  # a kill -9 here is then detectable
-    run_id = make_new_run_id()
+    run_id = str(uuid.uuid4())  # a run id as Dagster makes them
     if register is not None and not register.added:
         register.when_run_exists(run_id)
     result = job.execute_in_process(
@@ -437,9 +361,6 @@ def _execute_in_run_workers(
     thread-safe. The runs are created here first, so they exist in the instance (tagged with
     the backfill) before any worker process starts.
     """
-    from dagster._grpc.types import ExecuteRunArgs
-    from dagster._serdes import serialize_value
-
     job_def = recon.get_definition()
     started_at = time.perf_counter()
     launched = []
@@ -457,14 +378,9 @@ def _execute_in_run_workers(
             register.now()  # the first run exists: the daemon may see the backfill now
         partitions = _partitions_of(instance, job, request)
         progress.run_started(len(partitions), len(selection or []))
-        args = ExecuteRunArgs(
-            job_origin=recon.get_python_origin(),
-            run_id=run.run_id,
-            instance_ref=instance.get_ref(),
-            set_exit_code_on_failure=True,
-        )
+        argument = dagster_internals.execute_run_argument(recon, run.run_id, instance)
         worker = subprocess.Popen(
-            [sys.executable, "-m", "dagster", "api", "execute_run", serialize_value(args)],
+            [sys.executable, "-m", "dagster", "api", "execute_run", argument],
             stdout=subprocess.DEVNULL,  # the run's events go to the instance, not here
         )
         launched.append((run.run_id, partitions, worker))
@@ -509,10 +425,7 @@ def _report_run(
 def reconstructable_job(job_name: str) -> ReconstructableJob:
     """`job_name` of the code location module, as every worker loads it (its settings from the
     worker's own SEAMS_CONFIG: the same seams.yaml must reach every machine)."""
-    from dagster._core.definitions.reconstruct import ReconstructableRepository
-
-    repository = ReconstructableRepository.for_module(LOCATION_MODULE, "defs", None)
-    return repository.get_reconstructable_job(job_name)
+    return dagster_internals.reconstructable_job(LOCATION_MODULE, job_name)
 
 
 def _partitions_of(
@@ -521,9 +434,7 @@ def _partitions_of(
     key_range = request.partition_key_range
     if key_range is None:
         return [request.partition_key] if request.partition_key else []
-    from dagster._core.definitions.partitions.context import partition_loading_context
-
-    with partition_loading_context(dynamic_partitions_store=instance):
+    with dg.partition_loading_context(dynamic_partitions_store=instance):
         return list(job.partitions_def.get_partition_keys_in_range(key_range))
 
 
@@ -543,17 +454,14 @@ def _finish(
 ) -> BackfillOutcome:
     """End the backfill as the daemon does: SUCCESS when every target materialized."""
     backfill = _get(instance, backfill_id)
-    missing = data.get_targeted_partitions_without_materialization_status()
-    if not missing.is_empty:
-        data = data.with_failed_and_downstream_subset(data.failed_and_downstream_subset | missing)
-    failed = data.failed_and_downstream_subset.num_partitions_and_non_partitioned_assets > 0
+    data, failed = dagster_internals.final_backfill_data(data)
     outcome.status = (
         BulkActionStatus.COMPLETED_FAILED if failed else BulkActionStatus.COMPLETED_SUCCESS
     )
     instance.update_backfill(
-        _with_data(backfill, data, instance, graph)
+        dagster_internals.with_backfill_data(backfill, data, instance, graph)
         .with_status(outcome.status)
-        .with_end_timestamp(get_current_timestamp())
+        .with_end_timestamp(time.time())
     )
     return outcome
 
@@ -563,11 +471,3 @@ def _get(instance: dg.DagsterInstance, backfill_id: str) -> PartitionBackfill:
     if backfill is None:
         raise SeamsError(f"backfill {backfill_id} is gone from the instance: was it deleted?")
     return backfill
-
-
-def _with_data(
-    backfill: PartitionBackfill, data: AssetBackfillData, instance: dg.DagsterInstance, graph
-) -> PartitionBackfill:
-    return backfill.with_asset_backfill_data(
-        data, dynamic_partitions_store=instance, asset_graph=graph
-    )

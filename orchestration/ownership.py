@@ -25,14 +25,15 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import dagster as dg
-from dagster._core.execution.backfill import BulkActionsFilter, BulkActionStatus
-from dagster._core.storage.tags import (
+
+from seams.assets.partitions import document_batches
+from seams.orchestration.dagster_internals import (
     ASSET_PARTITION_RANGE_END_TAG,
     ASSET_PARTITION_RANGE_START_TAG,
     PARTITION_NAME_TAG,
+    BulkActionsFilter,
+    BulkActionStatus,
 )
-
-from seams.assets.partitions import document_batches
 
 OWNER_HOST_TAG = "seams/host"
 OWNER_PID_TAG = "seams/pid"
