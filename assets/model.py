@@ -1,24 +1,20 @@
 """`embedding_model`: the ONNX export of the packaged all-MiniLM-L6-v2 (unpartitioned).
 
 The model may also reach the data dir without this asset: copied in (as the test suite and people
-moving a data dir do) or exported by `seams model export`. `record_found_model` then reports the
-asset materialized with the data version a materialization would give (the ONNX file's sha256),
-so the UI does not say "Never materialized" about a model every run uses.
+moving a data dir do) or exported by `seams model export`. `seams.orchestration.found_model` then
+reports the asset materialized with the data version a materialization would give (the ONNX
+file's sha256) and `found_model_metadata`, so the UI does not say "Never materialized" about a
+model every run uses.
 """
 
 import dagster as dg
-from dagster._core.definitions.data_version import (
-    CODE_VERSION_TAG,
-    DATA_VERSION_IS_USER_PROVIDED_TAG,
-    DATA_VERSION_TAG,
-)
 
 from seams.assets.display import asset_attributes
 from seams.assets.versions import code_version
 from seams.errors import SeamsError
 from seams.models.distill import distill_static_model
 from seams.models.model_export import export_model
-from seams.models.model_store import ModelManifest, load_manifest, load_static_manifest
+from seams.models.model_store import ModelManifest, load_static_manifest
 
 MODEL_GROUP = "model"
 MODEL_VERSION = "1"
@@ -64,31 +60,12 @@ def model_metadata(
     return metadata
 
 
-def record_found_model(instance: dg.DagsterInstance, variant: str) -> bool:
-    """Report `embedding_model` materialized when a verified model is in the data dir but the
-    instance's latest materialization (if any) is of another model file. True when reported."""
-    manifest = load_manifest()
-    sha256 = manifest.variant(variant).sha256
-    key = dg.AssetKey("embedding_model")
-    latest = instance.get_latest_materialization_event(key)
-    seen = latest.asset_materialization if latest is not None else None
-    if seen is not None and seen.tags.get(DATA_VERSION_TAG) == sha256:
-        return False
+def found_model_metadata(manifest: ModelManifest, variant: str) -> dict[str, object]:
+    """What the UI shows about a model found in the data dir: `model_metadata`, and where from."""
     try:
         static_model_id: str | None = load_static_manifest().model_id
     except (SeamsError, OSError, ValueError):
         static_model_id = None  # not distilled yet: the `fast` preset distils it when used
     metadata = model_metadata(manifest, variant, static_model_id)
     metadata["found"] = "in the data dir (copied in or exported by `seams model export`)"
-    instance.report_runless_asset_event(
-        dg.AssetMaterialization(
-            asset_key=key,
-            metadata=metadata,
-            tags={
-                DATA_VERSION_TAG: sha256,
-                DATA_VERSION_IS_USER_PROVIDED_TAG: "true",
-                CODE_VERSION_TAG: code_version(MODEL_VERSION, variant),
-            },
-        )
-    )
-    return True
+    return metadata

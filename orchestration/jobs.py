@@ -4,7 +4,7 @@ import dagster as dg
 
 from seams.assets.partitions import PIPELINE_GROUP
 from seams.assets.retrieval import RETRIEVAL_GROUP
-from seams.assets.sync import SYNC_CHECK_KEYS
+from seams.orchestration.sync import SYNC_CHECK_KEYS
 
 chunk_batches_job = dg.define_asset_job(
     name="chunk_batches",

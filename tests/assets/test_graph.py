@@ -104,7 +104,7 @@ def test_chunks_from_carried_rows_equal_the_library(
 
 def test_the_in_sync_check_runs_inside_a_run(tmp_path: Path) -> None:
     """Backfills of the assets include their checks: in_sync must evaluate in any run."""
-    from seams.assets.sync import SYNC_CHECK_KEYS
+    from seams.orchestration.sync import SYNC_CHECK_KEYS
 
     only_checks = dg.define_asset_job("in_sync_only", dg.AssetSelection.checks(*SYNC_CHECK_KEYS))
     defs = dg.Definitions.merge(build_definitions(_settings()), dg.Definitions(jobs=[only_checks]))

@@ -16,10 +16,10 @@ import pytest
 from dagster_graphql import DagsterGraphQLClient
 
 from seams.assets.partitions import document_batches
-from seams.assets.sync import SYNC_CHECK, SYNCED_ASSETS
 from seams.models.model_store import ModelManifest
 from seams.orchestration import runner
 from seams.orchestration.definitions import build_definitions
+from seams.orchestration.sync import SYNC_CHECK, SYNCED_ASSETS
 from seams.settings import load_settings
 from tests.conftest import dagster_services
 

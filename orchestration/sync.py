@@ -16,6 +16,9 @@ unpartitioned check's result only while it targets the asset's latest materializ
 batch's run would otherwise turn a failed `in_sync` into "Not evaluated" although the older
 batches are still unsynced. Every tick says what it found ("2 of 3 batches unsynced: in_sync
 failed on semantic_boundaries, chunks, chunk_index"). The check can also be executed from the UI.
+
+Both live with the orchestration, beside the inbox sensor, not with the assets: they read the
+instance's verdict, which Dagster exposes only through its internals (`dagster_internals`).
 """
 
 import hashlib
@@ -25,6 +28,11 @@ from collections.abc import Iterator, Mapping, Sequence
 import dagster as dg
 
 from seams.assets.partitions import document_batches
+from seams.orchestration.dagster_internals import (
+    AssetCheckEvaluationTargetMaterializationData,
+    StaleStatus,
+    stale_status_resolver,
+)
 
 SYNC_CHECK = "in_sync"
 SYNC_SENSOR = "settings_sync"
@@ -47,30 +55,11 @@ ADVICE = (
 SYNC_CHECK_KEYS = tuple(dg.AssetCheckKey(dg.AssetKey(name), SYNC_CHECK) for name in SYNCED_ASSETS)
 
 
-def stale_status_resolver(instance: dg.DagsterInstance, asset_graph: object):
-    """Dagster's own per-partition staleness resolver, as the UI's partition page uses it (no
-    public wrapper in 1.13): `.get_status(asset_key, partition)` -> `StaleStatus`."""
-    from dagster._core.asset_graph_view.asset_graph_view import AssetGraphView, TemporalContext
-    from dagster._core.definitions.data_version import CachingStaleStatusResolver
-    from dagster._time import get_current_datetime
-
-    view = AssetGraphView(
-        temporal_context=TemporalContext(effective_dt=get_current_datetime(), last_event_id=None),
-        instance=instance,
-        asset_graph=asset_graph,
-    )
-    return CachingStaleStatusResolver(
-        instance=instance, asset_graph=asset_graph, loading_context=view
-    )
-
-
 def unsynced_partitions(
     instance: dg.DagsterInstance, asset_graph: object, partitions: Sequence[str]
 ) -> dict[dg.AssetKey, list[str]]:
     """Per watched asset, the partitions Dagster reports STALE (never-materialized ones are
     missing, not unsynced, and are left out)."""
-    from dagster._core.definitions.data_version import StaleStatus
-
     resolver = stale_status_resolver(instance, asset_graph)
     return {
         key: [p for p in partitions if resolver.get_status(key, p) == StaleStatus.STALE]
@@ -94,10 +83,6 @@ def sync_evaluation(
 ) -> dg.AssetCheckEvaluation:
     """The `in_sync` verdict of one asset, as the sensor reports it, tied to `latest` (the asset's
     latest materialization record, if any) so the UI counts it as evaluated on that one."""
-    from dagster._core.definitions.asset_checks.asset_check_evaluation import (
-        AssetCheckEvaluationTargetMaterializationData,
-    )
-
     target = None
     if latest is not None:
         target = AssetCheckEvaluationTargetMaterializationData(

@@ -1,0 +1,42 @@
+"""A verified model found in the data dir, recorded as `embedding_model`'s materialization.
+
+A model copied in (as the test suite and people moving a data dir do) or exported by `seams model
+export` never ran the asset; reporting it materialized, with the data and code version a run
+would have recorded, keeps the UI from saying "Never materialized" about a model every run uses
+and keeps the downstream assets' staleness exact.
+"""
+
+import dagster as dg
+
+from seams.assets.model import MODEL_VERSION, found_model_metadata
+from seams.assets.versions import code_version
+from seams.models.model_store import load_manifest
+from seams.orchestration.dagster_internals import (
+    CODE_VERSION_TAG,
+    DATA_VERSION_IS_USER_PROVIDED_TAG,
+    DATA_VERSION_TAG,
+)
+
+
+def record_found_model(instance: dg.DagsterInstance, variant: str) -> bool:
+    """Report `embedding_model` materialized when a verified model is in the data dir but the
+    instance's latest materialization (if any) is of another model file. True when reported."""
+    manifest = load_manifest()
+    sha256 = manifest.variant(variant).sha256
+    key = dg.AssetKey("embedding_model")
+    latest = instance.get_latest_materialization_event(key)
+    seen = latest.asset_materialization if latest is not None else None
+    if seen is not None and seen.tags.get(DATA_VERSION_TAG) == sha256:
+        return False
+    instance.report_runless_asset_event(
+        dg.AssetMaterialization(
+            asset_key=key,
+            metadata=found_model_metadata(manifest, variant),
+            tags={
+                DATA_VERSION_TAG: sha256,
+                DATA_VERSION_IS_USER_PROVIDED_TAG: "true",
+                CODE_VERSION_TAG: code_version(MODEL_VERSION, variant),
+            },
+        )
+    )
+    return True
