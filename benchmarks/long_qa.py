@@ -18,7 +18,10 @@ spans in their document), so every system is scored by the same code:
   of QASPER's train split as exported from Hugging Face `allenai/qasper` (parquet conversion) by
   github.com/rajsr-p/qasper-personal, `qasper-original-sample.json` at commit
   d40559b9f8468dc3c94620503a9d83075df07016 (concatenated JSON objects; the original allenai
-  layout, a dict of papers as in `qasper-dev-v0.3.json`, is read too). Evidence = the paragraphs
+  layout, a dict of papers as in `qasper-dev-v0.3.json`, is read too: the whole dev split is
+  plain text in github.com/wideyard/timeaware at commit ba2f3d3639a09fd36725a3212b5037bc94eaa1eb,
+  `data/qasper/qasper-dev-v0.3.json`, 281 papers, an LFS pointer in its later commits; not used
+  by the committed results, see docs/benchmarks-retrieval.md). Evidence = the paragraphs
   of the first answer that has any in the body text ("FLOAT SELECTED" table/figure captions are
   not in the text and are skipped); unanswerable questions are dropped.
 
@@ -177,9 +180,12 @@ def _qas(paper: dict[str, Any]) -> list[tuple[str, str, list[dict[str, Any]]]]:
     return [(q["question_id"], q["question"], [a["answer"] for a in q["answers"]]) for q in qas]
 
 
-def parse_qasper(text: str, limit: int | None = None, seed: int = 0) -> QaSet:
+def parse_qasper(
+    text: str, limit: int | None = None, seed: int = 0, name: str = QASPER_FILE
+) -> QaSet:
     """QASPER papers -> one document per paper (title, abstract, then each section's name and
-    paragraphs, blank-line separated) and the questions with evidence paragraphs in the text."""
+    paragraphs, blank-line separated) and the questions with evidence paragraphs in the text.
+    `name`: the file's name, for the set's source line."""
     papers = {str(p["id"]): p for p in _papers(text)}
     chosen = sample_order(list(papers), seed)[:limit] if limit else list(papers)
     documents, questions = [], []
@@ -207,13 +213,13 @@ def parse_qasper(text: str, limit: int | None = None, seed: int = 0) -> QaSet:
                 if spans:
                     questions.append(QaQuestion(qid, question, doc_id, tuple(sorted(spans))))
                     break
-    return QaSet(
-        "qasper",
-        tuple(documents),
-        tuple(questions),
+    source = (
         "rajsr-p/qasper-personal@d40559b9 qasper-original-sample.json "
-        "(QASPER train, 10 papers; CC BY 4.0)",
+        "(QASPER train, 10 papers; CC BY 4.0)"
+        if name == QASPER_FILE
+        else f"{name} (QASPER, {len(documents)} papers; CC BY 4.0)"
     )
+    return QaSet("qasper", tuple(documents), tuple(questions), source)
 
 
 def load_qasper(path: Path | str, limit: int | None = None, seed: int = 0) -> QaSet:
@@ -225,4 +231,4 @@ def load_qasper(path: Path | str, limit: int | None = None, seed: int = 0) -> Qa
             f"QASPER file {path} not found; fetch it as benchmarks/results/README.md says "
             "(section 'Retrieval at a fixed context budget') and pass it with --qasper"
         )
-    return parse_qasper(path.read_text(encoding="utf-8"), limit, seed)
+    return parse_qasper(path.read_text(encoding="utf-8"), limit, seed, path.name)

@@ -172,8 +172,12 @@ def baseline_rankings(
 
 
 # --- Seams through the product ----------------------------------------------------------------
-PACKAGE_DIRS = ("chunking", "resources", "assets", "orchestration")
-"""Top-level folders installed as `seams.<name>` (pyproject's package-dir)."""
+def package_dirs(pyproject: str) -> list[str]:
+    """The top-level folders a pyproject.toml installs as `seams.<name>` (its package-dir)."""
+    import tomllib
+
+    mapping = tomllib.loads(pyproject)["tool"]["setuptools"].get("package-dir", {})
+    return [folder for name, folder in mapping.items() if name.startswith("seams.")]
 
 
 def product_snapshot(revision: str, folder: Path) -> tuple[Path, str]:
@@ -187,12 +191,17 @@ def product_snapshot(revision: str, folder: Path) -> tuple[Path, str]:
     tree = folder / f"product-{commit[:12]}"
     if not tree.is_dir():
         tree.mkdir(parents=True)
+        pyproject = subprocess.run(
+            ["git", "show", f"{commit}:pyproject.toml"],
+            cwd=ROOT, check=True, capture_output=True, text=True,
+        ).stdout  # fmt: skip
+        folders = package_dirs(pyproject)
         archive = subprocess.run(
-            ["git", "archive", commit, "seams", *PACKAGE_DIRS, "seams.yaml", "dagster.yaml"],
+            ["git", "archive", commit, "seams", *folders, "seams.yaml", "dagster.yaml"],
             cwd=ROOT, check=True, capture_output=True,
         ).stdout  # fmt: skip
         subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
-        for name in PACKAGE_DIRS:  # the editable install's package-dir mapping, as symlinks
+        for name in folders:  # the editable install's package-dir mapping, as symlinks
             (tree / "seams" / name).symlink_to(Path("..") / name)
     return tree, commit
 
@@ -474,13 +483,168 @@ def budget_objective(
     return objective
 
 
+# --- other fusion rules, on the same pools ----------------------------------------------------
+def _minmax(x: np.ndarray) -> np.ndarray:
+    low, high = float(x.min()), float(x.max())
+    return (x - low) / (high - low) if high > low else np.full_like(x, 1.0 if high > 0 else 0.0)
+
+
+def _zscore(x: np.ndarray) -> np.ndarray:
+    spread = float(x.std())
+    return (x - x.mean()) / spread if spread > 0 else np.zeros_like(x)
+
+
+def _side_minmax(x: np.ndarray, side: int = 40) -> np.ndarray:
+    """Min-max from the side's own `side`-th best score (not the union's minimum), clipped at 0."""
+    if x.size <= side:
+        return _minmax(x)
+    low, high = float(np.sort(x)[::-1][side - 1]), float(x.max())
+    return np.clip((x - low) / (high - low), 0.0, None) if high > low else _minmax(x)
+
+
+def _ranks(x: np.ndarray) -> np.ndarray:
+    order = np.argsort(-x, kind="stable")
+    out = np.empty(x.size)
+    out[order] = np.arange(1, x.size + 1)
+    return out
+
+
+def _peak(x: np.ndarray) -> float:
+    """How far the pool's best score stands above the rest: (max - mean) / std, 0 if flat."""
+    spread = float(x.std())
+    return float(x.max() - x.mean()) / spread if spread > 0 else 0.0
+
+
+def _fused_head(dense: np.ndarray, lexical: np.ndarray, weight: float, head: int = 3) -> np.ndarray:
+    """The min-max fused order for the first `head` hits, then the rest in BM25 order."""
+    fused = (1 - weight) * _minmax(dense) + weight * _minmax(lexical)
+    first = np.argsort(-fused, kind="stable")[:head]
+    out = _minmax(lexical)
+    out[first] = 2.0 + fused[first]
+    return out
+
+
+def _peak_weighted(dense: np.ndarray, lexical: np.ndarray, weight: float) -> np.ndarray:
+    """Min-max fusion with a per-query weight: each side's share scaled by its `_peak` squared."""
+    a, b = (1 - weight) * _peak(dense) ** 2, weight * _peak(lexical) ** 2
+    share = b / (a + b) if a + b > 0 else weight
+    return (1 - share) * _minmax(dense) + share * _minmax(lexical)
+
+
+def _variant(rule: Callable[..., np.ndarray]) -> Callable[..., np.ndarray]:
+    def fuse_scores(dense: Sequence[float], lexical: Sequence[float], weight: float) -> np.ndarray:
+        return rule(
+            np.asarray(dense, dtype=np.float64), np.asarray(lexical, dtype=np.float64), weight
+        )
+
+    return fuse_scores
+
+
+FUSION_VARIANTS: dict[str, Callable[..., np.ndarray]] = {
+    "z-score": _variant(lambda d, lx, w: (1 - w) * _zscore(d) + w * _zscore(lx)),
+    "min-max from each side's 40th best": _variant(
+        lambda d, lx, w: (1 - w) * _side_minmax(d) + w * _side_minmax(lx)
+    ),
+    "reciprocal rank (k 60)": _variant(
+        lambda d, lx, w: (1 - w) / (60 + _ranks(d)) + w / (60 + _ranks(lx))
+    ),
+    "min-max, per-query weight by peakedness": _variant(_peak_weighted),
+    "min-max for the first 3 hits, then BM25 order": _variant(_fused_head),
+}
+"""Fusion rules studied beside the product's `fuse_scores` (benchmark code, not the product):
+each maps one pool's dense and BM25 scores and a weight w (the BM25 share) to ranking scores."""
+
+
+def fusion_variants(
+    refuse: dict[str, tuple[Sequence[QaQuestion], list[list[Candidate]], dict[str, list[int]]]],
+    product: Callable[..., np.ndarray],
+    bars: dict[str, dict[str, float]] | None = None,
+) -> dict[str, Any]:
+    """Each rule (the product's min-max first) over the same pools, its weight chosen as the
+    product's is (`cross_validate`: best mean of recall at 500 and 1,000 tokens over the sets,
+    leave-one-set-out); per set at that weight: recall@5, at 500 and at 1,000 tokens, and
+    whether each beats `bars[set]` (the best other system at 500 / 1,000 tokens, and fixed 200
+    tokens with BM25 at recall@5)."""
+    out = {}
+    for label, rule in {"min-max (the product)": product, **FUSION_VARIANTS}.items():
+        per_set = {
+            name: budget_objective(QaSet(name, (), tuple(qs), ""), pools, starts, rule)
+            for name, (qs, pools, starts) in refuse.items()
+        }
+        study = cross_validate(per_set)
+        weight = study["default_weight"]
+        sets = {}
+        for name, (qs, pools, starts) in refuse.items():
+            ranking = [fuse(pool, weight, rule) for pool in pools]
+            row = score(qs, ranking, starts)
+            cells = {m: row[m] for m in (f"recall@{K}", "recall@500t", "recall@1000t")}
+            if bars and name in bars:
+                cells["goal_met"] = all(cells[m] > bars[name][m] for m in cells)
+            sets[name] = cells
+        out[label] = {
+            "weight": weight,
+            "mean": study["mean"][str(weight)],
+            "held_out": {n: f["held_out_score"] for n, f in study["folds"].items()},
+            "sets": sets,
+        }
+    return out
+
+
+def goal_bars(results: dict[str, Any]) -> dict[str, dict[str, float]]:
+    """Per set, what hybrid must beat: the best other system at 500 and at 1,000 tokens (the
+    re-fused and diagnostic rows aside) and fixed 200 tokens with BM25 at recall@5."""
+    bars = {}
+    for name, block in results.items():
+        rows = {k: r for k, r in block["systems"].items()
+                if k not in ("seams/hybrid", "seams/hybrid-cv", "seams-chunks/bm25")}  # fmt: skip
+        bars[name] = {
+            "recall@500t": max(r["recall@500t"] for r in rows.values()),
+            "recall@1000t": max(r["recall@1000t"] for r in rows.values()),
+            f"recall@{K}": rows["fixed_200/bm25"][f"recall@{K}"]
+            if "fixed_200/bm25" in rows
+            else 0.0,
+        }
+    return bars
+
+
+def variant_lines(variants: dict[str, Any] | None) -> list[str]:
+    """`fusion_variants` as a Markdown table."""
+    if not variants:
+        return []
+    names = list(next(iter(variants.values()))["sets"])
+    lines = [
+        "",
+        "w chosen per rule by the best mean over the sets (grid 0-1, step 0.05); per set: recall@5"
+        " / at 500 / at 1,000 tokens at that w (held-out score when that set is left out)",
+        "",
+        "| rule | w | mean | " + " | ".join(names) + " | goal met on |",
+        "|---|---:|---:|" + "---|" * len(names) + "---|",
+    ]
+    for label, v in variants.items():
+        cells = []
+        for n in names:
+            c = v["sets"][n]
+            cells.append(
+                f"{c[f'recall@{K}']:.3f} / {c['recall@500t']:.3f} / {c['recall@1000t']:.3f} "
+                f"({v['held_out'][n]:.3f})"
+            )
+        met = [n for n in names if v["sets"][n].get("goal_met")]
+        known = any("goal_met" in c for c in v["sets"].values())
+        lines.append(
+            f"| {label} | {v['weight']:.2f} | {v['mean']:.4f} | "
+            + " | ".join(cells)
+            + f" | {(', '.join(met) or 'none') if known else 'n/a'} |"
+        )
+    return lines
+
+
 # --- the run ----------------------------------------------------------------------------------
 def load_sets(args: argparse.Namespace) -> list[QaSet]:
     sets = [load_squad_set(args.data)]
     if args.covid_qa:
         sets.append(load_covid_qa(args.covid_qa, args.covid_docs))
     if args.qasper:
-        sets.append(load_qasper(args.qasper))
+        sets.append(load_qasper(args.qasper, args.qasper_docs))
     return sets
 
 
@@ -568,6 +732,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "source": qa.source,
             "systems": rows,
         }
+    if args.pools:  # the hybrid pools with both scores, to study fusion rules without a rerun
+        write_pools(args.pools, refuse)
     if product is not None:  # the fusion code is loaded; the snapshot is no longer needed
         shutil.rmtree(product.parent, ignore_errors=True)
     fusion = {size: cross_validate(o) for size, o in objectives.items() if len(o) > 1}
@@ -586,11 +752,21 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     fusion_folds = {
         size: cross_validate(f) for size, f in folds.items() if len(f) > len(objectives[size]) > 1
     }
+    variants = (
+        fusion_variants(
+            {n: (qa.questions, pools, starts) for n, (qa, pools, starts) in refuse.items()},
+            fuse_scores,
+            goal_bars(results),
+        )
+        if len(refuse) > 1
+        else {}
+    )
     return {
         "benchmark": "qa_budget",
         "seams_commit": commit,
         "fusion_cv": fusion,
         "fusion_cv_halves": fusion_folds,
+        "fusion_variants": variants,
         "model": {"name": "all-MiniLM-L6-v2", "onnx_sha256": embedder.model_id},
         "k": K,
         "budgets": list(BUDGETS),
@@ -598,6 +774,44 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "results": results,
         "texts_embedded": embedder.embedded,
     }
+
+
+def write_pools(
+    path: Path, refuse: dict[str, tuple[QaSet, list[list[Candidate]], dict[str, list[int]]]]
+) -> None:
+    """Per set: every question's document and evidence, its hybrid candidate pool (hit, dense
+    score, BM25 score, chunk_id) and the token starts of the set's documents."""
+    payload = {
+        name: {
+            "questions": [[q.document, [list(s) for s in q.evidence]] for q in qa.questions],
+            "pools": [
+                [[hit[0], list(hit[1]), dense, lexical, chunk] for hit, dense, lexical, chunk in p]
+                for p in pools
+            ],
+            "starts": starts,
+        }
+        for name, (qa, pools, starts) in refuse.items()
+    }
+    path.write_text(json.dumps(payload), encoding="utf-8")
+
+
+def read_pools(
+    path: Path,
+) -> dict[str, tuple[list[QaQuestion], list[list[Candidate]], dict[str, list[int]]]]:
+    """`write_pools`' file back: per set, (questions, pools, token starts)."""
+    out = {}
+    for name, block in json.loads(path.read_text(encoding="utf-8")).items():
+        questions = [
+            QaQuestion(str(i), "", doc, tuple(tuple(s) for s in evidence))
+            for i, (doc, evidence) in enumerate(block["questions"])
+        ]
+        pools = [
+            [((doc, (span[0], span[1])), dense, lexical, chunk)
+             for doc, span, dense, lexical, chunk in pool]
+            for pool in block["pools"]
+        ]  # fmt: skip
+        out[name] = (questions, pools, block["starts"])
+    return out
 
 
 def _say(name: str, row: dict[str, Any]) -> None:
@@ -631,6 +845,9 @@ def print_table(payload: dict[str, Any]) -> None:
         for size, fusion in (payload.get(key) or {}).items():
             print(f"\n{key}, candidate pool {size} per side:")
             print("\n".join(fusion_lines(fusion)))
+    if payload.get("fusion_variants"):
+        print("\nfusion rules on the same pools:")
+        print("\n".join(variant_lines(payload["fusion_variants"])))
     print(f"\n{payload['texts_embedded']} texts embedded, {payload['seconds']:.0f} s.")
 
 
@@ -721,6 +938,9 @@ def markdown(payload: dict[str, Any]) -> str:
         for size, fusion in (payload.get(key) or {}).items():
             lines += ["", f"#### Fusion weight, {title}: candidate pool {size} per side"]
             lines += fusion_lines(fusion)
+    if payload.get("fusion_variants"):
+        lines += ["", "#### Fusion rules on the same candidate pools"]
+        lines += variant_lines(payload["fusion_variants"])
     return "\n".join(lines)
 
 
@@ -732,7 +952,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="folder of squad-dev-5")
     parser.add_argument("--covid-qa", type=Path, help="200423_covidQA.json or its folder")
     parser.add_argument("--covid-docs", type=int, default=40, help="COVID-QA articles sampled")
-    parser.add_argument("--qasper", type=Path, help="qasper-original-sample.json or its folder")
+    parser.add_argument(
+        "--qasper", type=Path,
+        help="qasper-original-sample.json or its folder, or a QASPER file in allenai's layout",
+    )  # fmt: skip
+    parser.add_argument(
+        "--qasper-docs", type=int, help="QASPER papers sampled (default: every paper of the file)"
+    )
     parser.add_argument("--systems", nargs="*", default=list(BASELINES), choices=BASELINES)
     parser.add_argument("--no-seams", action="store_true", help="skip the Seams product runs")
     parser.add_argument(
@@ -741,8 +967,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     )  # fmt: skip
     parser.add_argument("--cache-dir", type=Path, default=DEFAULT_CACHE_DIR)
     parser.add_argument("--json", type=Path, help="write the results here")
+    parser.add_argument(
+        "--pools", type=Path, help="write the hybrid candidate pools here (fusion studies)"
+    )
     parser.add_argument("--render", type=Path, help="print the Markdown tables of this JSON")
+    parser.add_argument(
+        "--fusion-study", type=Path,
+        help="print the fusion rules' table for a --pools file of an earlier run, then stop",
+    )  # fmt: skip
     args = parser.parse_args(argv)
+    if args.fusion_study:
+        from seams.models.fusion import fuse_scores
+
+        pools = read_pools(args.fusion_study)
+        print("\n".join(variant_lines(fusion_variants(pools, fuse_scores))))
+        return 0
     if args.render:
         print(markdown(json.loads(args.render.read_text(encoding="utf-8"))))
         return 0

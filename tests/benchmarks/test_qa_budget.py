@@ -11,8 +11,18 @@ import json
 
 import pytest
 
-from benchmarks.long_qa import parse_covid_qa, parse_qasper, sample_order
-from benchmarks.qa_budget import cross_validate, fuse
+from benchmarks.long_qa import QaQuestion, QaSet, parse_covid_qa, parse_qasper, sample_order
+from benchmarks.qa_budget import (
+    FUSION_VARIANTS,
+    cross_validate,
+    fuse,
+    fusion_variants,
+    goal_bars,
+    package_dirs,
+    read_pools,
+    variant_lines,
+    write_pools,
+)
 from seams.models.fusion import fuse_scores
 
 
@@ -151,3 +161,83 @@ def test_cross_validation_never_looks_at_the_held_out_set() -> None:
     assert out["folds"]["b"]["held_out_score"] == 0.0
     assert out["default_weight"] == 1.0
     assert out["flat"] == [1.0]
+
+
+def test_package_dirs_follow_pyproject() -> None:
+    pyproject = """
+[tool.setuptools.package-dir]
+"seams.chunking" = "chunking"
+"seams.models" = "models"
+"other" = "elsewhere"
+"""
+    assert package_dirs(pyproject) == ["chunking", "models"]
+    assert package_dirs("[tool.setuptools]\n") == []
+
+
+POOL = [
+    (("d", (0, 10)), 0.9, 0.0, "c1"),  # dense only
+    (("d", (10, 20)), 0.5, 9.0, "c2"),
+    (("d", (20, 30)), 0.2, 8.0, "c3"),
+    (("d", (30, 40)), 0.1, 7.0, "c4"),
+]
+
+
+def test_pools_survive_the_round_trip(tmp_path) -> None:
+    question = QaQuestion("q", "what?", "d", ((12, 18),))
+    qa = QaSet("s", (), (question,), "")
+    path = tmp_path / "pools.json"
+    write_pools(path, {"s": (qa, [POOL], {"d": [0, 5, 10]})})
+    (questions, pools, starts), = read_pools(path).values()  # fmt: skip
+    assert pools == [POOL]
+    assert starts == {"d": [0, 5, 10]}
+    assert [(q.document, q.evidence) for q in questions] == [("d", ((12, 18),))]
+
+
+def test_fusion_variants_rank_by_each_side_at_the_ends_of_the_weight() -> None:
+    dense_order = [(0, 10), (10, 20), (20, 30), (30, 40)]
+    lexical_order = [(10, 20), (20, 30), (30, 40), (0, 10)]
+    for label, rule in FUSION_VARIANTS.items():
+        if label.startswith("min-max for the first"):
+            continue
+        assert [h[1] for h in fuse(POOL, 0.0, rule)] == dense_order, label
+        assert [h[1] for h in fuse(POOL, 1.0, rule)] == lexical_order, label
+
+
+def test_fused_head_keeps_the_fused_top_and_then_follows_bm25() -> None:
+    rule = FUSION_VARIANTS["min-max for the first 3 hits, then BM25 order"]
+    pool = [*POOL, (("d", (40, 50)), 0.95, 0.5, "c5")]
+    # w 0: the dense top 3 (c5, c1, c2), then the rest by BM25 (c3 8.0 before c4 7.0).
+    assert [h[1] for h in fuse(pool, 0.0, rule)] == [
+        (40, 50),
+        (0, 10),
+        (10, 20),
+        (20, 30),
+        (30, 40),
+    ]
+
+
+def test_goal_bars_leave_hybrid_out_and_variants_report_them() -> None:
+    def row(r5: float, r500: float, r1000: float) -> dict:
+        return {"recall@5": r5, "recall@500t": r500, "recall@1000t": r1000}
+
+    results = {
+        "s": {
+            "systems": {
+                "fixed_200/bm25": row(0.2, 0.1, 0.3),
+                "seams/lexical": row(0.3, 0.2, 0.9),
+                "seams/hybrid": row(0.9, 0.9, 0.95),  # never its own bar
+                "seams-chunks/bm25": row(0.9, 0.9, 0.99),  # diagnostic, not a system
+            }
+        }
+    }
+    assert goal_bars(results) == {"s": {"recall@500t": 0.2, "recall@1000t": 0.9, "recall@5": 0.2}}
+    qa = (QaQuestion("q", "", "d", ((12, 18),)),)
+    starts = {"d": list(range(0, 50, 2))}
+    refuse = {"s": (qa, [POOL], starts), "t": (qa, [POOL], starts)}
+    out = fusion_variants(refuse, fuse_scores, {"s": goal_bars(results)["s"]})
+    assert next(iter(out)) == "min-max (the product)" and len(out) == 1 + len(FUSION_VARIANTS)
+    first = out["min-max (the product)"]
+    assert first["sets"]["s"]["recall@500t"] == 1.0  # the evidence chunk is in any top 2
+    assert first["sets"]["s"]["goal_met"] is True and "goal_met" not in first["sets"]["t"]
+    lines = variant_lines(out)
+    assert any(line.startswith("| min-max (the product) |") for line in lines)
