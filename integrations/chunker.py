@@ -26,7 +26,9 @@ class DefaultEmbedder(enum.Enum):
 PACKAGED_MODEL: Final = DefaultEmbedder.PACKAGED_MODEL
 """The default `embedder`: the packaged all-MiniLM-L6-v2 (`seams.OnnxEmbedder()`), or the
 static model distilled from it (`seams.StaticEmbedder()`) when the config's `boundary_model` is
-"static" (the `fast` preset). Both load from the data dir (`seams model export` makes them)."""
+"static" (the `fast` preset). Both load from the data dir (`seams model export` makes them): a
+library call is an entry point, so an embedder built without a folder resolves the process's
+environment (`SeamsEnvironment.from_os()`) when it first needs the model."""
 
 #: Keys every adapter writes into a chunk's metadata. Chunk-level values win over the input
 #: document's metadata under the same key (a chunk's `start_char` is the chunk's, not the doc's).

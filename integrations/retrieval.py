@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from seams.environment import SeamsEnvironment
 from seams.models.context_budget import ContextSpan
 from seams.models.fusion import LEXICAL_WEIGHT
 from seams.models.sentence_rerank import SENTENCE_WEIGHT
@@ -39,23 +40,24 @@ class SeamsSearch:
         *,
         postgres: ConnectionSource | None = None,
         embedder: QueryEmbedder | None = None,
+        environment: SeamsEnvironment | None = None,
         **overrides: Any,
     ) -> SeamsSearch:
         """Defaults from `settings` (seams.yaml when None) and the database `seams search` uses
-        (`SEAMS_DATABASE_URL`, else the embedded server); `overrides` set k, search, budget..."""
-        settings = settings or load_settings()
+        (`SEAMS_DATABASE_URL`, else the embedded server); `overrides` set k, search, budget...
+
+        A library entry point: `environment` (where seams.yaml, the data and the model are)
+        defaults to this process's, resolved once here and passed to everything built."""
+        environment = environment or SeamsEnvironment.from_os()
+        settings = settings or load_settings(environment=environment)
         if postgres is None:
             from seams.resources.postgres import PostgresResource
 
-            postgres = PostgresResource()
+            postgres = PostgresResource.for_environment(environment)
         if embedder is None:
             from seams.resources.embedder import OnnxEmbedder
 
-            embedder = OnnxEmbedder(
-                variant=settings.embedder.variant,
-                batch_size=settings.embedder.batch_size,
-                intra_op_threads=settings.embedder.threads,
-            )
+            embedder = OnnxEmbedder.for_environment(environment, settings.embedder)
         retrieval = settings.retrieval
         defaults: dict[str, Any] = {
             "search": retrieval.search,

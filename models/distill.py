@@ -5,7 +5,7 @@ weights `seams.models.model_export` exports to ONNX): one forward pass per vocab
 256 dimensions, Zipf/SIF weighting, float16. No hub access (the source is a local folder and
 `HF_HUB_OFFLINE=1`); ~20 s on two idle cores, ~15 MB.
 
-What is stored (`models_dir()/all-MiniLM-L6-v2-static/`):
+What is stored (`<data dir>/models/all-MiniLM-L6-v2-static/`):
 
 - `embeddings.npy`: float16 (30522, 256), row i = the static vector of MiniLM token id i, so the
   embedder needs only MiniLM's own tokenizer (the one the chunker counts with) and a numpy
@@ -38,6 +38,7 @@ from typing import Any
 
 import numpy as np
 
+from seams.environment import keep_hub_offline
 from seams.errors import EmbeddingError
 from seams.models.model_store import (
     EMBEDDINGS_FILE,
@@ -172,7 +173,7 @@ def _build(source: Path, source_info: dict[str, str], staging: Path) -> StaticMa
 
 def _distill(source: Path) -> Any:
     """model2vec's `distill` on the local folder, offline, deterministic, quietly."""
-    os.environ["HF_HUB_OFFLINE"] = "1"  # read by huggingface_hub at import: set it first
+    keep_hub_offline(override=True)  # read by huggingface_hub at import: set it first
     try:
         import torch
         import transformers

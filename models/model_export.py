@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import importlib.metadata
 import logging
-import os
 import random
 import re
 import shutil
@@ -30,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from seams.environment import keep_hub_offline
 from seams.errors import EmbeddingError
 from seams.models.model_store import (
     MANIFEST_FILE,
@@ -93,7 +93,7 @@ def source_version() -> str:
 def export_model(
     target_dir: Path | str | None = None, *, quantize: bool = True, force: bool = False
 ) -> ModelManifest:
-    """Export the packaged model to `target_dir` (default `models_dir()/all-MiniLM-L6-v2`).
+    """Export the packaged model to `target_dir` (default `<data dir>/models/all-MiniLM-L6-v2`).
 
     Idempotent: when the folder already holds a verified export of the installed package
     version (and, if `quantize`, the int8 question was already answered), nothing is written and
@@ -193,7 +193,7 @@ def _build_export(source: Path, staging: Path, version: str, *, quantize: bool) 
 
 def _export_fp32(source: Path, out: Path) -> dict[str, str]:
     """Trace the encoder to ONNX; returns the versions of the tools that made it."""
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    keep_hub_offline()  # read by huggingface_hub at import: set it first
     try:
         import torch
         import transformers

@@ -1,6 +1,6 @@
 """Where an exported embedding model lives on disk, and how to trust it.
 
-An exported model is a folder (by default `models_dir()/all-MiniLM-L6-v2/`) holding the ONNX
+An exported model is a folder (by default `<data dir>/models/all-MiniLM-L6-v2/`) holding the ONNX
 graph(s), the `tokenizer.json` and a `manifest.json` that records the sha256 of every file. The
 manifest is written last, so a folder without one is never half a model; the sha256 of the fp32
 graph is the `model_id` that lineage and the embedding cache key on.
@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from seams.environment import SeamsEnvironment
 from seams.errors import EmbeddingError
-from seams.paths import models_dir
 
 T = TypeVar("T")
 
@@ -34,13 +34,15 @@ EXPORT_HINT = "run `seams model export` to (re)create it"
 _HASH_CHUNK = 1 << 20
 
 
-def default_model_dir() -> Path:
-    """The folder the exporter writes to and the embedder reads from unless told otherwise.
+def default_model_dir(environment: SeamsEnvironment | None = None) -> Path:
+    """The folder the exporter writes to and the embedder reads from unless told otherwise:
+    `all-MiniLM-L6-v2` under `environment`'s models folder.
 
-    Evaluated on each call so `SEAMS_DATA_DIR` set after import (tests, Dagster run config)
-    still counts.
+    The pipeline passes its environment (or a folder) explicitly; without one (a library user's
+    `OnnxEmbedder()`, a test, a script), this call is the entry point and resolves the process's
+    environment, per call, so `SEAMS_DATA_DIR` set after import still counts.
     """
-    return models_dir() / MODEL_NAME
+    return (environment or SeamsEnvironment.from_os()).models_dir / MODEL_NAME
 
 
 @dataclass(frozen=True)
@@ -260,9 +262,9 @@ EMBEDDINGS_FILE = "embeddings.npy"
 STATIC_MANIFEST_FORMAT = 1
 
 
-def default_static_dir() -> Path:
-    """Where the distilled model lives unless told otherwise (evaluated per call)."""
-    return models_dir() / STATIC_MODEL_NAME
+def default_static_dir(environment: SeamsEnvironment | None = None) -> Path:
+    """Where the distilled model lives unless told otherwise: see `default_model_dir`."""
+    return (environment or SeamsEnvironment.from_os()).models_dir / STATIC_MODEL_NAME
 
 
 @dataclass(frozen=True)

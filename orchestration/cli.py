@@ -1,8 +1,11 @@
 """The `seams` command line (contract: the command names and their meaning).
 
-Every command resolves PostgreSQL the same way (`resources.database`): `SEAMS_DATABASE_URL` when
-set, otherwise the embedded server under the data dir. Errors Seams expects (bad config, no
-database, no model) print one line saying what to do, never a traceback.
+An entry point: `main` resolves the process's environment once (`SeamsEnvironment.from_os()`:
+data dir, database URL, settings file) and every command takes it from `args.environment`, as it
+takes the settings from `args.settings`. Every command resolves PostgreSQL the same way
+(`resources.database`): `SEAMS_DATABASE_URL` when set, otherwise the embedded server under the
+data dir. Errors Seams expects (bad config, no database, no model) print one line saying what to
+do, never a traceback.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import traceback
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from seams.environment import SeamsEnvironment
 from seams.errors import InputError, SeamsError
 
 EXIT_ERROR = 2
@@ -36,12 +40,13 @@ def _print_err(message: str) -> None:
 def cmd_db(args: argparse.Namespace) -> int:
     from seams.resources.database import URL_ENV, EmbeddedPostgres, redact, resolve
 
-    external = bool(os.environ.get(URL_ENV, "").strip())
-    server = EmbeddedPostgres()
+    environment: SeamsEnvironment = args.environment
+    external = environment.external_database
+    server = EmbeddedPostgres.for_environment(environment)
     if args.action == "url":
-        print(resolve().data)
+        print(resolve(environment).data)
     elif args.action == "start":
-        urls = resolve()
+        urls = resolve(environment)
         where = "external server" if external else f"embedded PostgreSQL in {server.pgdata}"
         print(f"PostgreSQL is up ({where}).\ndata database: {redact(urls.data)}")
     elif args.action == "stop":
@@ -53,7 +58,7 @@ def cmd_db(args: argparse.Namespace) -> int:
             print(f"the embedded PostgreSQL in {server.pgdata} was not running")
     elif args.action == "status":
         if external:
-            urls = resolve()
+            urls = resolve(environment)
             print(
                 f"external server (from {URL_ENV}): reachable\ndata database: {redact(urls.data)}"
             )
@@ -75,20 +80,20 @@ def _reset_signals() -> None:
 
 
 def cmd_dev(args: argparse.Namespace) -> int:
-    from seams.orchestration.instance import prepare_instance, workspace_file
+    from seams.orchestration.instance import prepare_instance
     from seams.orchestration.ownership import reap_orphans, remove_dev_marker, write_dev_marker
     from seams.resources.database import EmbeddedPostgres
 
-    server = EmbeddedPostgres()
+    server = EmbeddedPostgres.for_environment(args.environment)
     was_running = server.is_running()
-    seams_instance = prepare_instance()
+    seams_instance = prepare_instance(args.environment)
     verbose = bool(getattr(args, "verbose", False))
     with seams_instance.open() as instance:  # a killed `seams` left work: not for this daemon
         reap_orphans(instance, _say)
     command = [
         # Seams runs `dagster dev` for the user: its "use `dg dev`" notice is not theirs to act on.
         sys.executable, "-W", "ignore:Function `dev_command` is superseded", "-m", "dagster", "dev",
-        "-w", str(workspace_file()),
+        "-w", str(seams_instance.workspace_file),
         "-h", args.host, "-p", str(args.port),
         "--log-level", "debug" if verbose else "info",
     ]  # fmt: skip
@@ -173,7 +178,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     from seams.orchestration.instance import prepare_instance
     from seams.resources.database import redact
 
-    seams_instance = prepare_instance()
+    seams_instance = prepare_instance(args.environment)
     repo = _definitions(args).get_repository_def()
     with seams_instance.open() as instance:
         storage = type(instance.run_storage).__name__
@@ -197,10 +202,11 @@ def _say(message: str) -> None:
 
 
 def _definitions(args: argparse.Namespace):  # -> dg.Definitions (dagster imported lazily)
-    """The definitions of the settings `main` loaded: the one composition root, called once."""
+    """The definitions of the settings and environment `main` resolved: the one composition
+    root, called once."""
     from seams.orchestration.definitions import build_definitions
 
-    return build_definitions(args.settings)
+    return build_definitions(args.settings, environment=args.environment)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -219,7 +225,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         )
     defs = _definitions(args)
     runner.check_can_submit(defs, "seams run")
-    with prepare_instance().open() as instance:
+    with prepare_instance(args.environment).open() as instance:
         runner.ensure_model(instance, _say, defs=defs)
         source = runner.source_of(path)
         unfinished = runner.unfinished_batches(instance, source=source, defs=defs)
@@ -250,7 +256,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             tags={QUARANTINE_RETRY_TAG: "true"} if retry else None,
         )  # fmt: skip
     summary.seconds = time.perf_counter() - started
-    print(runner.format_summary(runner.summarize(summary, defs=defs)), flush=True)
+    home = args.environment.dagster_home
+    print(runner.format_summary(runner.summarize(summary, defs=defs), home=home), flush=True)
     return 0
 
 
@@ -265,14 +272,15 @@ def cmd_backfill(args: argparse.Namespace) -> int:
     runner.check_can_submit(defs, "seams backfill")
     started = time.perf_counter()
     report = (lambda _m: None) if args.json else _say
-    with prepare_instance().open() as instance:
+    with prepare_instance(args.environment).open() as instance:
         summary = runner.backfill(instance, report, defs=defs)
     summary.seconds = time.perf_counter() - started
     if args.json:
         fields = ("batches", "run_ids", "texts_embedded", "cache_hits", "seconds")
         print(json.dumps({name: getattr(summary, name) for name in fields}))
     elif summary.batches:
-        print(runner.format_summary(runner.summarize(summary, defs=defs)), flush=True)
+        home = args.environment.dagster_home
+        print(runner.format_summary(runner.summarize(summary, defs=defs), home=home), flush=True)
     return 0
 
 
@@ -282,16 +290,17 @@ def cmd_search(args: argparse.Namespace) -> int:
 
     from seams.models.model_store import load_manifest
     from seams.orchestration.runner import seams_command
-    from seams.storage.search import format_response, search_response
+    from seams.orchestration.search_output import format_response
+    from seams.storage.search import search_response
 
-    try:
-        load_manifest()  # a fresh install has no model and nothing indexed: say what to run
+    resources = _definitions(args).resources
+    try:  # a fresh install has no model and nothing indexed: say what to run
+        load_manifest(resources["embedder"].resolved_model_dir())
     except SeamsError as exc:
         raise InputError(
             f"nothing to search yet: chunk some documents first with `{seams_command()} run "
             "PATH` (a file or a folder; without PATH, the bundled sample corpus)"
         ) from exc
-    resources = _definitions(args).resources
     retrieval = args.settings.retrieval
     response = search_response(
         resources["postgres"], resources["embedder"], args.query, args.k,
@@ -311,6 +320,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
     launch = prepare_worker(
         args.settings,
+        args.environment,
         name=args.name or default_worker_name(),
         concurrency=args.concurrency,
         loglevel=args.loglevel,
@@ -324,14 +334,15 @@ def cmd_worker(args: argparse.Namespace) -> int:
 def cmd_model(args: argparse.Namespace) -> int:
     from seams.models.distill import distill_static_model
     from seams.models.model_export import export_model
+    from seams.models.model_store import default_model_dir, default_static_dir
 
-    manifest = export_model(force=args.force)
+    manifest = export_model(default_model_dir(args.environment), force=args.force)
     state = "exported" if manifest.exported_now else "already exported (verified)"
     print(
         f"{state}: {manifest.model_name} in {manifest.directory}\n"
         f"model_id {manifest.model_id}; variants: {', '.join(sorted(manifest.variants))}"
     )
-    static = distill_static_model(force=args.force)
+    static = distill_static_model(default_static_dir(args.environment), force=args.force)
     print(f"static boundary model (fast preset): model_id {static.model_id}")
     return 0
 
@@ -394,7 +405,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "merged into one span (instead of k hits)")  # fmt: skip
     search.set_defaults(func=cmd_search)
 
-    from seams.export import add_export_command  # the command body lives in seams/export.py
+    from seams.orchestration.export_command import add_export_command  # body in export_command.py
 
     add_export_command(sub)
 
@@ -430,7 +441,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _storage_fault(exc: BaseException) -> str | None:
+def _storage_fault(exc: BaseException, environment: SeamsEnvironment) -> str | None:
     """One line for a database failure that escaped a command (a server stopped mid-run, a URL
     that stopped answering), naming what failed and what to do; None for any other error.
 
@@ -465,11 +476,17 @@ def _storage_fault(exc: BaseException) -> str | None:
     text = str(driver).strip()
     reason = redact(text.splitlines()[0]) if text else type(driver).__name__
     code = getattr(driver, "sqlstate", None) or getattr(driver, "pgcode", None) or ""
-    if not os.environ.get(variable, "").strip():
+    configured = {
+        URL_ENV: environment.database_url,
+        DAGSTER_URL_ENV: environment.dagster_database_url,
+    }
+    if not configured[variable]:
         variable = URL_ENV  # Dagster's storage lives beside the data unless told otherwise
     from seams.resources.database import disk_full_fault
 
-    full = disk_full_fault(code, reason)  # a full disk, or a server that crashed on one
+    full = disk_full_fault(
+        environment, code, reason
+    )  # a full disk, or a server that crashed on one
     if full is not None:
         return f"{full}. Add -v for the traceback."
     if code.startswith("53"):  # disk full, out of memory, too many connections
@@ -479,7 +496,7 @@ def _storage_fault(exc: BaseException) -> str | None:
         happened = f"lost the connection to PostgreSQL ({what}: {reason})"
         fix = (
             f"check that the server of {variable} is up"
-            if os.environ.get(variable, "").strip()
+            if configured[variable]
             else "is the embedded PostgreSQL running? (`seams db status`, `seams db start`)"
         )
     return (
@@ -515,7 +532,7 @@ class _NoiseFilter:
 
 
 @contextlib.contextmanager
-def _quiet_storage_noise(enabled: bool) -> Iterator[None]:
+def _quiet_storage_noise(enabled: bool, environment: SeamsEnvironment) -> Iterator[None]:
     if not enabled:
         yield
         return
@@ -532,7 +549,7 @@ def _quiet_storage_noise(enabled: bool) -> Iterator[None]:
     def quiet_hook(args: Any) -> None:
         # A background thread of the command (`seams-*`) that dies of the same storage fault:
         # the command's one line already says it.
-        if args.exc_value is None or _storage_fault(args.exc_value) is None:
+        if args.exc_value is None or _storage_fault(args.exc_value, environment) is None:
             hook(args)
 
     threading.excepthook = quiet_hook
@@ -555,7 +572,7 @@ def _quiet_storage_noise(enabled: bool) -> Iterator[None]:
             logger.removeFilter(noise)
 
 
-def _disk_full_instead(exc: SeamsError) -> str | None:
+def _disk_full_instead(exc: SeamsError, environment: SeamsEnvironment) -> str | None:
     """The disk-full line to print instead of `exc` when a full disk is why a command failed
     (a step that could not write, a server that crashed writing WAL); None otherwise."""
     from seams.errors import ConfigError, DiskFullError
@@ -565,7 +582,7 @@ def _disk_full_instead(exc: SeamsError) -> str | None:
     from seams.resources.database import disk_full_fault
 
     with contextlib.suppress(Exception):  # a diagnosis must never hide the original error
-        full = disk_full_fault("", "")
+        full = disk_full_fault(environment, "", "")
         if full is not None:
             return f"{full} ({exc})"
     return None
@@ -605,17 +622,21 @@ def _main(argv: Sequence[str] | None) -> int:
     # What Seams and Dagster write (logs, models, locks) is the owner's alone; restored on the
     # way out for callers that run `main` in their own process (tests).
     umask = os.umask(PRIVATE_UMASK)
+    environment: SeamsEnvironment | None = None
     try:
+        # The entry point: the process's environment is read here, once, and passed down.
+        environment = args.environment = SeamsEnvironment.from_os()
         if args.command != "db":  # `seams db` needs no settings (and must work when they break)
             from seams.settings import load_settings
 
-            args.settings = load_settings()
-        with _quiet_storage_noise(not args.verbose):
+            args.settings = load_settings(environment=environment)
+        with _quiet_storage_noise(not args.verbose, environment):
             return args.func(args)
     except SeamsError as exc:
         if args.verbose:
             traceback.print_exc()
-        _print_err(f"seams: error: {_disk_full_instead(exc) or exc}")
+        instead = _disk_full_instead(exc, environment) if environment is not None else None
+        _print_err(f"seams: error: {instead or exc}")
         return EXIT_ERROR
     except KeyboardInterrupt:
         _print_err("seams: interrupted")
@@ -626,15 +647,14 @@ def _main(argv: Sequence[str] | None) -> int:
         import errno
 
         from seams.errors import os_error_message
-        from seams.paths import data_dir
 
         # A write that found no space names no file: the data dir is where Seams writes.
-        full = exc.errno in (errno.ENOSPC, errno.EDQUOT)
-        message = os_error_message(exc, path=data_dir() if full else None)
+        full = exc.errno in (errno.ENOSPC, errno.EDQUOT) and environment is not None
+        message = os_error_message(exc, path=environment.data_dir if full else None)
         _print_err(f"seams: error: {message}. Add -v for the traceback.")
         return EXIT_ERROR
     except Exception as exc:
-        fault = _storage_fault(exc)
+        fault = _storage_fault(exc, environment) if environment is not None else None
         if fault is None:
             raise
         if args.verbose:

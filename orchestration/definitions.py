@@ -1,12 +1,15 @@
 """The composition root: `build_definitions(settings)` (contract) wires the whole code location.
 
-Settings are read once by the caller (`seams.orchestration.location` for the code location, the
-CLI for its commands, tests for theirs) and passed down: resources are built here, once, and every
-asset is made by its module's factory from the config slice it reads, with the code version that
-slice implies. Nothing below this module reads seams.yaml or holds settings.
+Settings and the environment are read once by the caller (`seams.orchestration.location` for the
+code location, the CLI for its commands, tests for theirs) and passed down: resources are built
+here, once, from the environment (`SeamsEnvironment`: the data dir, `SEAMS_DATABASE_URL`, else
+the embedded server), and every asset is made by its module's factory from the config slice it
+reads, with the code version that slice implies. Nothing below this module reads seams.yaml, the
+process environment, or holds settings.
 
-Resources come from the environment at run time (`SEAMS_DATABASE_URL`, else the embedded server),
-so the same code location runs on a laptop, in CI and on Kubernetes.
+Every process that loads the code location (webserver, daemon, run and step workers, Celery
+workers) resolves its own environment when it imports `location`, so the same code runs on a
+laptop, in CI and on Kubernetes; the embedded server is started at first use, never here.
 """
 
 from __future__ import annotations
@@ -22,43 +25,34 @@ from seams.assets.extraction import build_extraction_asset
 from seams.assets.model import build_model_asset
 from seams.assets.partitions import PIPELINE_GROUP
 from seams.assets.retrieval import RETRIEVAL_GROUP, build_index_asset
-from seams.assets.sync import build_sync_check, build_sync_sensor
 from seams.assets.versions import StageParts
+from seams.environment import CELERY_BACKEND_ENV, CELERY_BROKER_ENV, SeamsEnvironment
 from seams.errors import ConfigError
 from seams.orchestration.jobs import chunk_batches_job
 from seams.orchestration.sensors import build_inbox_sensor, build_seal_schedule
+from seams.orchestration.sync import build_sync_check, build_sync_sensor
 from seams.resources.embedder import OnnxEmbedder
 from seams.resources.io_manager import PostgresIOManager
 from seams.resources.postgres import PostgresResource
 from seams.resources.static_embedder import StaticEmbedder
 from seams.settings import BackfillSettings, ExecutionSettings, SeamsSettings
 
-CELERY_BROKER_ENV = "SEAMS_CELERY_BROKER_URL"
-CELERY_BACKEND_ENV = "SEAMS_CELERY_BACKEND_URL"
+__all__ = ["CELERY_BACKEND_ENV", "CELERY_BROKER_ENV", "build_definitions", "celery_config"]
+
 SETTINGS_CHANGED_SENSOR = "seams_settings_changed"
 
 
-def build_postgres() -> PostgresResource:
-    """The Postgres resource, built this one way everywhere.
-
-    Its URL stays empty: it resolves `SEAMS_DATABASE_URL` (or starts the embedded server) when
-    first used, in whichever process runs the step, so no URL is frozen into the definitions.
-    """
-    return PostgresResource()
-
-
-def build_resources(settings: SeamsSettings) -> dict[str, dg.ConfigurableResource]:
-    """`postgres`, `io_manager`, `embedder` and `static_embedder`, each built once."""
-    postgres = build_postgres()
+def build_resources(
+    settings: SeamsSettings, environment: SeamsEnvironment
+) -> dict[str, dg.ConfigurableResource]:
+    """`postgres`, `io_manager`, `embedder` and `static_embedder`, each built once, from
+    `environment` (the database, the model folders under its data dir)."""
+    postgres = PostgresResource.for_environment(environment)
     return {
         "postgres": postgres,
         "io_manager": PostgresIOManager(postgres=postgres),
-        "embedder": OnnxEmbedder(
-            variant=settings.embedder.variant,
-            batch_size=settings.embedder.batch_size,
-            intra_op_threads=settings.embedder.threads,
-        ),
-        "static_embedder": StaticEmbedder(),
+        "embedder": OnnxEmbedder.for_environment(environment, settings.embedder),
+        "static_embedder": StaticEmbedder.for_environment(environment),
     }
 
 
@@ -146,18 +140,25 @@ def build_automation_sensors(backfill: BackfillSettings) -> list[dg.SensorDefini
     ]
 
 
-def build_definitions(settings: SeamsSettings) -> dg.Definitions:
-    """The one `Definitions` of the Seams code location for `settings` (contract)."""
+def build_definitions(
+    settings: SeamsSettings, *, environment: SeamsEnvironment | None = None
+) -> dg.Definitions:
+    """The one `Definitions` of the Seams code location for `settings` (contract) in
+    `environment` (the entry point's). Leaving `environment` out makes this call the entry
+    point: it resolves this process's (tests and scripts that build definitions themselves).
+    """
+    environment = environment or SeamsEnvironment.from_os()
+    inbox = settings.inbox.for_environment(environment)
     return dg.Definitions(
         assets=build_assets(settings),
         asset_checks=[build_sync_check()],
         jobs=[chunk_batches_job],
         sensors=[
-            build_inbox_sensor(settings.inbox),
+            build_inbox_sensor(inbox),
             build_sync_sensor(),
             *build_automation_sensors(settings.backfill),
         ],
-        schedules=[build_seal_schedule(settings.inbox)],
-        resources=build_resources(settings),
+        schedules=[build_seal_schedule(inbox)],
+        resources=build_resources(settings, environment),
         executor=build_executor(settings.execution),
     )

@@ -1,16 +1,15 @@
 """The Dagster instance of Seams: `DAGSTER_HOME` under the data dir, storage in PostgreSQL.
 
-Every `seams` command that talks to Dagster calls `prepare_instance()` once and gets a
-`SeamsInstance`: `open()` gives the in-process `DagsterInstance` (its storage URL passed as an
-override, never through `os.environ`), and `environment()` the explicit variables a child process
-(dagster dev, the webserver, the daemon, run workers) needs to reach the same instance and
-database without starting another server.
+Every `seams` command that talks to Dagster calls `prepare_instance(environment)` once with the
+environment its entry point resolved, and gets a `SeamsInstance`: `open()` gives the in-process
+`DagsterInstance` (its storage URL passed as an override, never through `os.environ`), and
+`environment()` the explicit variables a child process (dagster dev, the webserver, the daemon,
+run workers) needs to reach the same instance and database without starting another server.
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
@@ -18,10 +17,16 @@ from pathlib import Path
 
 import dagster as dg
 import psycopg
-from dagster._core.instance.ref import InstanceRef
 
+from seams.environment import (
+    CONFIG_ENV,
+    DATA_DIR_ENV,
+    LEGACY_DAGSTER_DATABASE_URL_ENV,
+    SeamsEnvironment,
+)
 from seams.errors import ConfigError
-from seams.paths import data_dir, packaged_default, secure_data_dir
+from seams.orchestration.dagster_internals import InstanceRef
+from seams.paths import packaged_default, secure_data_dir
 from seams.resources.database import (
     CONNECT_TIMEOUT_S,
     DAGSTER_URL_ENV,
@@ -32,9 +37,8 @@ from seams.resources.database import (
     psycopg_url,
     resolve,
 )
-from seams.settings import CONFIG_ENV, settings_path
 
-LEGACY_DAGSTER_URL_ENV = "SEAMS_DAGSTER_PG_URL"
+LEGACY_DAGSTER_URL_ENV = LEGACY_DAGSTER_DATABASE_URL_ENV
 """The old name of `SEAMS_DAGSTER_DATABASE_URL`: still honoured, with a deprecation message."""
 INSTANCE_YAML = packaged_default("dagster.yaml")
 """The instance template (package data; the checkout's `dagster.yaml` is its source)."""
@@ -49,14 +53,16 @@ load_from:
 """
 
 
-def dagster_home() -> Path:
-    return data_dir() / "dagster_home"
+def dagster_home(environment: SeamsEnvironment | None = None) -> Path:
+    """`DAGSTER_HOME` under `environment`'s data dir (a caller holding none, a test or a
+    script, gets this process's)."""
+    return (environment or SeamsEnvironment.from_os()).dagster_home
 
 
-def workspace_file() -> Path:
+def workspace_file(environment: SeamsEnvironment | None = None) -> Path:
     """`$DAGSTER_HOME/workspace.yaml`: loads `seams.orchestration.location` as location `seams`
     (a `-m` flag would name the location after the module)."""
-    return dagster_home() / "workspace.yaml"
+    return dagster_home(environment) / "workspace.yaml"
 
 
 @dataclass(frozen=True)
@@ -67,6 +73,12 @@ class SeamsInstance:
     urls: DatabaseUrls
     settings_file: Path | None
     """The seams.yaml this process read, handed on so children read the same file."""
+    seams_environment: SeamsEnvironment
+    """The environment the entry point resolved: the data dir and the variables children get."""
+
+    @property
+    def workspace_file(self) -> Path:
+        return self.home / "workspace.yaml"
 
     def open(self) -> dg.DagsterInstance:
         """The Dagster instance, run storage in PostgreSQL (use it as a context manager).
@@ -85,7 +97,7 @@ class SeamsInstance:
         are. Absolute paths, so the child's working directory does not matter."""
         values = {
             "DAGSTER_HOME": str(self.home),
-            "SEAMS_DATA_DIR": str(data_dir()),
+            DATA_DIR_ENV: str(self.seams_environment.data_dir),
             URL_ENV: self.urls.data,
             DAGSTER_URL_ENV: self.urls.dagster,
         }
@@ -94,8 +106,10 @@ class SeamsInstance:
         return values
 
     def environment(self) -> dict[str, str]:
-        """This process's environment plus `variables()`: the `env` of a child process."""
-        env = {k: v for k, v in os.environ.items() if k != LEGACY_DAGSTER_URL_ENV}
+        """This process's environment (as its entry point read it) plus `variables()`: the `env`
+        of a child process."""
+        inherited = self.seams_environment.variables
+        env = {k: v for k, v in inherited.items() if k != LEGACY_DAGSTER_URL_ENV}
         env.update(self.variables())
         return env
 
@@ -122,32 +136,37 @@ def storage_creation_lock(url: str) -> Iterator[None]:
                 conn.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 0))", (STORAGE_LOCK,))
 
 
-def prepare_instance(*, start: bool = True) -> SeamsInstance:
-    """Resolve (and start) PostgreSQL and write `$DAGSTER_HOME/dagster.yaml` + `workspace.yaml`."""
+def prepare_instance(
+    environment: SeamsEnvironment | None = None, *, start: bool = True
+) -> SeamsInstance:
+    """Resolve (and start) PostgreSQL and write `$DAGSTER_HOME/dagster.yaml` + `workspace.yaml`
+    under `environment`'s data dir (the entry point's; a test or a script may leave it out and
+    get this process's)."""
+    environment = environment or SeamsEnvironment.from_os()
     if not INSTANCE_YAML.is_file():
         raise ConfigError(
             f"the Dagster instance template {INSTANCE_YAML} is missing from the installed "
             "package: reinstall seams (in a checkout, restore dagster.yaml from git)"
         )
-    check_free_space(secure_data_dir())  # before the server, the model and Dagster write
-    urls = _with_legacy_dagster_url(resolve(start=start))
-    home = dagster_home()
+    check_free_space(secure_data_dir(environment.data_dir))  # before the server, model, Dagster
+    urls = _with_legacy_dagster_url(environment, resolve(environment, start=start))
+    home = environment.dagster_home
     home.mkdir(mode=0o700, exist_ok=True)
     target = home / "dagster.yaml"
     template = INSTANCE_YAML.read_bytes()
     if not target.exists() or target.read_bytes() != template:
         target.write_bytes(template)
-    workspace = workspace_file()
+    workspace = workspace_file(environment)
     if not workspace.exists() or workspace.read_text(encoding="utf-8") != WORKSPACE_YAML:
         workspace.write_text(WORKSPACE_YAML, encoding="utf-8")
-    settings = settings_path()
+    settings = environment.config_path
     settings_file = settings.resolve() if settings is not None and settings.is_file() else None
-    return SeamsInstance(home, urls, settings_file)
+    return SeamsInstance(home, urls, settings_file, environment)
 
 
-def _with_legacy_dagster_url(urls: DatabaseUrls) -> DatabaseUrls:
+def _with_legacy_dagster_url(environment: SeamsEnvironment, urls: DatabaseUrls) -> DatabaseUrls:
     """Honour `SEAMS_DAGSTER_PG_URL` where `SEAMS_DAGSTER_DATABASE_URL` would count, and say so."""
-    legacy = os.environ.get(LEGACY_DAGSTER_URL_ENV, "").strip()
+    legacy = environment.legacy_dagster_database_url
     if not legacy:
         return urls
     print(
@@ -156,6 +175,6 @@ def _with_legacy_dagster_url(urls: DatabaseUrls) -> DatabaseUrls:
         file=sys.stderr,
         flush=True,
     )
-    if urls.embedded or os.environ.get(DAGSTER_URL_ENV, "").strip():
+    if urls.embedded or environment.dagster_database_url:
         return urls
     return replace(urls, dagster=dagster_url(legacy))

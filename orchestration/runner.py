@@ -17,13 +17,13 @@ from pathlib import Path
 import dagster as dg
 import numpy as np
 
-from seams.assets.model import record_found_model
 from seams.assets.partitions import document_batches
-from seams.assets.sync import stale_status_resolver
 from seams.errors import InputError, SeamsError
 from seams.models.model_store import load_manifest
 from seams.orchestration import launch, ownership
-from seams.orchestration.definitions import build_definitions, build_postgres
+from seams.orchestration.dagster_internals import StaleStatus, stale_status_resolver
+from seams.orchestration.definitions import build_definitions
+from seams.orchestration.found_model import record_found_model
 from seams.orchestration.instance import dagster_home
 from seams.paths import sample_corpus
 from seams.resources.postgres import PostgresResource
@@ -80,21 +80,24 @@ class RunSummary:
 
 
 def definitions(defs: dg.Definitions | None = None) -> dg.Definitions:
-    """`defs`, or the definitions of the settings on disk now (for callers that hold none)."""
+    """`defs`: the CLI always passes the definitions its entry point built. Tests and scripts
+    that call these functions without them get the definitions of this process's settings and
+    environment, built here for the call (`build_definitions` resolves the environment)."""
     return defs if defs is not None else build_definitions(load_settings())
 
 
 def _postgres(defs: dg.Definitions | None) -> PostgresResource:
     """The pipeline's own Postgres resource: the same database the assets write."""
-    return build_postgres() if defs is None else defs.resources["postgres"]
+    return definitions(defs).resources["postgres"]
 
 
 def ensure_model(
     instance: dg.DagsterInstance, report: Report, *, defs: dg.Definitions | None = None
 ) -> None:
-    """Materialize `embedding_model` unless a verified export is already there."""
+    """Materialize `embedding_model` unless a verified export is already there (in the folder
+    the definitions' embedder reads)."""
     try:
-        load_manifest()
+        load_manifest(definitions(defs).resources["embedder"].resolved_model_dir())
     except SeamsError:
         pass
     else:  # copied in or exported elsewhere: the UI must not say "Never materialized"
@@ -369,11 +372,12 @@ def summarize(summary: RunSummary, *, defs: dg.Definitions | None = None) -> Run
     return summary
 
 
-def format_summary(summary: RunSummary) -> str:
-    """The end-of-run summary; it never prints a database URL (it may hold a password)."""
+def format_summary(summary: RunSummary, *, home: Path | None = None) -> str:
+    """The end-of-run summary; it never prints a database URL (it may hold a password).
+    `home`: the Dagster home whose `seams dev` UI to point at (default: this process's)."""
     sources = summary.sources
     batches = [f"{k} ({sources[k]})" if k in sources else k for k in summary.batches]
-    ui = ownership.ui_address(dagster_home())  # the UI `seams dev` serves now, if it runs
+    ui = ownership.ui_address(home or dagster_home())  # the UI `seams dev` serves now, if it runs
     lines = [
         f"batches:        {', '.join(batches) or '-'}",
         f"documents:      {summary.documents} ({summary.failed_documents} failed)",
@@ -388,8 +392,9 @@ def format_summary(summary: RunSummary) -> str:
         else f"look at them:   {seams_command()} dev  (UI: http://127.0.0.1:3000, asset group "
         "'chunking')",
         f'                {seams_command()} search "your question"',
-        f'                {python_command()} -c "import psycopg; from seams.resources.database '
-        "import resolve; print(*psycopg.connect(resolve().data).execute('SELECT document_id, "
+        f'                {python_command()} -c "import psycopg; from seams.environment import '
+        "SeamsEnvironment as E; from seams.resources.database import resolve; "
+        "print(*psycopg.connect(resolve(E.from_os()).data).execute('SELECT document_id, "
         "chunk_index, token_count, left(text, 60) FROM seams.current_chunks LIMIT 10'), "
         "sep='\\n')\"",
     ]
@@ -466,8 +471,6 @@ def unsynced_assets(
     defs: dg.Definitions | None = None,
 ) -> dict[str, list[dg.AssetKey]]:
     """Per partition, the per-batch assets Dagster considers stale (code, config or inputs)."""
-    from dagster._core.definitions.data_version import StaleStatus
-
     defs = definitions(defs)
     graph = defs.resolve_asset_graph()
     resolver = stale_status_resolver(instance, graph)

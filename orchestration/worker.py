@@ -5,7 +5,8 @@ A worker executes steps of runs submitted elsewhere, so it must reach what they 
 shared PostgreSQL (`SEAMS_DATABASE_URL`; without it the worker would start an embedded server of
 its own and write there), the broker and result backend (`SEAMS_CELERY_BROKER_URL`,
 `SEAMS_CELERY_BACKEND_URL`), the same seams.yaml (`SEAMS_CONFIG`) and the exported model under
-its data dir. Each is checked before Celery starts, with a message saying how to provide it.
+its data dir. Each is checked before Celery starts, with a message saying how to provide it,
+against the environment `seams worker`'s entry point resolved (`SeamsEnvironment`).
 """
 
 from __future__ import annotations
@@ -17,8 +18,14 @@ from pathlib import Path
 
 import yaml
 
+from seams.environment import (
+    CELERY_BACKEND_ENV,
+    CELERY_BROKER_ENV,
+    DATA_DIR_ENV,
+    SeamsEnvironment,
+)
 from seams.errors import ConfigError, SeamsError
-from seams.orchestration.definitions import CELERY_BACKEND_ENV, CELERY_BROKER_ENV, celery_config
+from seams.orchestration.definitions import celery_config
 from seams.orchestration.launch import require_shared_database
 from seams.settings import SeamsSettings
 
@@ -35,17 +42,17 @@ class WorkerLaunch:
     home: Path
 
 
-def check_model() -> None:
+def check_model(environment: SeamsEnvironment) -> None:
     """The exported model must be on this machine; say where it was looked for and how to get it."""
-    from seams.models.model_store import load_manifest
-    from seams.paths import models_dir
+    from seams.models.model_store import default_model_dir, load_manifest
 
     try:
-        load_manifest()
+        load_manifest(default_model_dir(environment))
     except SeamsError as exc:
+        configured = environment.variables.get(DATA_DIR_ENV, "<unset>")
         raise ConfigError(
             f"`seams worker` cannot embed: {exc} A worker looks for the model under "
-            f"{models_dir()} (SEAMS_DATA_DIR={os.environ.get('SEAMS_DATA_DIR', '<unset>')}). "
+            f"{environment.models_dir} ({DATA_DIR_ENV}={configured}). "
             "Provide it before starting the worker: run `seams model export` on this machine "
             "with the same SEAMS_DATA_DIR, or mount that folder from a shared volume or bake it "
             "into the worker's image layer."
@@ -53,9 +60,15 @@ def check_model() -> None:
 
 
 def prepare_worker(
-    settings: SeamsSettings, *, name: str, concurrency: int, loglevel: str = "INFO"
+    settings: SeamsSettings,
+    environment: SeamsEnvironment,
+    *,
+    name: str,
+    concurrency: int,
+    loglevel: str = "INFO",
 ) -> WorkerLaunch:
-    """Check everything a worker needs, prepare DAGSTER_HOME, and build the command."""
+    """Check everything a worker needs in `environment`, prepare DAGSTER_HOME, and build the
+    command (whose environment is `environment`'s variables plus the instance's)."""
     require_shared_database("`seams worker`")
     try:
         import dagster_celery  # noqa: F401
@@ -63,8 +76,12 @@ def prepare_worker(
         raise ConfigError(
             "`seams worker` needs the Celery extra: pip install 'seams[celery]'"
         ) from None
-    for variable in (CELERY_BROKER_ENV, CELERY_BACKEND_ENV):
-        if not os.environ.get(variable, "").strip():
+    celery_urls = {
+        CELERY_BROKER_ENV: environment.celery_broker_url,
+        CELERY_BACKEND_ENV: environment.celery_backend_url,
+    }
+    for variable, url in celery_urls.items():
+        if not url:
             raise ConfigError(
                 f"`seams worker` needs {variable} (e.g. redis://host:6379/0): the same broker and "
                 "result backend as the process that submits the runs"
@@ -76,10 +93,10 @@ def prepare_worker(
             file=sys.stderr,
             flush=True,
         )
-    check_model()
+    check_model(environment)
     from seams.orchestration.instance import prepare_instance
 
-    seams_instance = prepare_instance()  # creates DAGSTER_HOME (dagster-celery needs it)
+    seams_instance = prepare_instance(environment)  # creates DAGSTER_HOME (dagster-celery needs it)
     home = seams_instance.home
     config_file = home / "celery.yaml"
     config_file.write_text(

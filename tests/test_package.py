@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from seams.environment import SeamsEnvironment, user_data_dir
 from seams.models.model_store import ModelManifest
-from seams.paths import data_dir, packaged_default, sample_corpus, user_data_dir
+from seams.paths import packaged_default, sample_corpus
 from seams.settings import SeamsSettings, load_settings, settings_path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -43,15 +44,17 @@ def test_outside_a_project_the_data_dir_is_per_user_and_the_settings_packaged(
     monkeypatch.delenv("SEAMS_DATA_DIR")
     monkeypatch.delenv("SEAMS_CONFIG", raising=False)
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
-    assert data_dir() == user_data_dir() == tmp_path / "xdg" / "seams"
+    data_dir = SeamsEnvironment.from_os().data_dir
+    assert data_dir == user_data_dir(str(tmp_path / "xdg")) == tmp_path / "xdg" / "seams"
     assert settings_path() is None and load_settings() == SeamsSettings()
 
     (tmp_path / "seams.yaml").write_text("embedder: {batch_size: 8}\n", encoding="utf-8")
-    assert data_dir() == tmp_path / ".seams"  # a project folder keeps its data beside it
+    # a project folder keeps its data beside it
+    assert SeamsEnvironment.from_os().data_dir == tmp_path / ".seams"
     assert load_settings().embedder.batch_size == 8
 
     monkeypatch.setenv("SEAMS_DATA_DIR", str(tmp_path / "elsewhere"))
-    assert data_dir() == tmp_path / "elsewhere"
+    assert SeamsEnvironment.from_os().data_dir == tmp_path / "elsewhere"
 
 
 def test_the_sample_corpus_is_package_data() -> None:

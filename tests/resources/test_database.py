@@ -14,6 +14,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from seams.environment import SeamsEnvironment
 from seams.errors import StorageError
 from seams.resources import database
 from seams.resources.database import EmbeddedPostgres, database_url_for, redact, resolve
@@ -98,7 +99,7 @@ def test_external_url_takes_precedence(
 ) -> None:
     monkeypatch.setenv("SEAMS_DATA_DIR", str(tmp_path / "data"))
     monkeypatch.setenv(database.URL_ENV, database_url)
-    urls = resolve()
+    urls = resolve(SeamsEnvironment.from_os())
     assert urls.data == database_url
     assert urls.embedded is False
     assert urls.dagster.startswith("postgresql+psycopg2://")
@@ -108,7 +109,7 @@ def test_external_url_takes_precedence(
 def test_unreachable_url_gives_clear_error_without_secret(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(database.URL_ENV, "postgresql://seams:s3cret-pw@127.0.0.1:1/nowhere")
     with pytest.raises(StorageError) as info:
-        resolve()
+        resolve(SeamsEnvironment.from_os())
     message = str(info.value)
     assert "127.0.0.1:1" in message and "SEAMS_DATABASE_URL" in message
     assert "s3cret-pw" not in message
