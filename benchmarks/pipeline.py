@@ -120,9 +120,10 @@ def main() -> int:
     )
     RESULTS.parent.mkdir(exist_ok=True)
     RESULTS.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    from seams.environment import SeamsEnvironment
     from seams.resources.database import EmbeddedPostgres
 
-    EmbeddedPostgres().stop()
+    EmbeddedPostgres.for_environment(SeamsEnvironment.from_os()).stop()
     return 0
 
 

@@ -259,6 +259,7 @@ def seams_worker(request: Path, answer: Path) -> int:
         names[name] = (doc_id, text)
 
     import seams
+    from seams.environment import SeamsEnvironment
     from seams.orchestration import runner
     from seams.orchestration.definitions import build_definitions
     from seams.orchestration.instance import prepare_instance
@@ -290,7 +291,7 @@ def seams_worker(request: Path, answer: Path) -> int:
         from seams.resources.postgres import close_all_pools
 
         close_all_pools()
-        EmbeddedPostgres().stop()
+        EmbeddedPostgres.for_environment(SeamsEnvironment.from_os()).stop()
     answer.write_text(json.dumps(out), encoding="utf-8")
     return 0
 

@@ -45,8 +45,8 @@ def add_export_command(sub: Any) -> None:
 
 def cmd_export(args: argparse.Namespace) -> int:
     """`seams export`: export from the data database, print a summary. Needs no Dagster
-    instance: `PostgresResource()` resolves `SEAMS_DATABASE_URL` or the embedded server, as the
-    composition root's `build_postgres()` does."""
+    instance: the resource comes from the command's environment (`SEAMS_DATABASE_URL` or the
+    embedded server), built as the composition root builds it."""
     from seams.resources.postgres import PostgresResource
 
     out = Path(args.out).expanduser().absolute()
@@ -58,7 +58,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         vectors=args.vectors,
         batch_rows=args.batch_rows,
     )
-    summary = export_chunks(PostgresResource(), request)
+    summary = export_chunks(PostgresResource.for_environment(args.environment), request)
     print(
         f"seams: wrote {summary.rows} chunk rows to {summary.path} ({summary.format}, "
         f"{summary.batches} batches, {summary.seconds:.2f} s)",

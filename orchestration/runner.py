@@ -392,11 +392,10 @@ def format_summary(summary: RunSummary, *, home: Path | None = None) -> str:
         else f"look at them:   {seams_command()} dev  (UI: http://127.0.0.1:3000, asset group "
         "'chunking')",
         f'                {seams_command()} search "your question"',
-        f'                {python_command()} -c "import psycopg; from seams.environment import '
-        "SeamsEnvironment as E; from seams.resources.database import resolve; "
-        "print(*psycopg.connect(resolve(E.from_os()).data).execute('SELECT document_id, "
-        "chunk_index, token_count, left(text, 60) FROM seams.current_chunks LIMIT 10'), "
-        "sep='\\n')\"",
+        f'                {python_command()} -c "import psycopg, sys; '
+        "print(*psycopg.connect(sys.argv[1]).execute('SELECT document_id, chunk_index, "
+        "token_count, left(text, 60) FROM seams.current_chunks LIMIT 10'), sep='\\n')\" "
+        f'"$({seams_command()} db url)"',
     ]
     if not summary.retired:
         lines.pop(2)
