@@ -31,8 +31,8 @@ from tests.conftest import copy_samples
 SAMPLES = ("field_notes.md", "history_of_maps.txt")
 SETTINGS = load_settings()
 CONFIG = SETTINGS.chunking_config()
-DEFS = build_definitions(SETTINGS)
-CHUNKS_CODE_VERSION = DEFS.resolve_assets_def("chunks").code_versions_by_key[dg.AssetKey("chunks")]
+CHUNKS = build_definitions(SETTINGS).resolve_assets_def("chunks")
+CHUNKS_CODE_VERSION = CHUNKS.code_versions_by_key[dg.AssetKey("chunks")]
 
 
 @pytest.fixture
@@ -243,7 +243,10 @@ def test_one_run_materializes_several_batches(
     second = runner.register_path(other, print)
     keys = [*first, *second]
     instance.add_dynamic_partitions(document_batches.name, keys)
-    result = DEFS.resolve_job_def(runner.JOB_NAME).execute_in_process(
+    # Built here, after the fixtures chose this test's database: definitions carry the
+    # environment they were built in.
+    defs = build_definitions(SETTINGS)
+    result = defs.resolve_job_def(runner.JOB_NAME).execute_in_process(
         instance=instance,
         tags={
             "dagster/asset_partition_range_start": keys[0],
