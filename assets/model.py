@@ -7,6 +7,8 @@ file's sha256) and `found_model_metadata`, so the UI does not say "Never materia
 model every run uses.
 """
 
+from pathlib import Path
+
 import dagster as dg
 
 from seams.assets.display import asset_attributes
@@ -15,6 +17,8 @@ from seams.errors import SeamsError
 from seams.models.distill import distill_static_model
 from seams.models.model_export import export_model
 from seams.models.model_store import ModelManifest, load_static_manifest
+from seams.resources.embedder import OnnxEmbedder
+from seams.resources.static_embedder import StaticEmbedder
 
 MODEL_GROUP = "model"
 MODEL_VERSION = "1"
@@ -31,9 +35,12 @@ def build_model_asset(variant: str) -> dg.AssetsDefinition:
         "boundary model (the `fast` preset) under the data dir, once; a re-materialization "
         "verifies and reuses them. Its data version is the ONNX model file's sha256.",
     )
-    def embedding_model(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
-        manifest = export_model()
-        static = distill_static_model()
+    def embedding_model(
+        context: dg.AssetExecutionContext, embedder: OnnxEmbedder, static_embedder: StaticEmbedder
+    ) -> dg.MaterializeResult:
+        # Into the folders the resources read (under the entry point's data dir).
+        manifest = export_model(embedder.resolved_model_dir())
+        static = distill_static_model(static_embedder.resolved_model_dir())
         graph = manifest.variant(variant)
         context.log.info(f"model {manifest.model_id[:12]} in {manifest.directory}")
         return dg.MaterializeResult(
@@ -60,10 +67,13 @@ def model_metadata(
     return metadata
 
 
-def found_model_metadata(manifest: ModelManifest, variant: str) -> dict[str, object]:
-    """What the UI shows about a model found in the data dir: `model_metadata`, and where from."""
+def found_model_metadata(
+    manifest: ModelManifest, variant: str, static_dir: Path
+) -> dict[str, object]:
+    """What the UI shows about a model found in the data dir: `model_metadata`, and where from
+    (`static_dir`: the static model's folder, whose id is shown when it is distilled)."""
     try:
-        static_model_id: str | None = load_static_manifest().model_id
+        static_model_id: str | None = load_static_manifest(static_dir).model_id
     except (SeamsError, OSError, ValueError):
         static_model_id = None  # not distilled yet: the `fast` preset distils it when used
     metadata = model_metadata(manifest, variant, static_model_id)

@@ -16,12 +16,18 @@ from seams.orchestration.dagster_internals import (
     DATA_VERSION_IS_USER_PROVIDED_TAG,
     DATA_VERSION_TAG,
 )
+from seams.resources.embedder import OnnxEmbedder
+from seams.resources.static_embedder import StaticEmbedder
 
 
-def record_found_model(instance: dg.DagsterInstance, variant: str) -> bool:
-    """Report `embedding_model` materialized when a verified model is in the data dir but the
-    instance's latest materialization (if any) is of another model file. True when reported."""
-    manifest = load_manifest()
+def record_found_model(
+    instance: dg.DagsterInstance, embedder: OnnxEmbedder, static_embedder: StaticEmbedder
+) -> bool:
+    """Report `embedding_model` materialized when a verified model is in the embedder's folder
+    but the instance's latest materialization (if any) is of another model file. True when
+    reported."""
+    variant = embedder.variant
+    manifest = load_manifest(embedder.resolved_model_dir())
     sha256 = manifest.variant(variant).sha256
     key = dg.AssetKey("embedding_model")
     latest = instance.get_latest_materialization_event(key)
@@ -31,7 +37,7 @@ def record_found_model(instance: dg.DagsterInstance, variant: str) -> bool:
     instance.report_runless_asset_event(
         dg.AssetMaterialization(
             asset_key=key,
-            metadata=found_model_metadata(manifest, variant),
+            metadata=found_model_metadata(manifest, variant, static_embedder.resolved_model_dir()),
             tags={
                 DATA_VERSION_TAG: sha256,
                 DATA_VERSION_IS_USER_PROVIDED_TAG: "true",

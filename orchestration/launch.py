@@ -27,7 +27,6 @@ a daemon never re-runs it: everything it targets is already recorded as requeste
 from __future__ import annotations
 
 import logging
-import os
 import subprocess
 import sys
 import threading
@@ -121,13 +120,14 @@ def is_distributed(defs: dg.Definitions, job_name: str) -> bool:
     return defs.resolve_job_def(job_name).executor_def.name in DISTRIBUTED_EXECUTORS
 
 
-def require_shared_database(who: str) -> None:
-    """Stop `who` unless SEAMS_DATABASE_URL names the one PostgreSQL every process shares.
+def require_shared_database(who: str, database_url: str | None) -> None:
+    """Stop `who` unless `database_url` (SEAMS_DATABASE_URL, from the entry point's environment)
+    names the one PostgreSQL every process shares.
 
     Without it each process would start its own embedded server under its own data dir, and a
     distributed run's steps would write to databases nobody reads.
     """
-    if os.environ.get(URL_ENV, "").strip():
+    if database_url:
         return
     raise ConfigError(
         f"{who} needs {URL_ENV}: a distributed run's processes (the one that submits runs and "

@@ -96,15 +96,17 @@ def ensure_model(
 ) -> None:
     """Materialize `embedding_model` unless a verified export is already there (in the folder
     the definitions' embedder reads)."""
+    defs = definitions(defs)
+    embedder = defs.resources["embedder"]
     try:
-        load_manifest(definitions(defs).resources["embedder"].resolved_model_dir())
+        load_manifest(embedder.resolved_model_dir())
     except SeamsError:
         pass
     else:  # copied in or exported elsewhere: the UI must not say "Never materialized"
-        record_found_model(instance, definitions(defs).resources["embedder"].variant)
+        record_found_model(instance, embedder, defs.resources["static_embedder"])
         return
     report("exporting the embedding model to ONNX (one-off, ~10-30 s)...")
-    job = definitions(defs).resolve_implicit_global_asset_job_def()
+    job = defs.resolve_implicit_global_asset_job_def()
     result = job.execute_in_process(
         instance=instance,
         asset_selection=[dg.AssetKey("embedding_model")],
@@ -204,7 +206,9 @@ def remaining_assets(
 def check_can_submit(defs: dg.Definitions, command: str) -> None:
     """Before any work: a distributed executor needs the one shared PostgreSQL (fail fast)."""
     if launch.is_distributed(defs, JOB_NAME):
-        launch.require_shared_database(f"`{command}` with execution.executor: celery")
+        launch.require_shared_database(
+            f"`{command}` with execution.executor: celery", _postgres(defs).database_url or None
+        )
 
 
 def run_backfill(

@@ -69,7 +69,7 @@ def prepare_worker(
 ) -> WorkerLaunch:
     """Check everything a worker needs in `environment`, prepare DAGSTER_HOME, and build the
     command (whose environment is `environment`'s variables plus the instance's)."""
-    require_shared_database("`seams worker`")
+    require_shared_database("`seams worker`", environment.database_url)
     try:
         import dagster_celery  # noqa: F401
     except ImportError:

@@ -16,9 +16,6 @@ PRODUCT = ("chunking", "extraction", "models", "storage", "resources", "assets",
 #: The one resolver reads the process; `keep_hub_offline` writes the one switch huggingface_hub
 #: reads at import. Nothing else in the product touches the process environment.
 ALLOWED = {"seams/environment.py"}
-#: Remaining reads owned by another change (launch.py's `require_shared_database`); remove the
-#: entry when that function takes the URL as an argument.
-PENDING = {"orchestration/launch.py"}
 READS = re.compile(r"os\.environ(\.|\[| if| else|\))|getenv\(|putenv\(")
 """Calls and subscripts: a docstring may name `os.environ`."""
 #: The working directory decides the data dir and settings file (the resolver); the runner only
@@ -102,7 +99,7 @@ def _product_files_matching(pattern: re.Pattern[str]) -> set[str]:
 
 
 def test_only_the_resolver_reads_the_process_environment() -> None:
-    assert _product_files_matching(READS) - PENDING == ALLOWED
+    assert _product_files_matching(READS) == ALLOWED
 
 
 def test_only_the_resolver_reads_the_working_directory() -> None:
