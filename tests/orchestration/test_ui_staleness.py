@@ -3,25 +3,37 @@
 per-partition status, and the `in_sync` check the graph and the overview show), and the assets it
 does not affect stay in sync. A new batch chunked with the new settings afterwards does not hide
 the warning: the old batch is still unsynced, `in_sync` stays failed (evaluated on the new
-materialization, not "Not evaluated"), and the sensor's tick says so in words."""
+materialization, not "Not evaluated"), and the sensor's tick says so in words.
+
+The services are `dagster dev`, as `seams dev` runs them: the webserver and the daemon share one
+code server, so "Reload definitions" reaches the daemon's sensors at once (a daemon with a code
+server of its own would see the new settings only at its next workspace refresh, a minute on).
+The code location is `seams`'s own with one difference: `settings_sync` ticks on every loop of
+the sensor daemon (~5 s) instead of every 30 s; its interval is not what this checks."""
 
 from __future__ import annotations
 
+import contextlib
+import os
 import shutil
+import subprocess
+import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import dagster as dg
 import pytest
-from dagster_graphql import DagsterGraphQLClient
+from dagster_graphql import DagsterGraphQLClient, DagsterGraphQLClientError
 
+from benchmarks.services import stop_group
 from seams.assets.partitions import document_batches
 from seams.models.model_store import ModelManifest
 from seams.orchestration import runner
 from seams.orchestration.definitions import build_definitions
 from seams.orchestration.sync import SYNC_CHECK, SYNCED_ASSETS
 from seams.settings import load_settings
-from tests.conftest import dagster_services
+from tests.conftest import free_port
 
 STALE_BY_PARTITION = """
 query Stale($key: AssetKeyInput!, $partitions: [String!]) {
@@ -54,6 +66,17 @@ SENSOR_TICKS = """
 }
 """
 
+SENSOR_INTERVAL = """
+{
+  sensorOrError(sensorSelector: {repositoryLocationName: "seams",
+                                 repositoryName: "__repository__", sensorName: "settings_sync"}) {
+    __typename
+    ... on Sensor { minIntervalSeconds }
+    ... on Error { message }
+  }
+}
+"""
+
 CHECK_EXECUTIONS = """
 query Checks($key: AssetKeyInput!, $check: String!) {
   assetCheckExecutions(assetKey: $key, checkName: $check, limit: 1) {
@@ -62,8 +85,74 @@ query Checks($key: AssetKeyInput!, $check: String!) {
 }
 """
 
+SENSOR_INTERVAL_S = 1
+"""`settings_sync`'s minimum interval here: every loop of the sensor daemon (~5 s), not 30 s."""
+
+LOCATION = f"""\
+# The `seams` code location (seams.orchestration.location), settings_sync ticking sooner.
+import dagster as dg
+
+from seams.orchestration import location  # `defs` must be the one Definitions here
+from seams.orchestration.sync import SYNC_SENSOR, build_sync_sensor
+
+defs = dg.Definitions(
+    assets=location.defs.assets,
+    asset_checks=location.defs.asset_checks,
+    jobs=location.defs.jobs,
+    sensors=[
+        build_sync_sensor({SENSOR_INTERVAL_S}) if sensor.name == SYNC_SENSOR else sensor
+        for sensor in location.defs.sensors
+    ],
+    schedules=location.defs.schedules,
+    resources=location.defs.resources,
+    executor=location.defs.executor,
+    loggers=location.defs.loggers,
+    metadata=location.defs.metadata,
+)
+"""
+
 CHANGED = {"semantic_boundaries", "chunks", "chunk_index"}
 """What a boundary-threshold change affects: the cut, and everything built from it."""
+
+
+@contextlib.contextmanager
+def _dagster_dev(folder: Path) -> Iterator[DagsterGraphQLClient]:
+    """`dagster dev` as `seams dev` starts it, on a free loopback port, loading the `seams`
+    location with the quicker `settings_sync` (written to `folder`); a GraphQL client once the UI
+    answers. Against the instance `open_instance` exported (DAGSTER_HOME and the databases)."""
+    location = folder / "quick_sync_location.py"
+    location.write_text(LOCATION, encoding="utf-8")
+    workspace = folder / "workspace.yaml"
+    workspace.write_text(
+        f"load_from:\n  - python_file:\n      relative_path: {location}\n"
+        "      location_name: seams\n",
+        encoding="utf-8",
+    )
+    port = free_port()
+    log_path = folder / "dagster-dev.log"
+    with log_path.open("w") as log:
+        dev = subprocess.Popen(
+            [sys.executable, "-W", "ignore:Function `dev_command` is superseded",
+             "-m", "dagster", "dev", "-w", str(workspace), "-h", "127.0.0.1", "-p", str(port)],
+            stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=os.environ,
+            cwd=os.environ["DAGSTER_HOME"],
+        )  # fmt: skip
+    try:
+        client = DagsterGraphQLClient("127.0.0.1", port_number=port, timeout=60)
+        deadline = time.monotonic() + 180
+        while True:
+            try:
+                client._execute("{ version }")
+                break
+            except DagsterGraphQLClientError:
+                assert dev.poll() is None, log_path.read_text()[-3000:]
+                assert time.monotonic() < deadline, "dagster dev never answered"
+                time.sleep(0.5)
+        sensor = client._execute(SENSOR_INTERVAL)["sensorOrError"]
+        assert sensor.get("minIntervalSeconds") == SENSOR_INTERVAL_S, sensor  # that location
+        yield client
+    finally:
+        stop_group(dev, grace_s=30)
 
 
 def _stale(client: DagsterGraphQLClient, batch: str) -> dict[str, str]:
@@ -137,7 +226,7 @@ def test_a_settings_change_shows_unsynced_assets_after_a_reload(
     )
     assert result.success
 
-    with dagster_services(tmp_path) as client:
+    with _dagster_dev(tmp_path) as client:
         assert set(_stale(client, batch).values()) == {"FRESH"}
         _wait_for(client, {name: (True, 0) for name in SYNCED_ASSETS})
 
