@@ -249,8 +249,12 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     `--dist worksteal` hands each worker a contiguous share of the collection and lets idle
     workers steal from the *end* of a busy one's queue. Dealing the slow tests out round-robin
     to the front of each share means no worker is left with a minutes-long test while the
-    others are done; the fast tests fill the tail, where stealing evens things out. The order
-    is deterministic, so every worker collects the same list (xdist checks that).
+    others are done; the fast tests fill the tail, where stealing evens things out. Shares are
+    balanced by slow test *functions*, not items: the 24 short cases of one parametrized slow
+    test would otherwise count as 24 long tests and send every other slow module to the other
+    worker. A module's slow tests stay together (they often share a costly module-scoped
+    fixture). The order is deterministic, so every worker collects the same list (xdist checks
+    that).
     """
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))  # set on xdist workers
     fast = [item for item in items if not item.get_closest_marker("slow")]
@@ -259,8 +263,11 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if item.get_closest_marker("slow"):
             by_module.setdefault(item.nodeid.split("::")[0], []).append(item)
-    for module_items in by_module.values():  # a module's slow tests stay together: they often
-        min(shares, key=len).extend(module_items)  # share a costly module-scoped fixture
+    weights = [0] * workers  # slow test functions dealt to each share so far
+    for module_items in by_module.values():
+        lightest = min(range(workers), key=weights.__getitem__)
+        shares[lightest].extend(module_items)
+        weights[lightest] += len({getattr(i, "originalname", i.name) for i in module_items})
     for i, share in enumerate(shares):  # the scheduler's split: len(pending) // nodes_remaining
         size = (len(items) - sum(map(len, shares[:i]))) // (workers - i) if i < workers - 1 else 0
         if i < workers - 1:
