@@ -51,12 +51,17 @@ def main() -> int:
     words = sum(len(t.split()) for t in texts)
 
     from seams.chunking import chunk_text
+    from seams.environment import SeamsEnvironment
     from seams.models.model_export import export_model
     from seams.orchestration import runner
+    from seams.orchestration.definitions import build_definitions
     from seams.orchestration.instance import prepare_instance
     from seams.resources.embedder import OnnxEmbedder
+    from seams.settings import load_settings
 
-    seams_instance = prepare_instance()
+    environment = SeamsEnvironment.from_os()
+    seams_instance = prepare_instance(environment)
+    defs = build_definitions(load_settings(environment=environment), environment=environment)
     export_model()
     embedder = OnnxEmbedder()
     embedder.embed(["warm up the session"])
@@ -78,12 +83,12 @@ def main() -> int:
     before_s, reference_chunks = chunk_all()
 
     with seams_instance.open() as instance:
-        keys = runner.register_path(inbox, print)
+        keys = runner.register_path(inbox, print, defs=defs)
         summary = runner.RunSummary(batches=keys)
         started = time.perf_counter()
-        runner.materialize_batches(instance, keys, print, summary)
+        runner.materialize_batches(instance, keys, print, summary, defs=defs)
         pipeline_s = time.perf_counter() - started
-    runner.summarize(summary)
+    runner.summarize(summary, defs=defs)
     after_s, _ = chunk_all()
     reference_s = (before_s + after_s) / 2
 

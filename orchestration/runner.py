@@ -22,12 +22,10 @@ from seams.errors import InputError, SeamsError
 from seams.models.model_store import load_manifest
 from seams.orchestration import launch, ownership
 from seams.orchestration.dagster_internals import StaleStatus, stale_status_resolver
-from seams.orchestration.definitions import build_definitions
 from seams.orchestration.found_model import record_found_model
 from seams.orchestration.instance import dagster_home
 from seams.paths import sample_corpus
 from seams.resources.postgres import PostgresResource
-from seams.settings import load_settings
 from seams.storage import quarantine
 from seams.storage.batches import (
     RETIRE_REASON,
@@ -79,24 +77,14 @@ class RunSummary:
         return words / self.seconds if self.seconds else 0.0
 
 
-def definitions(defs: dg.Definitions | None = None) -> dg.Definitions:
-    """`defs`: the CLI always passes the definitions its entry point built. Tests and scripts
-    that call these functions without them get the definitions of this process's settings and
-    environment, built here for the call (`build_definitions` resolves the environment)."""
-    return defs if defs is not None else build_definitions(load_settings())
-
-
-def _postgres(defs: dg.Definitions | None) -> PostgresResource:
+def _postgres(*, defs: dg.Definitions) -> PostgresResource:
     """The pipeline's own Postgres resource: the same database the assets write."""
-    return definitions(defs).resources["postgres"]
+    return defs.resources["postgres"]
 
 
-def ensure_model(
-    instance: dg.DagsterInstance, report: Report, *, defs: dg.Definitions | None = None
-) -> None:
+def ensure_model(instance: dg.DagsterInstance, report: Report, *, defs: dg.Definitions) -> None:
     """Materialize `embedding_model` unless a verified export is already there (in the folder
     the definitions' embedder reads)."""
-    defs = definitions(defs)
     embedder = defs.resources["embedder"]
     try:
         load_manifest(embedder.resolved_model_dir())
@@ -126,7 +114,7 @@ def register_path(
     path: Path,
     report: Report,
     *,
-    defs: dg.Definitions | None = None,
+    defs: dg.Definitions,
     retired: list[str] | None = None,
 ) -> list[str]:
     """Freeze the new file versions under `path` (a folder or one file) into batches of
@@ -135,7 +123,7 @@ def register_path(
     files, refused = scan_inbox(path)
     for item in refused:
         report(f"skipped {item.path}: {item.reason}")
-    postgres = _postgres(defs)
+    postgres = _postgres(defs=defs)
     postgres.ensure_schema()
     keys = []
     with postgres.connection() as conn:
@@ -162,7 +150,7 @@ def materialize_batches(
     summary: RunSummary,
     asset_selection: Sequence[dg.AssetKey] | None = None,
     *,
-    defs: dg.Definitions | None = None,
+    defs: dg.Definitions,
     started_by: str = "seams run",
     resume: Sequence[str] = (),
     tags: Mapping[str, str] | None = None,
@@ -173,7 +161,6 @@ def materialize_batches(
     that never completed: a finished step is not redone, so a file that failed extraction (a
     zip bomb, a timeout) is not extracted again; `seams backfill` recomputes on purpose.
     """
-    defs = definitions(defs)
     keys = list(asset_selection or defs.resolve_job_def(JOB_NAME).asset_layer.executable_asset_keys)
     targets: dict[str, Sequence[dg.AssetKey]] = {key: keys for key in batch_keys}
     for key, remaining in remaining_assets(instance, defs, [k for k in resume if k in targets]):
@@ -207,7 +194,8 @@ def check_can_submit(defs: dg.Definitions, command: str) -> None:
     """Before any work: a distributed executor needs the one shared PostgreSQL (fail fast)."""
     if launch.is_distributed(defs, JOB_NAME):
         launch.require_shared_database(
-            f"`{command}` with execution.executor: celery", _postgres(defs).database_url or None
+            f"`{command}` with execution.executor: celery",
+            _postgres(defs=defs).database_url or None,
         )
 
 
@@ -324,18 +312,18 @@ def settle_in_flight(instance: dg.DagsterInstance, report: Report, batches: Sequ
     return bool(live)
 
 
-def quarantined_batches(source: str, *, defs: dg.Definitions | None = None) -> list[str]:
+def quarantined_batches(source: str, *, defs: dg.Definitions) -> list[str]:
     """Batches registered from `source` holding a quarantined document (see `seams run
     --retry-quarantined`)."""
-    with _postgres(defs).connection() as conn:
+    with _postgres(defs=defs).connection() as conn:
         return quarantine.quarantined_batches(conn, source)
 
 
 def unfinished_batches(
-    instance: dg.DagsterInstance, *, source: str, defs: dg.Definitions | None = None
+    instance: dg.DagsterInstance, *, source: str, defs: dg.Definitions
 ) -> list[str]:
     """Batches registered from `source` whose chunks were never materialized (a killed run)."""
-    with _postgres(defs).connection() as conn:
+    with _postgres(defs=defs).connection() as conn:
         keys = [
             r[0]
             for r in conn.execute(
@@ -347,12 +335,12 @@ def unfinished_batches(
     return [k for k in keys if k not in done]
 
 
-def summarize(summary: RunSummary, *, defs: dg.Definitions | None = None) -> RunSummary:
+def summarize(summary: RunSummary, *, defs: dg.Definitions) -> RunSummary:
     """Fill in the numbers of `summary.batches`, read back from the stored tables."""
     if not summary.batches:
         return summary
     keys = summary.batches
-    with _postgres(defs).connection() as conn:
+    with _postgres(defs=defs).connection() as conn:
         docs = conn.execute(
             "SELECT count(*), count(error), coalesce(sum(array_length("
             "regexp_split_to_array(btrim(text), '\\s+'), 1)) FILTER (WHERE btrim(text) <> ''), 0)"
@@ -369,7 +357,7 @@ def summarize(summary: RunSummary, *, defs: dg.Definitions | None = None) -> Run
     summary.documents, summary.failed_documents, summary.words = docs[0], docs[1], int(docs[2])
     fresh = [k for k in keys if k not in summary.resumed]
     if summary.resumed:
-        summary.words_done = _words(defs, fresh) if fresh else 0
+        summary.words_done = _words(fresh, defs=defs) if fresh else 0
     summary.chunks = len(tokens)
     if tokens:
         summary.tokens_p50, summary.tokens_p95 = (float(x) for x in np.percentile(tokens, [50, 95]))
@@ -430,9 +418,9 @@ def _throughput(summary: RunSummary) -> str:
     )
 
 
-def _words(defs: dg.Definitions | None, keys: Sequence[str]) -> int:
+def _words(keys: Sequence[str], *, defs: dg.Definitions) -> int:
     """Words of the extracted text of `keys`, counted as `summarize` counts them."""
-    with _postgres(defs).connection() as conn:
+    with _postgres(defs=defs).connection() as conn:
         row = conn.execute(
             "SELECT coalesce(sum(array_length(regexp_split_to_array(btrim(text), '\\s+'), 1))"
             " FILTER (WHERE btrim(text) <> ''), 0) FROM seams.extracted_text"
@@ -471,10 +459,9 @@ def unsynced_assets(
     instance: dg.DagsterInstance,
     partition_keys: Sequence[str],
     *,
-    defs: dg.Definitions | None = None,
+    defs: dg.Definitions,
 ) -> dict[str, list[dg.AssetKey]]:
     """Per partition, the per-batch assets Dagster considers stale (code, config or inputs)."""
-    defs = definitions(defs)
     graph = defs.resolve_asset_graph()
     resolver = stale_status_resolver(instance, graph)
     ordered = job_assets_in_order(defs)
@@ -484,11 +471,8 @@ def unsynced_assets(
     }
 
 
-def backfill(
-    instance: dg.DagsterInstance, report: Report, *, defs: dg.Definitions | None = None
-) -> RunSummary:
+def backfill(instance: dg.DagsterInstance, report: Report, *, defs: dg.Definitions) -> RunSummary:
     """One Dagster backfill of exactly the unsynced assets of every batch (none: no backfill)."""
-    defs = definitions(defs)
     partitions = instance.get_dynamic_partitions(document_batches.name)
     stale = {
         p: keys for p, keys in unsynced_assets(instance, partitions, defs=defs).items() if keys

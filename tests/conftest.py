@@ -27,7 +27,9 @@ from dagster_graphql import DagsterGraphQLClient, DagsterGraphQLClientError
 from psycopg import sql
 
 from benchmarks.services import stop_group
+from seams.environment import SeamsEnvironment
 from seams.models.model_store import ModelManifest
+from seams.orchestration.definitions import build_definitions
 from seams.orchestration.instance import (
     LEGACY_DAGSTER_URL_ENV,
     SeamsInstance,
@@ -38,6 +40,7 @@ from seams.resources import database
 from seams.resources.database import EmbeddedPostgres, database_url_for
 from seams.resources.embedded_server import server_tempdir
 from seams.resources.postgres import close_pool
+from seams.settings import load_settings
 
 TEST_URL_ENV = "SEAMS_TEST_DATABASE_URL"
 
@@ -160,6 +163,22 @@ def instance(
         yield dagster_instance
 
 
+def current_definitions() -> dg.Definitions:
+    """The definitions of this process's settings and environment as they are now, as an entry
+    point builds them: call it after the fixtures (or the test) set `SEAMS_DATABASE_URL`,
+    `SEAMS_DATA_DIR` or `SEAMS_CONFIG`, since definitions carry the environment they were built
+    in; never at import."""
+    environment = SeamsEnvironment.from_os()
+    return build_definitions(load_settings(environment=environment), environment=environment)
+
+
+@pytest.fixture
+def defs(instance: dg.DagsterInstance) -> dg.Definitions:
+    """The definitions of this test's environment: built after `instance` chose its database
+    and exported its variables."""
+    return current_definitions()
+
+
 def export_instance(monkeypatch: pytest.MonkeyPatch) -> SeamsInstance:
     """`prepare_instance()`, its variables exported (until the test ends) for this test's child
     processes (subprocess probes, webserver, daemon), as `seams dev` hands them to its children."""
@@ -180,14 +199,18 @@ by chance."""
 
 
 def register_sample_batches(
-    tmp_path: Path, batches: tuple[tuple[str, ...], ...] = TWO_BATCHES
+    tmp_path: Path,
+    batches: tuple[tuple[str, ...], ...] = TWO_BATCHES,
+    *,
+    defs: dg.Definitions,
 ) -> list[str]:
     """Register each group of sample-corpus files as its own batch (a folder each); their keys."""
     from seams.orchestration import runner
 
     keys = []
     for number, names in enumerate(batches):
-        keys.extend(runner.register_path(copy_samples(tmp_path / f"batch_{number}", names), print))
+        folder = copy_samples(tmp_path / f"batch_{number}", names)
+        keys.extend(runner.register_path(folder, print, defs=defs))
     return keys
 
 

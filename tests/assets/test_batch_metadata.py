@@ -10,13 +10,13 @@ import dagster as dg
 import pandas as pd
 import psycopg
 import pytest
-from dagster._core.storage.tags import (
-    ASSET_PARTITION_RANGE_END_TAG,
-    ASSET_PARTITION_RANGE_START_TAG,
-)
 
 from seams.assets.display import describe_batches, rounded
 from seams.orchestration import runner
+from seams.orchestration.dagster_internals import (
+    ASSET_PARTITION_RANGE_END_TAG,
+    ASSET_PARTITION_RANGE_START_TAG,
+)
 from tests.conftest import register_sample_batches
 
 batches = dg.DynamicPartitionsDefinition(name="test_batches")
@@ -202,11 +202,13 @@ def _cache_sums(pages: dict[tuple[str, str], dict[str, Any]], keys: list[str]) -
 
 @pytest.mark.slow
 def test_every_asset_and_check_of_a_two_batch_run_describes_each_batch_alone(
-    instance: dg.DagsterInstance, tmp_path: Path, database_url: str
+    instance: dg.DagsterInstance, defs: dg.Definitions, tmp_path: Path, database_url: str
 ) -> None:
-    keys = register_sample_batches(tmp_path)  # 1 file and 2 files: no number agrees by chance
+    keys = register_sample_batches(
+        tmp_path, defs=defs
+    )  # 1 file and 2 files: no number agrees by chance
     first = runner.RunSummary(batches=keys)
-    runner.materialize_batches(instance, keys, print, first)
+    runner.materialize_batches(instance, keys, print, first, defs=defs)
     (run_id,) = first.run_ids  # one run, both batches
     stored = _stored(database_url)
     assert all(set(stored[asset]) == set(keys) for asset in ASSETS)
@@ -225,7 +227,7 @@ def test_every_asset_and_check_of_a_two_batch_run_describes_each_batch_alone(
 
     # The same batches again: each page replaces its own batch's rows, all from the cache.
     again = runner.RunSummary(batches=keys)
-    runner.materialize_batches(instance, keys, print, again)
+    runner.materialize_batches(instance, keys, print, again, defs=defs)
     (rerun_id,) = again.run_ids
     assert _stored(database_url) == stored
     pages = _pages(instance, rerun_id)

@@ -70,11 +70,11 @@ def test_chunks_from_carried_rows_equal_the_library(
     exported_model: ModelManifest,
     window_mode: str,
 ) -> None:
-    inbox = copy_samples(tmp_path / "inbox", SAMPLES)
-    keys = runner.register_path(inbox, print)
-    instance.add_dynamic_partitions(document_batches.name, keys)
     settings = _settings(window_mode)
-    defs = build_definitions(settings)
+    defs = build_definitions(settings)  # after `instance` chose this test's database
+    inbox = copy_samples(tmp_path / "inbox", SAMPLES)
+    keys = runner.register_path(inbox, print, defs=defs)
+    instance.add_dynamic_partitions(document_batches.name, keys)
     result = defs.resolve_job_def(runner.JOB_NAME).execute_in_process(
         instance=instance, partition_key=keys[0], run_config=runner.QUIET
     )

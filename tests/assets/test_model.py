@@ -4,22 +4,24 @@ the data dir (as the test session itself does, and people moving a data dir)."""
 from __future__ import annotations
 
 import dagster as dg
-from dagster._core.definitions.data_version import DATA_VERSION_TAG
 
 from seams.models.model_store import ModelManifest
 from seams.orchestration import runner
+from seams.orchestration.dagster_internals import DATA_VERSION_TAG
 from seams.settings import load_settings
 
 
 def test_a_copied_model_shows_as_materialized_once(
-    instance: dg.DagsterInstance, exported_model: ModelManifest
+    instance: dg.DagsterInstance, defs: dg.Definitions, exported_model: ModelManifest
 ) -> None:
     key = dg.AssetKey("embedding_model")
     assert instance.get_latest_materialization_event(key) is None  # copied: never materialized
     said: list[str] = []
 
-    runner.ensure_model(instance, said.append)
-    runner.ensure_model(instance, said.append)  # the same model again: nothing new to report
+    runner.ensure_model(instance, said.append, defs=defs)
+    runner.ensure_model(
+        instance, said.append, defs=defs
+    )  # the same model again: nothing new to report
 
     records = instance.fetch_materializations(key, limit=10).records
     assert len(records) == 1 and said == []  # nothing exported: it was found

@@ -36,9 +36,9 @@ def small_corpus(tmp_path: Path) -> Path:
     return copy_samples(tmp_path / "corpus", SAMPLE_FILES[:2])
 
 
-def _materialize(instance: dg.DagsterInstance, path: Path) -> list[str]:
-    keys = runner.register_path(path, print)
-    runner.materialize_batches(instance, keys, print, runner.RunSummary(batches=keys))
+def _materialize(instance: dg.DagsterInstance, path: Path, *, defs: dg.Definitions) -> list[str]:
+    keys = runner.register_path(path, print, defs=defs)
+    runner.materialize_batches(instance, keys, print, runner.RunSummary(batches=keys), defs=defs)
     return keys
 
 
@@ -60,9 +60,13 @@ def _normalise(row: dict) -> dict:
 
 
 def test_parquet_and_jsonl_exports_hold_exactly_the_chunks_table(
-    instance: dg.DagsterInstance, corpus: Path, database_url: str, tmp_path: Path
+    instance: dg.DagsterInstance,
+    defs: dg.Definitions,
+    corpus: Path,
+    database_url: str,
+    tmp_path: Path,
 ) -> None:
-    _materialize(instance, corpus)
+    _materialize(instance, corpus, defs=defs)
     expected = _db_rows(database_url)
     assert len({r["document_id"] for r in expected}) == len(SAMPLE_FILES)
 
@@ -86,12 +90,16 @@ def test_parquet_and_jsonl_exports_hold_exactly_the_chunks_table(
 
 
 def test_export_filters_by_batch_and_current_version_and_adds_vectors(
-    instance: dg.DagsterInstance, small_corpus: Path, database_url: str, tmp_path: Path
+    instance: dg.DagsterInstance,
+    defs: dg.Definitions,
+    small_corpus: Path,
+    database_url: str,
+    tmp_path: Path,
 ) -> None:
-    (first,) = _materialize(instance, small_corpus)
+    (first,) = _materialize(instance, small_corpus, defs=defs)
     changed = small_corpus / SAMPLE_FILES[0]
     changed.write_text("# Changed\n\nA new version of this document.\n", encoding="utf-8")
-    (second,) = _materialize(instance, small_corpus)
+    (second,) = _materialize(instance, small_corpus, defs=defs)
     postgres = PostgresResource(url=database_url)
 
     everything = export_chunks(postgres, ExportRequest(tmp_path / "all.jsonl", "jsonl"))

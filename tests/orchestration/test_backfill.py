@@ -12,9 +12,9 @@ from pathlib import Path
 import dagster as dg
 import psycopg
 import pytest
-from dagster._core.execution.backfill import BulkActionStatus
 
 from seams.orchestration import launch, runner
+from seams.orchestration.dagster_internals import BulkActionStatus
 from seams.orchestration.definitions import build_definitions
 from seams.settings import SeamsSettings, load_settings
 from tests.conftest import register_sample_batches
@@ -113,12 +113,12 @@ def _stored_counts(database_url: str) -> dict[str, int]:
 
 @pytest.mark.slow
 def test_two_batches_then_a_settings_change_are_each_one_backfill_with_one_run(
-    instance: dg.DagsterInstance, tmp_path: Path, database_url: str
+    instance: dg.DagsterInstance, defs: dg.Definitions, tmp_path: Path, database_url: str
 ) -> None:
-    keys = register_sample_batches(tmp_path)
+    keys = register_sample_batches(tmp_path, defs=defs)
     assert len(keys) == 2
     summary = runner.RunSummary(batches=keys)
-    runner.materialize_batches(instance, keys, print, summary)
+    runner.materialize_batches(instance, keys, print, summary, defs=defs)
 
     (first_id,) = summary.backfill_ids
     first = instance.get_backfill(first_id)
@@ -138,12 +138,12 @@ def test_two_batches_then_a_settings_change_are_each_one_backfill_with_one_run(
     changed = SeamsSettings.model_validate(
         {**defaults.model_dump(), "chunking": {"preset": "default", "overrides": {"cut_cost": 3.0}}}
     )
-    defs = build_definitions(changed)
-    stale = runner.unsynced_assets(instance, keys, defs=defs)
+    changed_defs = build_definitions(changed)
+    stale = runner.unsynced_assets(instance, keys, defs=changed_defs)
     assert all(dg.AssetKey("chunks") in stale[k] for k in keys)
     assert all(dg.AssetKey("candidate_embeddings") not in stale[k] for k in keys)
 
-    again = runner.backfill(instance, print, defs=defs)
+    again = runner.backfill(instance, print, defs=changed_defs)
     (second_id,) = again.backfill_ids
     second = instance.get_backfill(second_id)
     assert second.status == BulkActionStatus.COMPLETED_SUCCESS
@@ -151,10 +151,12 @@ def test_two_batches_then_a_settings_change_are_each_one_backfill_with_one_run(
     (rerun,) = _backfill_runs(instance, second_id)
     assert again.run_ids == [rerun.run_id]
     assert set(second.asset_selection) == set(stale[keys[0]])
-    data = second.get_asset_backfill_data(defs.resolve_asset_graph())
+    data = second.get_asset_backfill_data(changed_defs.resolve_asset_graph())
     assert data.materialized_subset == data.target_subset  # every partition ended materialized
     assert again.texts_embedded == 0  # unchanged embeddings: nothing re-embedded
     assert _partition_row_counts(instance, rerun.run_id, "chunks") == _stored_counts(database_url)
     assert_each_batch_describes_itself(instance, rerun.run_id, database_url)
-    assert runner.unsynced_assets(instance, keys, defs=defs) == {k: [] for k in keys}
-    assert runner.backfill(instance, print, defs=defs).backfill_ids == []  # nothing left to do
+    assert runner.unsynced_assets(instance, keys, defs=changed_defs) == {k: [] for k in keys}
+    assert (
+        runner.backfill(instance, print, defs=changed_defs).backfill_ids == []
+    )  # nothing left to do

@@ -20,10 +20,10 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
-from dagster._core.execution.backfill import BulkActionsFilter, BulkActionStatus
 from dagster_graphql import DagsterGraphQLClient, DagsterGraphQLClientError
 
 from seams.orchestration import launch, ownership, runner
+from seams.orchestration.dagster_internals import BulkActionsFilter, BulkActionStatus
 from tests.conftest import free_port, register_sample_batches
 from tests.orchestration.test_backfill import _stored_per_batch
 
@@ -118,12 +118,13 @@ def _start_dev(logs: Path, port: int) -> tuple[subprocess.Popen, DagsterGraphQLC
 @pytest.mark.slow
 def test_seams_backfill_with_the_ui_open_is_one_backfill_each_batch_reported_alone(
     instance: dg.DagsterInstance,
+    defs: dg.Definitions,
     tmp_path: Path,
     database_url: str,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    keys = register_sample_batches(tmp_path)
-    runner.materialize_batches(instance, keys, print, runner.RunSummary(batches=keys))
+    keys = register_sample_batches(tmp_path, defs=defs)
+    runner.materialize_batches(instance, keys, print, runner.RunSummary(batches=keys), defs=defs)
     before = {b.backfill_id for b in instance.get_backfills()}
     settings = tmp_path / "seams.yaml"
     _change_settings(settings, 3.0)

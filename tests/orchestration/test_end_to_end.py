@@ -47,20 +47,24 @@ def client(
 
 @pytest.mark.slow
 def test_graphql_runs_materialize_and_runs_of_killed_processes_stop_blocking_the_queue(
-    client: DagsterGraphQLClient, instance: dg.DagsterInstance, tmp_path: Path, database_url: str
+    client: DagsterGraphQLClient,
+    instance: dg.DagsterInstance,
+    defs: dg.Definitions,
+    tmp_path: Path,
+    database_url: str,
 ) -> None:
     """Both halves share one webserver + daemon: starting them is most of this test's cost."""
-    _a_run_launched_through_graphql_materializes_a_batch(client, tmp_path, database_url)
-    _runs_a_killed_seams_run_left_started_stop_blocking_the_queue(client, instance, tmp_path)
+    _a_run_launched_through_graphql_materializes_a_batch(client, tmp_path, database_url, defs)
+    _runs_a_killed_seams_run_left_started_stop_blocking_the_queue(client, instance, tmp_path, defs)
 
 
 def _a_run_launched_through_graphql_materializes_a_batch(
-    client: DagsterGraphQLClient, tmp_path: Path, database_url: str
+    client: DagsterGraphQLClient, tmp_path: Path, database_url: str, defs: dg.Definitions
 ) -> None:
     inbox = tmp_path / "inbox"
     inbox.mkdir()
     shutil.copy(runner.SAMPLE_CORPUS / "kitchen_science.md", inbox)
-    (batch,) = runner.register_path(inbox, print)
+    (batch,) = runner.register_path(inbox, print, defs=defs)
     run_id = _submit(client, batch)
     status = _wait(client, run_id, ("SUCCESS", "FAILURE", "CANCELED"))
     assert status == "SUCCESS", f"run {run_id} ended {status}"
@@ -106,7 +110,7 @@ def _wait(client: DagsterGraphQLClient, run_id: str, states: tuple[str, ...]) ->
 
 
 def _runs_a_killed_seams_run_left_started_stop_blocking_the_queue(
-    client: DagsterGraphQLClient, instance: dg.DagsterInstance, tmp_path: Path
+    client: DagsterGraphQLClient, instance: dg.DagsterInstance, tmp_path: Path, defs: dg.Definitions
 ) -> None:
     # Two runs whose `seams run` process was SIGKILLed: STARTED forever, filling both slots of
     # max_concurrent_runs (Dagster's run monitoring would only catch them at the runtime cap).
@@ -122,7 +126,7 @@ def _runs_a_killed_seams_run_left_started_stop_blocking_the_queue(
     inbox = tmp_path / "inbox_2"
     inbox.mkdir()
     shutil.copy(runner.SAMPLE_CORPUS / "field_notes.md", inbox)
-    (batch,) = runner.register_path(inbox, print)
+    (batch,) = runner.register_path(inbox, print, defs=defs)
 
     queued = _submit(client, batch)
     time.sleep(10)  # several passes of the daemon's run queue

@@ -18,11 +18,15 @@ SAMPLES = ("field_notes.md", "history_of_maps.txt", "platform_handbook.md")
 
 
 def test_chunk_text_with_the_onnx_embedder_equals_the_pipeline(
-    instance: dg.DagsterInstance, tmp_path: Path, database_url: str, exported_model: ModelManifest
+    instance: dg.DagsterInstance,
+    defs: dg.Definitions,
+    tmp_path: Path,
+    database_url: str,
+    exported_model: ModelManifest,
 ) -> None:
     inbox = copy_samples(tmp_path / "inbox", SAMPLES)
-    keys = runner.register_path(inbox, print)
-    runner.materialize_batches(instance, keys, print, runner.RunSummary(batches=keys))
+    keys = runner.register_path(inbox, print, defs=defs)
+    runner.materialize_batches(instance, keys, print, runner.RunSummary(batches=keys), defs=defs)
 
     with psycopg.connect(database_url) as conn:
         documents = conn.execute(

@@ -6,18 +6,18 @@ from __future__ import annotations
 import subprocess
 import threading
 import time
+import uuid
 
 import dagster as dg
-from dagster._core.storage.tags import PARTITION_NAME_TAG
-from dagster._core.utils import make_new_run_id
 
 from seams.orchestration import ownership
+from seams.orchestration.dagster_internals import PARTITION_NAME_TAG
 
 
 def _started_run(instance: dg.DagsterInstance, tags: dict[str, str]) -> dg.DagsterRun:
     run = dg.DagsterRun(
         job_name="chunk_batches",
-        run_id=make_new_run_id(),
+        run_id=str(uuid.uuid4()),  # what Dagster's own run ids are
         status=dg.DagsterRunStatus.STARTED,
         tags={PARTITION_NAME_TAG: "batch-a", **tags},
     )
@@ -80,16 +80,16 @@ def test_only_a_daemon_that_is_really_there_counts_as_running(
 ) -> None:
     """A heartbeat's age alone cannot tell a stopped daemon from a live one; `seams dev`'s marker
     (its process) and its clean shutdown (marker and heartbeats removed) can."""
-    from dagster._daemon.daemon import BackfillDaemon
-    from dagster._daemon.types import DaemonHeartbeat
+    from dagster._daemon.types import DaemonHeartbeat  # test-only: Seams reads heartbeats
 
     from seams.orchestration import launch
+    from seams.orchestration.dagster_internals import backfill_daemon_type
 
     home = instance.root_directory
 
     def beat(seconds_ago: float) -> None:
         instance.add_daemon_heartbeat(
-            DaemonHeartbeat(time.time() - seconds_ago, BackfillDaemon.daemon_type(), "d1", [])
+            DaemonHeartbeat(time.time() - seconds_ago, backfill_daemon_type(), "d1", [])
         )
 
     assert not launch.daemon_is_running(instance)  # never started

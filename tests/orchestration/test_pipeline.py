@@ -40,10 +40,10 @@ def inbox(tmp_path: Path) -> Path:
     return copy_samples(tmp_path / "inbox", SAMPLES)
 
 
-def _run(instance: dg.DagsterInstance, path: Path) -> runner.RunSummary:
-    keys = runner.register_path(path, print)
+def _run(instance: dg.DagsterInstance, path: Path, *, defs: dg.Definitions) -> runner.RunSummary:
+    keys = runner.register_path(path, print, defs=defs)
     summary = runner.RunSummary(batches=keys)
-    runner.materialize_batches(instance, keys, print, summary)
+    runner.materialize_batches(instance, keys, print, summary, defs=defs)
     return summary
 
 
@@ -60,9 +60,13 @@ CHUNK_SNAPSHOT = (
 
 
 def test_a_batch_materializes_end_to_end_with_lineage(
-    instance: dg.DagsterInstance, inbox: Path, database_url: str, exported_model: ModelManifest
+    instance: dg.DagsterInstance,
+    defs: dg.Definitions,
+    inbox: Path,
+    database_url: str,
+    exported_model: ModelManifest,
 ) -> None:
-    summary = _run(instance, inbox)
+    summary = _run(instance, inbox, defs=defs)
     assert len(summary.batches) == 1 and len(summary.run_ids) == 1
     (batch,) = summary.batches
     assert batch in instance.get_dynamic_partitions(document_batches.name)
@@ -100,12 +104,12 @@ def test_a_batch_materializes_end_to_end_with_lineage(
 
 
 def test_rerun_gives_byte_identical_chunks_from_the_cache(
-    instance: dg.DagsterInstance, inbox: Path, database_url: str
+    instance: dg.DagsterInstance, defs: dg.Definitions, inbox: Path, database_url: str
 ) -> None:
-    first = _run(instance, inbox)
+    first = _run(instance, inbox, defs=defs)
     before = _rows(database_url, CHUNK_SNAPSHOT)
     again = runner.RunSummary(batches=first.batches)
-    runner.materialize_batches(instance, first.batches, print, again)
+    runner.materialize_batches(instance, first.batches, print, again, defs=defs)
     after = _rows(database_url, CHUNK_SNAPSHOT)
     assert after == before  # same ids, same bytes, no duplicates
     assert again.texts_embedded == 0
@@ -113,12 +117,12 @@ def test_rerun_gives_byte_identical_chunks_from_the_cache(
 
 
 def test_registering_the_same_files_twice_makes_no_new_batch(
-    instance: dg.DagsterInstance, inbox: Path, database_url: str
+    instance: dg.DagsterInstance, defs: dg.Definitions, inbox: Path, database_url: str
 ) -> None:
-    _run(instance, inbox)
-    assert runner.register_path(inbox, print) == []
+    _run(instance, inbox, defs=defs)
+    assert runner.register_path(inbox, print, defs=defs) == []
     (inbox / SAMPLES[0]).write_text("# Changed\n\nA new version of the notes.\n", encoding="utf-8")
-    (new_batch,) = runner.register_path(inbox, print)
+    (new_batch,) = runner.register_path(inbox, print, defs=defs)
     rows = _rows(
         database_url,
         "SELECT document_id, source_sha256 FROM seams.batch_documents WHERE batch_key = %s",
@@ -129,11 +133,15 @@ def test_registering_the_same_files_twice_makes_no_new_batch(
 
 @pytest.mark.slow
 def test_a_cut_cost_change_marks_boundaries_and_chunks_unsynced_and_backfill_uses_the_cache(
-    instance: dg.DagsterInstance, inbox: Path, database_url: str, tmp_path: Path
+    instance: dg.DagsterInstance,
+    defs: dg.Definitions,
+    inbox: Path,
+    database_url: str,
+    tmp_path: Path,
 ) -> None:
-    (batch,) = _run(instance, inbox).batches
+    (batch,) = _run(instance, inbox, defs=defs).batches
     before = _rows(database_url, "SELECT is_boundary FROM seams.semantic_boundaries ORDER BY 1")
-    assert runner.unsynced_assets(instance, [batch]) == {batch: []}
+    assert runner.unsynced_assets(instance, [batch], defs=defs) == {batch: []}
 
     changed = CONFIG.cut_cost / 4  # cheaper cuts: more topic boundaries
     settings = tmp_path / "seams.yaml"
@@ -141,9 +149,11 @@ def test_a_cut_cost_change_marks_boundaries_and_chunks_unsynced_and_backfill_use
     env = {**os.environ, "SEAMS_CONFIG": str(settings)}
     probe = (
         "import json, dagster as dg; from seams.orchestration import runner;"
-        "i = dg.DagsterInstance.get();"
+        "from seams.orchestration.definitions import build_definitions;"
+        "from seams.settings import load_settings;"
+        "i = dg.DagsterInstance.get(); d = build_definitions(load_settings());"
         f"print(json.dumps({{p: [k.to_user_string() for k in v] for p, v in "
-        f"runner.unsynced_assets(i, [{batch!r}]).items()}}))"
+        f"runner.unsynced_assets(i, [{batch!r}], defs=d).items()}}))"
     )
     stale = subprocess.run(
         [sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=300
@@ -236,16 +246,16 @@ def test_one_run_materializes_several_batches(
     instance: dg.DagsterInstance, inbox: Path, tmp_path: Path, database_url: str
 ) -> None:
     """What a single-run backfill does: one run, a partition range, one transaction each."""
-    first = runner.register_path(inbox, print)
-    other = tmp_path / "other"
-    other.mkdir()
-    shutil.copy(runner.SAMPLE_CORPUS / "city_notes.txt", other)
-    second = runner.register_path(other, print)
-    keys = [*first, *second]
-    instance.add_dynamic_partitions(document_batches.name, keys)
     # Built here, after the fixtures chose this test's database: definitions carry the
     # environment they were built in.
     defs = build_definitions(SETTINGS)
+    first = runner.register_path(inbox, print, defs=defs)
+    other = tmp_path / "other"
+    other.mkdir()
+    shutil.copy(runner.SAMPLE_CORPUS / "city_notes.txt", other)
+    second = runner.register_path(other, print, defs=defs)
+    keys = [*first, *second]
+    instance.add_dynamic_partitions(document_batches.name, keys)
     result = defs.resolve_job_def(runner.JOB_NAME).execute_in_process(
         instance=instance,
         tags={
@@ -262,23 +272,23 @@ def test_one_run_materializes_several_batches(
         )
     )
     assert per_batch == {keys[0]: len(SAMPLES), keys[1]: 1}
-    assert runner.unsynced_assets(instance, keys) == {k: [] for k in keys}
+    assert runner.unsynced_assets(instance, keys, defs=defs) == {k: [] for k in keys}
 
 
 def test_a_reverted_file_lands_again_as_the_newest_version(
-    instance: dg.DagsterInstance, inbox: Path, database_url: str
+    instance: dg.DagsterInstance, defs: dg.Definitions, inbox: Path, database_url: str
 ) -> None:
     note = inbox / SAMPLES[0]
     original = note.read_bytes()
-    assert len(runner.register_path(inbox, print)) == 1
+    assert len(runner.register_path(inbox, print, defs=defs)) == 1
     note.write_text("# Changed\n\nAn edited version.\n", encoding="utf-8")
-    assert len(runner.register_path(inbox, print)) == 1
+    assert len(runner.register_path(inbox, print, defs=defs)) == 1
     note.write_bytes(original)  # A -> B -> A: A is the newest version again
-    (reverted,) = runner.register_path(inbox, print)
+    (reverted,) = runner.register_path(inbox, print, defs=defs)
     rows = _rows(
         database_url,
         "SELECT count(*) FROM seams.batch_documents WHERE batch_key = %s",
         reverted,
     )
     assert rows == [(1,)]
-    assert runner.register_path(inbox, print) == []
+    assert runner.register_path(inbox, print, defs=defs) == []

@@ -16,9 +16,7 @@ import pytest
 from seams.assets.partitions import document_batches
 from seams.models.model_store import ModelManifest
 from seams.orchestration import runner
-from seams.orchestration.definitions import build_definitions
 from seams.orchestration.search_output import format_response
-from seams.settings import load_settings
 from seams.storage.batches import document_id_for
 from seams.storage.search import search_response
 from tests.conftest import copy_samples
@@ -32,13 +30,17 @@ def inbox(tmp_path: Path) -> Path:
 
 
 def _seams_run(
-    instance: dg.DagsterInstance, path: Path, retired: list[str] | None = None
+    instance: dg.DagsterInstance,
+    path: Path,
+    retired: list[str] | None = None,
+    *,
+    defs: dg.Definitions,
 ) -> list[str]:
     """What `seams run PATH` does: register (and retire), then materialize every new batch."""
-    keys = runner.register_path(path, print, retired=retired)
+    keys = runner.register_path(path, print, defs=defs, retired=retired)
     if keys:
         instance.add_dynamic_partitions(document_batches.name, keys)
-        job = build_definitions(load_settings()).resolve_job_def(runner.JOB_NAME)
+        job = defs.resolve_job_def(runner.JOB_NAME)
         for key in keys:
             result = job.execute_in_process(
                 instance=instance, partition_key=key, run_config=runner.QUIET
@@ -57,16 +59,20 @@ def _current(database_url: str) -> dict[str, int]:
 
 
 def test_a_removed_file_drops_out_of_current_chunks_on_the_next_run(
-    instance: dg.DagsterInstance, inbox: Path, database_url: str, exported_model: ModelManifest
+    instance: dg.DagsterInstance,
+    defs: dg.Definitions,
+    inbox: Path,
+    database_url: str,
+    exported_model: ModelManifest,
 ) -> None:
-    _seams_run(instance, inbox)
+    _seams_run(instance, inbox, defs=defs)
     gone, kept = (document_id_for((inbox / name).absolute().as_uri()) for name in SAMPLES)
     before = _current(database_url)
     assert set(before) == {gone, kept}
 
     (inbox / SAMPLES[0]).unlink()
     retired: list[str] = []
-    assert _seams_run(instance, inbox, retired) == []  # nothing new to chunk...
+    assert _seams_run(instance, inbox, retired, defs=defs) == []  # nothing new to chunk...
     assert retired == [(inbox / SAMPLES[0]).absolute().as_uri()]  # ...but one file retired
     assert _current(database_url) == {kept: before[kept]}
     with psycopg.connect(database_url) as conn:
@@ -79,7 +85,7 @@ def test_a_removed_file_drops_out_of_current_chunks_on_the_next_run(
     assert tombstones == [(gone, retired[0])]
     assert history == before[gone]  # its chunks stay queryable as history
     # Search no longer finds it, and names the files it does find by name.
-    resources = build_definitions(load_settings()).resources
+    resources = defs.resources
     response = search_response(resources["postgres"], resources["embedder"], "field notes", k=10)
     assert response.hits and {hit.document_id for hit in response.hits} == {kept}
     shown = format_response(response)
@@ -87,25 +93,29 @@ def test_a_removed_file_drops_out_of_current_chunks_on_the_next_run(
 
     # Scanning again retires nothing twice; the summary says what happened.
     again: list[str] = []
-    _seams_run(instance, inbox, again)
+    _seams_run(instance, inbox, again, defs=defs)
     assert again == []
     summary = runner.format_summary(runner.RunSummary(retired=retired))
     assert "retired:        1 document(s)" in summary
 
     # The same file put back is live again, even with the very same bytes.
     shutil.copy(runner.SAMPLE_CORPUS / SAMPLES[0], inbox / SAMPLES[0])
-    assert len(_seams_run(instance, inbox)) == 1
+    assert len(_seams_run(instance, inbox, defs=defs)) == 1
     assert _current(database_url) == before
 
 
 def test_seams_run_file_chunks_that_one_file_and_retires_nothing(
-    instance: dg.DagsterInstance, inbox: Path, database_url: str, exported_model: ModelManifest
+    instance: dg.DagsterInstance,
+    defs: dg.Definitions,
+    inbox: Path,
+    database_url: str,
+    exported_model: ModelManifest,
 ) -> None:
-    _seams_run(instance, inbox)
+    _seams_run(instance, inbox, defs=defs)
     new = inbox / "kitchen_science.md"
     shutil.copy(runner.SAMPLE_CORPUS / new.name, new)
     retired: list[str] = []
-    (batch,) = _seams_run(instance, new, retired)
+    (batch,) = _seams_run(instance, new, retired, defs=defs)
     assert retired == []
     with psycopg.connect(database_url) as conn:
         documents = conn.execute(
@@ -116,9 +126,13 @@ def test_seams_run_file_chunks_that_one_file_and_retires_nothing(
 
 
 def test_the_printed_python_one_liner_lists_current_chunks(
-    instance: dg.DagsterInstance, inbox: Path, database_url: str, exported_model: ModelManifest
+    instance: dg.DagsterInstance,
+    defs: dg.Definitions,
+    inbox: Path,
+    database_url: str,
+    exported_model: ModelManifest,
 ) -> None:
-    _seams_run(instance, inbox)
+    _seams_run(instance, inbox, defs=defs)
     summary = runner.format_summary(runner.RunSummary())
     (line,) = [row.strip() for row in summary.splitlines() if "current_chunks" in row]
     done = subprocess.run(line, shell=True, capture_output=True, text=True, timeout=120)

@@ -88,9 +88,9 @@ def test_a_backfill_runs_on_two_celery_workers_and_matches_an_in_process_run(
     tmp_path: Path,
     database_url: str,
 ) -> None:
-    keys = register_sample_batches(tmp_path)
-    assert len(keys) == 2
     defs = build_definitions(celery_settings)
+    keys = register_sample_batches(tmp_path, defs=defs)
+    assert len(keys) == 2
     summary = runner.RunSummary(batches=keys)
     runner.materialize_batches(instance, keys, print, summary, defs=defs)
 

@@ -216,13 +216,12 @@ def test_a_settings_change_shows_unsynced_assets_after_a_reload(
     inbox = tmp_path / "inbox"
     inbox.mkdir()
     shutil.copy(runner.SAMPLE_CORPUS / "field_notes.md", inbox)
-    (batch,) = runner.register_path(inbox, print)
-    instance.add_dynamic_partitions(document_batches.name, [batch])
     settings = load_settings()
-    result = (
-        build_definitions(settings)
-        .resolve_job_def(runner.JOB_NAME)
-        .execute_in_process(instance=instance, partition_key=batch, run_config=runner.QUIET)
+    defs = build_definitions(settings)
+    (batch,) = runner.register_path(inbox, print, defs=defs)
+    instance.add_dynamic_partitions(document_batches.name, [batch])
+    result = defs.resolve_job_def(runner.JOB_NAME).execute_in_process(
+        instance=instance, partition_key=batch, run_config=runner.QUIET
     )
     assert result.success
 
@@ -253,12 +252,11 @@ def test_a_settings_change_shows_unsynced_assets_after_a_reload(
         newer = tmp_path / "newer"
         newer.mkdir()
         shutil.copy(runner.SAMPLE_CORPUS / "kitchen_science.md", newer)
-        (second,) = runner.register_path(newer, print)
+        changed_defs = build_definitions(load_settings())  # the new settings
+        (second,) = runner.register_path(newer, print, defs=changed_defs)
         instance.add_dynamic_partitions(document_batches.name, [second])
-        result = (
-            build_definitions(load_settings())
-            .resolve_job_def(runner.JOB_NAME)
-            .execute_in_process(instance=instance, partition_key=second, run_config=runner.QUIET)
+        result = changed_defs.resolve_job_def(runner.JOB_NAME).execute_in_process(
+            instance=instance, partition_key=second, run_config=runner.QUIET
         )
         assert result.success
         assert set(_stale(client, second).values()) == {"FRESH"}

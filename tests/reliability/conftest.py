@@ -54,11 +54,13 @@ def one_error_line(done: subprocess.CompletedProcess) -> str:
     return lines[0]
 
 
-def run_path(instance: dg.DagsterInstance, path: Path, report: Any = print) -> runner.RunSummary:
+def run_path(
+    instance: dg.DagsterInstance, path: Path, report: Any = print, *, defs: dg.Definitions
+) -> runner.RunSummary:
     """Register `path` and materialize its batches, as `seams run PATH` does (in-process)."""
-    keys = runner.register_path(path, report)
+    keys = runner.register_path(path, report, defs=defs)
     summary = runner.RunSummary(batches=keys)
-    runner.materialize_batches(instance, keys, report, summary)
+    runner.materialize_batches(instance, keys, report, summary, defs=defs)
     return summary
 
 

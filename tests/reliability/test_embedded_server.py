@@ -158,7 +158,7 @@ FIRST_RUN = """
 import sys, time
 from pathlib import Path
 import dagster as dg
-from dagster._core.instance.ref import InstanceRef
+from seams.orchestration.dagster_internals import InstanceRef
 from seams.resources.database import DAGSTER_DATABASE, DATA_DATABASE, EmbeddedPostgres
 from seams.resources.database import dagster_url, database_url_for
 from seams.resources.postgres import create_schema

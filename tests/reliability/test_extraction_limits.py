@@ -279,7 +279,11 @@ def test_a_legacy_encoded_file_is_still_read_as_its_code_page() -> None:
 
 @pytest.mark.slow
 def test_documents_over_limits_fail_alone_and_the_batch_is_chunked(
-    instance: dg.DagsterInstance, tmp_path: Path, database_url: str, bomb: bytes
+    instance: dg.DagsterInstance,
+    defs: dg.Definitions,
+    tmp_path: Path,
+    database_url: str,
+    bomb: bytes,
 ) -> None:
     inbox = tmp_path / "inbox"
     inbox.mkdir()
@@ -292,7 +296,7 @@ def test_documents_over_limits_fail_alone_and_the_batch_is_chunked(
         "before they leave the harbour.\n\nOyster beds lie bare at the lowest tides of spring.\n"
     )
     (inbox / "report.docx").write_bytes(small_docx("The harbour master keeps the tide tables."))
-    summary = run_path(instance, inbox, lambda _message: None)
+    summary = run_path(instance, inbox, lambda _message: None, defs=defs)
     assert len(summary.batches) == 1
 
     extracted = {
@@ -318,23 +322,32 @@ def test_documents_over_limits_fail_alone_and_the_batch_is_chunked(
 
 @pytest.mark.slow
 def test_an_interrupted_batch_resumes_after_its_finished_steps_without_re_extracting(
-    instance: dg.DagsterInstance, tmp_path: Path, database_url: str, bomb: bytes
+    instance: dg.DagsterInstance,
+    defs: dg.Definitions,
+    tmp_path: Path,
+    database_url: str,
+    bomb: bytes,
 ) -> None:
     inbox = tmp_path / "inbox"
     inbox.mkdir()
     (inbox / "bomb.docx").write_bytes(bomb)
     (inbox / "tides.md").write_text("# Tides\n\nThe tide rises twice a day along this coast.\n")
-    keys = runner.register_path(inbox, lambda _message: None)
+    keys = runner.register_path(inbox, lambda _message: None, defs=defs)
     extracted = dg.AssetKey("extracted_text")
     # A run that stopped after extraction: the batch is unfinished (no chunks).
     runner.materialize_batches(
-        instance, keys, print, runner.RunSummary(batches=keys), asset_selection=[extracted]
+        instance,
+        keys,
+        print,
+        runner.RunSummary(batches=keys),
+        asset_selection=[extracted],
+        defs=defs,
     )
     assert rows(database_url, "SELECT count(*) FROM seams.chunks") == [(0,)]
 
     said: list[str] = []
     runner.materialize_batches(
-        instance, keys, said.append, runner.RunSummary(batches=keys), resume=keys
+        instance, keys, said.append, runner.RunSummary(batches=keys), defs=defs, resume=keys
     )
     assert f"batch {keys[0]}: resuming at sentence_candidates" in said, said
     assert len(instance.fetch_materializations(extracted, limit=10).records) == 1  # not redone

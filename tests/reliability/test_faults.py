@@ -29,7 +29,7 @@ from seams.resources import postgres as postgres_module
 from seams.resources.database import EmbeddedPostgres, database_url_for
 from seams.resources.embedded_server import server_tempdir
 from seams.resources.postgres import close_pool
-from tests.conftest import copy_samples, export_instance
+from tests.conftest import copy_samples, current_definitions, export_instance
 from tests.reliability.conftest import SHORT_DOC, advisory_locks, keep_environment, rows, run_path
 
 SAMPLES = ("field_notes.md", "history_of_maps.txt")
@@ -126,8 +126,9 @@ def test_postgres_stopped_mid_partition_write_keeps_rows_fails_clearly_and_recov
     server, data_url = own_server
     snapshot = "SELECT run_id, chunk_id, text FROM seams.chunks ORDER BY document_id, chunk_index"
     hook = ChunksWriteHook(monkeypatch)
+    defs = current_definitions()  # the environment `own_server` exported
     with dg.DagsterInstance.get() as instance:
-        first = run_path(instance, inbox)
+        first = run_path(instance, inbox, defs=defs)
         (batch,) = first.batches
         before = rows(data_url, snapshot)
         assert len(before) >= 4 and {r[0] for r in before} == {first.run_ids[0]}
@@ -137,7 +138,7 @@ def test_postgres_stopped_mid_partition_write_keeps_rows_fails_clearly_and_recov
         hook.action = server.stop
         down = runner.RunSummary(batches=[batch])
         with pytest.raises(SeamsError) as failed:
-            runner.materialize_batches(instance, [batch], print, down)
+            runner.materialize_batches(instance, [batch], print, down, defs=defs)
         assert hook.fired == 1 and not server.is_running()
         attempts = _step_errors(instance, down.run_ids[0])
         assert len(attempts) == 3, attempts  # the first try and two retries (RetryPolicy)
@@ -165,7 +166,7 @@ def test_postgres_stopped_mid_partition_write_keeps_rows_fails_clearly_and_recov
 
         hook.action = stop_and_restart_soon
         again = runner.RunSummary(batches=[batch])
-        runner.materialize_batches(instance, [batch], print, again)
+        runner.materialize_batches(instance, [batch], print, again, defs=defs)
         assert hook.fired == 2 and seen_while_down == [before]
         assert any("lost the connection" in m for m in _step_errors(instance, again.run_ids[0]))
         after = rows(data_url, snapshot)
@@ -295,7 +296,11 @@ def _assert_jaccard_fallback(instance: dg.DagsterInstance, url: str, run_id: str
 
 
 def test_inference_failing_mid_batch_falls_back_to_jaccard_and_the_run_succeeds(
-    instance: dg.DagsterInstance, inbox: Path, database_url: str, monkeypatch: pytest.MonkeyPatch
+    instance: dg.DagsterInstance,
+    defs: dg.Definitions,
+    inbox: Path,
+    database_url: str,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     calls: list[int] = []
     real_run = EmbeddingRuntime._run
@@ -308,7 +313,7 @@ def test_inference_failing_mid_batch_falls_back_to_jaccard_and_the_run_succeeds(
         return real_run(self, input_ids, mask)
 
     monkeypatch.setattr(EmbeddingRuntime, "_run", fails_after_one_batch)
-    summary = run_path(instance, inbox)
+    summary = run_path(instance, inbox, defs=defs)
     assert len(calls) >= 2  # the model answered once, then failed mid-batch
     _assert_jaccard_fallback(instance, database_url, summary.run_ids[0])
     # Nothing half-embedded reached the cache, so a later healthy run embeds everything.
@@ -345,6 +350,6 @@ def test_corrupt_model_file_falls_back_to_jaccard_and_the_run_succeeds(
     monkeypatch.delenv(database.DAGSTER_URL_ENV, raising=False)
     export_instance(monkeypatch)
     with dg.DagsterInstance.get() as instance:
-        summary = run_path(instance, inbox)
+        summary = run_path(instance, inbox, defs=current_definitions())
         _assert_jaccard_fallback(instance, database_url, summary.run_ids[0])
     assert (exported_model.directory / exported_model.variants["fp32"].file).stat().st_size > 0

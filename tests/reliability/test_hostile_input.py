@@ -189,6 +189,7 @@ def _mk(path: Path) -> Path:
 @pytest.mark.slow
 def test_one_batch_of_hostile_documents_gives_chunks_or_clear_errors(
     instance: dg.DagsterInstance,
+    defs: dg.Definitions,
     hostile_inbox: tuple[Path, Path],
     database_url: str,
     monkeypatch: pytest.MonkeyPatch,
@@ -196,7 +197,7 @@ def test_one_batch_of_hostile_documents_gives_chunks_or_clear_errors(
     inbox, _outside = hostile_inbox
     monkeypatch.setattr(EmbeddingRuntime, "embed", _hashed_bag_of_words)
     reported: list[str] = []
-    summary = run_path(instance, inbox, reported.append)
+    summary = run_path(instance, inbox, reported.append, defs=defs)
     assert len(summary.batches) == 1  # all in one batch
 
     # Symlinks that leave the inbox are refused, each with the reason, and nothing of the
@@ -255,12 +256,12 @@ def test_one_batch_of_hostile_documents_gives_chunks_or_clear_errors(
 
 
 def test_unicode_edge_cases_chunk_with_the_real_model(
-    instance: dg.DagsterInstance, tmp_path: Path, database_url: str
+    instance: dg.DagsterInstance, defs: dg.Definitions, tmp_path: Path, database_url: str
 ) -> None:
     inbox = _mk(tmp_path / "inbox")
     for name, content in UNICODE_DOCS.items():
         _write(inbox / name, content)
-    run_path(instance, inbox)
+    run_path(instance, inbox, defs=defs)
     docs = _documents(database_url)
     assert set(docs) == set(UNICODE_DOCS)
     for name, doc in docs.items():

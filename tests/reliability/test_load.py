@@ -24,7 +24,7 @@ from seams.models.model_store import ModelManifest
 from seams.orchestration import runner
 from seams.orchestration.instance import INSTANCE_YAML
 from seams.resources import database
-from tests.conftest import dagster_services, export_instance
+from tests.conftest import current_definitions, dagster_services, export_instance
 from tests.reliability.conftest import keep_environment, rows
 
 LIMIT = 2
@@ -61,6 +61,7 @@ def _max_overlap(intervals: list[tuple[float, float]]) -> int:
 def test_six_batches_through_the_queue_all_complete_with_nothing_lost(
     queue: DagsterGraphQLClient, database_url: str, tmp_path: Path
 ) -> None:
+    defs = current_definitions()  # the environment `queue` exported
     keys = []
     for number, topic in enumerate(TOPICS):
         folder = tmp_path / f"inbox_{number:02d}"
@@ -69,7 +70,7 @@ def test_six_batches_through_the_queue_all_complete_with_nothing_lost(
             f"# {topic.title()}\n\nBatch {number} is about {topic}. It has a second sentence.\n",
             encoding="utf-8",
         )
-        (key,) = runner.register_path(folder, print)
+        (key,) = runner.register_path(folder, print, defs=defs)
         keys.append(key)
     assert len(set(keys)) == BATCHES
     with dg.DagsterInstance.get() as instance:

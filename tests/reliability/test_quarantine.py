@@ -65,11 +65,13 @@ def inbox(tmp_path: Path) -> Path:
 
 
 def test_a_file_left_mid_extraction_by_a_dead_run_is_quarantined_until_retried(
-    instance: dg.DagsterInstance, inbox: Path, database_url: str
+    instance: dg.DagsterInstance, defs: dg.Definitions, inbox: Path, database_url: str
 ) -> None:
-    (batch,) = runner.register_path(inbox, print)
+    (batch,) = runner.register_path(inbox, print, defs=defs)
     _attempt(database_url, batch, "harbour.md", "a-run-that-died")
-    runner.materialize_batches(instance, [batch], print, runner.RunSummary(batches=[batch]))
+    runner.materialize_batches(
+        instance, [batch], print, runner.RunSummary(batches=[batch]), defs=defs
+    )
 
     errors = _errors(database_url)
     assert errors["tides.md"] is None
@@ -78,13 +80,14 @@ def test_a_file_left_mid_extraction_by_a_dead_run_is_quarantined_until_retried(
     )
     assert "--retry-quarantined" in errors["harbour.md"]
     assert _chunked(database_url) == {"tides.md"}
-    assert runner.quarantined_batches(runner.source_of(inbox)) == [batch]
+    assert runner.quarantined_batches(runner.source_of(inbox), defs=defs) == [batch]
 
     runner.materialize_batches(
         instance,
         [batch],
         print,
         runner.RunSummary(batches=[batch]),
+        defs=defs,
         tags={QUARANTINE_RETRY_TAG: "true"},
     )
     assert set(_errors(database_url).values()) == {None}
@@ -93,14 +96,16 @@ def test_a_file_left_mid_extraction_by_a_dead_run_is_quarantined_until_retried(
 
 
 def test_a_file_another_live_run_is_reading_is_not_quarantined(
-    instance: dg.DagsterInstance, inbox: Path, database_url: str
+    instance: dg.DagsterInstance, defs: dg.Definitions, inbox: Path, database_url: str
 ) -> None:
-    (batch,) = runner.register_path(inbox, print)
+    (batch,) = runner.register_path(inbox, print, defs=defs)
     live = instance.add_run(
         dg.DagsterRun(job_name="chunk_batches", status=dg.DagsterRunStatus.STARTED)
     )
     _attempt(database_url, batch, "harbour.md", live.run_id)
-    runner.materialize_batches(instance, [batch], print, runner.RunSummary(batches=[batch]))
+    runner.materialize_batches(
+        instance, [batch], print, runner.RunSummary(batches=[batch]), defs=defs
+    )
     assert set(_errors(database_url).values()) == {None}
 
 

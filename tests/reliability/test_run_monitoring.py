@@ -8,8 +8,8 @@ import shutil
 from pathlib import Path
 
 import dagster as dg
-from dagster._core.instance.ref import InstanceRef
 
+from seams.orchestration.dagster_internals import InstanceRef
 from seams.orchestration.instance import INSTANCE_YAML
 
 

@@ -12,14 +12,13 @@ from pathlib import Path
 import dagster as dg
 import psycopg
 import pytest
-from dagster._serdes import serialize_value
 from psycopg import sql
 
 from seams.models.model_store import ModelManifest
 from seams.orchestration import cli
 from seams.resources import database
 from seams.resources.postgres import close_pool
-from tests.conftest import export_instance
+from tests.conftest import current_definitions, export_instance
 from tests.reliability.conftest import SHORT_DOC, keep_environment, run_path
 
 PASSWORD = "Sekr1t-" + uuid.uuid4().hex[:10]
@@ -96,12 +95,12 @@ def test_the_database_password_never_reaches_logs_metadata_or_rows(
     inbox.mkdir()
     (inbox / "tides.md").write_text(SHORT_DOC, encoding="utf-8")
     with dg.DagsterInstance.get() as instance:
-        summary = run_path(instance, inbox)
+        summary = run_path(instance, inbox, defs=current_definitions())
         (run_id,) = summary.run_ids
         records = instance.all_logs(run_id)
         assert any(r.dagster_event and r.dagster_event.is_step_materialization for r in records)
-        assert PASSWORD not in serialize_value(records)
-        assert PASSWORD not in serialize_value(instance.get_run_by_id(run_id))
+        assert PASSWORD not in dg.serialize_value(records)
+        assert PASSWORD not in dg.serialize_value(instance.get_run_by_id(run_id))
     # Everything Dagster (runs, event log = UI metadata) and Seams stored, as the admin sees it.
     assert _rows_mentioning(database_url, PASSWORD) == {}
 

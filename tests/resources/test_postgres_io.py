@@ -16,12 +16,12 @@ import numpy as np
 import pandas as pd
 import psycopg
 import pytest
-from dagster._core.storage.tags import (
+
+from seams.errors import StorageError
+from seams.orchestration.dagster_internals import (
     ASSET_PARTITION_RANGE_END_TAG,
     ASSET_PARTITION_RANGE_START_TAG,
 )
-
-from seams.errors import StorageError
 from seams.resources import io_manager as io_module
 from seams.resources.io_manager import PostgresIOManager, embedding_matrix, read_table, write_table
 from seams.resources.postgres import PostgresResource, close_pool
