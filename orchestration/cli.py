@@ -484,9 +484,8 @@ def _storage_fault(exc: BaseException, environment: SeamsEnvironment) -> str | N
         variable = URL_ENV  # Dagster's storage lives beside the data unless told otherwise
     from seams.resources.database import disk_full_fault
 
-    full = disk_full_fault(
-        environment, code, reason
-    )  # a full disk, or a server that crashed on one
+    # A full disk, or a server that crashed on one.
+    full = disk_full_fault(environment, code, reason)
     if full is not None:
         return f"{full}. Add -v for the traceback."
     if code.startswith("53"):  # disk full, out of memory, too many connections

@@ -38,8 +38,6 @@ from seams.resources.database import (
     resolve,
 )
 
-LEGACY_DAGSTER_URL_ENV = LEGACY_DAGSTER_DATABASE_URL_ENV
-"""The old name of `SEAMS_DAGSTER_DATABASE_URL`: still honoured, with a deprecation message."""
 INSTANCE_YAML = packaged_default("dagster.yaml")
 """The instance template (package data; the checkout's `dagster.yaml` is its source)."""
 LOCATION_NAME = "seams"
@@ -53,16 +51,10 @@ load_from:
 """
 
 
-def dagster_home(environment: SeamsEnvironment | None = None) -> Path:
-    """`DAGSTER_HOME` under `environment`'s data dir (a caller holding none, a test or a
-    script, gets this process's)."""
-    return (environment or SeamsEnvironment.from_os()).dagster_home
-
-
-def workspace_file(environment: SeamsEnvironment | None = None) -> Path:
+def workspace_file(home: Path) -> Path:
     """`$DAGSTER_HOME/workspace.yaml`: loads `seams.orchestration.location` as location `seams`
     (a `-m` flag would name the location after the module)."""
-    return dagster_home(environment) / "workspace.yaml"
+    return home / "workspace.yaml"
 
 
 @dataclass(frozen=True)
@@ -78,7 +70,7 @@ class SeamsInstance:
 
     @property
     def workspace_file(self) -> Path:
-        return self.home / "workspace.yaml"
+        return workspace_file(self.home)
 
     def open(self) -> dg.DagsterInstance:
         """The Dagster instance, run storage in PostgreSQL (use it as a context manager).
@@ -109,7 +101,7 @@ class SeamsInstance:
         """This process's environment (as its entry point read it) plus `variables()`: the `env`
         of a child process."""
         inherited = self.seams_environment.variables
-        env = {k: v for k, v in inherited.items() if k != LEGACY_DAGSTER_URL_ENV}
+        env = {k: v for k, v in inherited.items() if k != LEGACY_DAGSTER_DATABASE_URL_ENV}
         env.update(self.variables())
         return env
 
@@ -156,7 +148,7 @@ def prepare_instance(
     template = INSTANCE_YAML.read_bytes()
     if not target.exists() or target.read_bytes() != template:
         target.write_bytes(template)
-    workspace = workspace_file(environment)
+    workspace = workspace_file(home)
     if not workspace.exists() or workspace.read_text(encoding="utf-8") != WORKSPACE_YAML:
         workspace.write_text(WORKSPACE_YAML, encoding="utf-8")
     settings = environment.config_path
@@ -170,7 +162,7 @@ def _with_legacy_dagster_url(environment: SeamsEnvironment, urls: DatabaseUrls) 
     if not legacy:
         return urls
     print(
-        f"seams: {LEGACY_DAGSTER_URL_ENV} is deprecated: set {DAGSTER_URL_ENV} instead "
+        f"seams: {LEGACY_DAGSTER_DATABASE_URL_ENV} is deprecated: set {DAGSTER_URL_ENV} instead "
         f"(it names the database of Dagster's run storage; default: {URL_ENV})",
         file=sys.stderr,
         flush=True,

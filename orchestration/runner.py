@@ -23,7 +23,6 @@ from seams.models.model_store import load_manifest
 from seams.orchestration import launch, ownership
 from seams.orchestration.dagster_internals import StaleStatus, stale_status_resolver
 from seams.orchestration.found_model import record_found_model
-from seams.orchestration.instance import dagster_home
 from seams.paths import sample_corpus
 from seams.resources.postgres import PostgresResource
 from seams.storage import quarantine
@@ -364,12 +363,12 @@ def summarize(summary: RunSummary, *, defs: dg.Definitions) -> RunSummary:
     return summary
 
 
-def format_summary(summary: RunSummary, *, home: Path | None = None) -> str:
+def format_summary(summary: RunSummary, *, home: Path) -> str:
     """The end-of-run summary; it never prints a database URL (it may hold a password).
-    `home`: the Dagster home whose `seams dev` UI to point at (default: this process's)."""
+    `home`: the Dagster home whose `seams dev` UI to point at."""
     sources = summary.sources
     batches = [f"{k} ({sources[k]})" if k in sources else k for k in summary.batches]
-    ui = ownership.ui_address(home or dagster_home())  # the UI `seams dev` serves now, if it runs
+    ui = ownership.ui_address(home)  # the UI `seams dev` serves now, if it runs
     lines = [
         f"batches:        {', '.join(batches) or '-'}",
         f"documents:      {summary.documents} ({summary.failed_documents} failed)",

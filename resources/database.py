@@ -352,15 +352,12 @@ def resolve(environment: SeamsEnvironment, *, start: bool = True) -> DatabaseUrl
     )
 
 
-def resolve_data_url(
-    database_url: str | None, data_dir: Path, *, runtime_dir: Path | None = None
-) -> str:
-    """The psycopg URL of Seams' data database: `database_url` (checked, a clear error naming
-    `SEAMS_DATABASE_URL` when it does not answer), else the embedded server of `data_dir`,
-    started if needed: what `PostgresResource` resolves at first use, in the step's process
-    (the parts of a `SeamsEnvironment` a resource's config carries)."""
-    if database_url:
-        check_connection(database_url, source=URL_ENV)
-        return database_url
-    server = EmbeddedPostgres(data_dir / "postgres", runtime_dir=runtime_dir, data_dir=data_dir)
+def resolve_data_url(environment: SeamsEnvironment) -> str:
+    """The psycopg URL of Seams' data database: `SEAMS_DATABASE_URL` (checked, a clear error
+    naming it when it does not answer), else the embedded server of the data dir, started if
+    needed: what `PostgresResource` resolves at first use, in the step's process."""
+    if environment.database_url:
+        check_connection(environment.database_url, source=URL_ENV)
+        return environment.database_url
+    server = EmbeddedPostgres.for_environment(environment)
     return database_url_for(server.start(), DATA_DATABASE)

@@ -93,22 +93,25 @@ class PostgresResource(dg.ConfigurableResource):
         takes the process's environment, resolved here, as its entry point."""
         if self.url:
             return self.url
-        database_url, data_dir, runtime_dir = self.database_url, self.data_dir, self.runtime_dir
-        if not (database_url or data_dir):
-            environment = SeamsEnvironment.from_os()
-            database_url = environment.database_url or ""
-            data_dir = str(environment.data_dir)
-            runtime_dir = str(environment.runtime_dir or "")
-        cache_key = (os.getpid(), database_url, data_dir)
+        environment = self._environment()
+        cache_key = (os.getpid(), environment.database_url or "", str(environment.data_dir))
         with _LOCK:
             url = _RESOLVED.get(cache_key)
             if url is None:
-                url = _RESOLVED[cache_key] = resolve_data_url(
-                    database_url or None,
-                    Path(data_dir),
-                    runtime_dir=Path(runtime_dir) if runtime_dir else None,
-                )
+                url = _RESOLVED[cache_key] = resolve_data_url(environment)
         return url
+
+    def _environment(self) -> SeamsEnvironment:
+        """The parts of the entry point's environment this resource's config carries, back as
+        one value; a bare resource's is this process's."""
+        if not (self.database_url or self.data_dir):
+            return SeamsEnvironment.from_os()
+        return SeamsEnvironment(
+            data_dir=Path(self.data_dir),
+            config_path=None,
+            database_url=self.database_url or None,
+            runtime_dir=Path(self.runtime_dir) if self.runtime_dir else None,
+        )
 
     @property
     def redacted_url(self) -> str:

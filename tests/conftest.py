@@ -27,15 +27,10 @@ from dagster_graphql import DagsterGraphQLClient, DagsterGraphQLClientError
 from psycopg import sql
 
 from benchmarks.services import stop_group
-from seams.environment import SeamsEnvironment
+from seams.environment import LEGACY_DAGSTER_DATABASE_URL_ENV, SeamsEnvironment
 from seams.models.model_store import ModelManifest
 from seams.orchestration.definitions import build_definitions
-from seams.orchestration.instance import (
-    LEGACY_DAGSTER_URL_ENV,
-    SeamsInstance,
-    prepare_instance,
-    workspace_file,
-)
+from seams.orchestration.instance import SeamsInstance, prepare_instance, workspace_file
 from seams.resources import database
 from seams.resources.database import EmbeddedPostgres, database_url_for
 from seams.resources.embedded_server import server_tempdir
@@ -135,7 +130,7 @@ ENV_VARIABLES = (
     "DAGSTER_HOME",
     "SEAMS_DATA_DIR",
     "SEAMS_CONFIG",
-    LEGACY_DAGSTER_URL_ENV,
+    LEGACY_DAGSTER_DATABASE_URL_ENV,
     database.URL_ENV,
     database.DAGSTER_URL_ENV,
 )
@@ -237,10 +232,11 @@ def dagster_services(logs: Path, *, timeout_s: float = 180) -> Iterator[DagsterG
     the instance `export_instance()` set up; yields a GraphQL client once the UI answers."""
     port = free_port()
     bin_dir = Path(sys.executable).parent
+    workspace = workspace_file(SeamsEnvironment.from_os().dagster_home)
     commands = {
-        "webserver": [str(bin_dir / "dagster-webserver"), "-w", str(workspace_file()),
+        "webserver": [str(bin_dir / "dagster-webserver"), "-w", str(workspace),
                       "-h", "127.0.0.1", "-p", str(port)],
-        "daemon": [str(bin_dir / "dagster-daemon"), "run", "-w", str(workspace_file())],
+        "daemon": [str(bin_dir / "dagster-daemon"), "run", "-w", str(workspace)],
     }  # fmt: skip
     procs = {}
     for name, command in commands.items():

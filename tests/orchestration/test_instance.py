@@ -10,7 +10,8 @@ import psycopg
 import pytest
 from dagster import asset, materialize
 
-from seams.orchestration.instance import LOCATION_MODULE, dagster_home, prepare_instance
+from seams.environment import SeamsEnvironment
+from seams.orchestration.instance import LOCATION_MODULE, prepare_instance
 from seams.resources import database
 
 
@@ -26,7 +27,9 @@ def test_instance_writes_runs_to_postgres(
     monkeypatch.delenv("DAGSTER_HOME", raising=False)
     seams_instance = prepare_instance()
     assert "DAGSTER_HOME" not in os.environ  # nothing is handed on through os.environ
-    assert seams_instance.variables()["DAGSTER_HOME"] == str(dagster_home())
+    assert seams_instance.variables()["DAGSTER_HOME"] == str(
+        SeamsEnvironment.from_os().dagster_home
+    )
     with seams_instance.open() as instance:
         result = materialize([probe], instance=instance)
         assert result.success

@@ -14,6 +14,7 @@ import psycopg
 import pytest
 
 from seams.assets.partitions import document_batches
+from seams.environment import SeamsEnvironment
 from seams.models.model_store import ModelManifest
 from seams.orchestration import runner
 from seams.orchestration.search_output import format_response
@@ -22,6 +23,11 @@ from seams.storage.search import search_response
 from tests.conftest import copy_samples
 
 SAMPLES = ("field_notes.md", "city_notes.txt")
+
+
+def _home() -> Path:
+    """This test process's Dagster home (the fixtures chose its data dir)."""
+    return SeamsEnvironment.from_os().dagster_home
 
 
 @pytest.fixture
@@ -95,7 +101,7 @@ def test_a_removed_file_drops_out_of_current_chunks_on_the_next_run(
     again: list[str] = []
     _seams_run(instance, inbox, again, defs=defs)
     assert again == []
-    summary = runner.format_summary(runner.RunSummary(retired=retired))
+    summary = runner.format_summary(runner.RunSummary(retired=retired), home=_home())
     assert "retired:        1 document(s)" in summary
 
     # The same file put back is live again, even with the very same bytes.
@@ -133,7 +139,7 @@ def test_the_printed_python_one_liner_lists_current_chunks(
     exported_model: ModelManifest,
 ) -> None:
     _seams_run(instance, inbox, defs=defs)
-    summary = runner.format_summary(runner.RunSummary())
+    summary = runner.format_summary(runner.RunSummary(), home=_home())
     (line,) = [row.strip() for row in summary.splitlines() if "current_chunks" in row]
     done = subprocess.run(line, shell=True, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
