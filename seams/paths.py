@@ -14,18 +14,6 @@ from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
 
-from seams.environment import DATA_DIR_ENV, PROJECT_DATA_DIR, PROJECT_SETTINGS
-
-__all__ = [
-    "DATA_DIR_ENV",
-    "PRIVATE_UMASK",
-    "PROJECT_DATA_DIR",
-    "PROJECT_SETTINGS",
-    "packaged_default",
-    "sample_corpus",
-    "secure_data_dir",
-]
-
 
 def packaged_default(name: str) -> Traversable:
     """A default file shipped in the package (`seams/defaults/<name>`)."""

@@ -22,15 +22,13 @@ from seams.chunking.config import (
     ChunkingConfig,
     reject_booleans_as_numbers,
 )
-from seams.environment import CONFIG_ENV, SeamsEnvironment
+from seams.environment import CONFIG_ENV, PROJECT_SETTINGS, SeamsEnvironment
 from seams.errors import ConfigError
 from seams.extraction.limits import ExtractionLimits
 from seams.models.fusion import LEXICAL_WEIGHT
 from seams.models.sentence_rerank import SENTENCE_WEIGHT
-from seams.paths import PROJECT_SETTINGS, packaged_default
+from seams.paths import packaged_default
 from seams.storage.lexical import DEFAULT_TEXT_SEARCH_CONFIG
-
-__all__ = ["CONFIG_ENV", "SeamsSettings", "load_settings", "settings_path"]
 
 
 class Section(BaseModel):
@@ -163,12 +161,6 @@ class SeamsSettings(Section):
         except ConfigError as exc:
             raise ValueError(str(exc)) from None
         return value
-
-
-def settings_path(environment: SeamsEnvironment | None = None) -> Path | None:
-    """The settings file a process reads: `SEAMS_CONFIG`, else `./seams.yaml`, else None (the
-    defaults shipped in the package), as `environment` (default: this process's) resolved it."""
-    return (environment or SeamsEnvironment.from_os()).config_path
 
 
 def load_settings(

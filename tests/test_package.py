@@ -17,7 +17,7 @@ import pytest
 from seams.environment import SeamsEnvironment, user_data_dir
 from seams.models.model_store import ModelManifest
 from seams.paths import packaged_default, sample_corpus
-from seams.settings import SeamsSettings, load_settings, settings_path
+from seams.settings import SeamsSettings, load_settings
 
 REPO = Path(__file__).resolve().parents[1]
 GENERIC = ("assets", "resources", "orchestration", "chunking", "benchmarks")
@@ -46,7 +46,7 @@ def test_outside_a_project_the_data_dir_is_per_user_and_the_settings_packaged(
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
     data_dir = SeamsEnvironment.from_os().data_dir
     assert data_dir == user_data_dir(str(tmp_path / "xdg")) == tmp_path / "xdg" / "seams"
-    assert settings_path() is None and load_settings() == SeamsSettings()
+    assert SeamsEnvironment.from_os().config_path is None and load_settings() == SeamsSettings()
 
     (tmp_path / "seams.yaml").write_text("embedder: {batch_size: 8}\n", encoding="utf-8")
     # a project folder keeps its data beside it
