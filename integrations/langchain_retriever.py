@@ -51,20 +51,31 @@ class SeamsRetriever(BaseRetriever):
     _search: SeamsSearch = PrivateAttr()
 
     def model_post_init(self, context: Any) -> None:
-        overrides = {name: value for name in ("search", "lexical_weight", "sentence_weight")
-                     if (value := getattr(self, name)) is not None}  # fmt: skip
+        overrides = {
+            name: value
+            for name in ("search", "lexical_weight", "sentence_weight")
+            if (value := getattr(self, name)) is not None
+        }
         self._search = SeamsSearch.from_settings(
-            self.settings, postgres=self.postgres, embedder=self.embedder, k=self.k,
-            budget=self.budget, **overrides,
-        )  # fmt: skip
+            self.settings,
+            postgres=self.postgres,
+            embedder=self.embedder,
+            k=self.k,
+            budget=self.budget,
+            **overrides,
+        )
 
     def _get_relevant_documents(
         self, query: str, *, run_manager: CallbackManagerForRetrieverRun
     ) -> list[Document]:
         response = self._search.response(query)
         if response.context is None:
-            return [Document(page_content=h.text, id=h.chunk_id, metadata=hit_metadata(h))
-                    for h in response.hits]  # fmt: skip
+            return [
+                Document(page_content=h.text, id=h.chunk_id, metadata=hit_metadata(h))
+                for h in response.hits
+            ]
         hits = {h.chunk_id: h for h in response.hits}
-        return [Document(page_content=s.text, metadata=span_metadata(s, hits))
-                for s in response.context.spans]  # fmt: skip
+        return [
+            Document(page_content=s.text, metadata=span_metadata(s, hits))
+            for s in response.context.spans
+        ]

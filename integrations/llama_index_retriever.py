@@ -50,9 +50,15 @@ class SeamsLlamaIndexRetriever(BaseRetriever):
         embedder: Any = None,
         **kwargs: Any,
     ) -> None:
-        overrides = {name: value for name, value in (("search", search),
-                     ("lexical_weight", lexical_weight), ("sentence_weight", sentence_weight))
-                     if value is not None}  # fmt: skip
+        overrides = {
+            name: value
+            for name, value in (
+                ("search", search),
+                ("lexical_weight", lexical_weight),
+                ("sentence_weight", sentence_weight),
+            )
+            if value is not None
+        }
         self._search = SeamsSearch.from_settings(
             settings, postgres=postgres, embedder=embedder, k=k, budget=budget, **overrides
         )
@@ -61,16 +67,29 @@ class SeamsLlamaIndexRetriever(BaseRetriever):
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         response = self._search.response(query_bundle.query_str)
         if response.context is None:
-            nodes = [TextNode(id_=h.chunk_id, text=h.text, metadata=hit_metadata(h),
-                              start_char_idx=h.start_char, end_char_idx=h.end_char)
-                     for h in response.hits]  # fmt: skip
-            return [NodeWithScore(node=n, score=h.score)
-                    for n, h in zip(nodes, response.hits, strict=True)]  # fmt: skip
+            nodes = [
+                TextNode(
+                    id_=h.chunk_id,
+                    text=h.text,
+                    metadata=hit_metadata(h),
+                    start_char_idx=h.start_char,
+                    end_char_idx=h.end_char,
+                )
+                for h in response.hits
+            ]
+            return [
+                NodeWithScore(node=n, score=h.score)
+                for n, h in zip(nodes, response.hits, strict=True)
+            ]
         hits = {h.chunk_id: h for h in response.hits}
         out = []
         for span in response.context.spans:
             meta = span_metadata(span, hits)
-            node = TextNode(text=span.text, metadata=meta, start_char_idx=span.start_char,
-                            end_char_idx=span.end_char)  # fmt: skip
+            node = TextNode(
+                text=span.text,
+                metadata=meta,
+                start_char_idx=span.start_char,
+                end_char_idx=span.end_char,
+            )
             out.append(NodeWithScore(node=node, score=meta["score"]))
         return out

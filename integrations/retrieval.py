@@ -68,31 +68,53 @@ class SeamsSearch:
 
     def response(self, query: str) -> SearchResponse:
         return _search_response(
-            self.postgres, self.embedder, query, self.k, search=self.search,
-            lexical_weight=self.lexical_weight, sentence_weight=self.sentence_weight,
+            self.postgres,
+            self.embedder,
+            query,
+            self.k,
+            search=self.search,
+            lexical_weight=self.lexical_weight,
+            sentence_weight=self.sentence_weight,
             budget=self.budget,
-        )  # fmt: skip
+        )
 
 
 def hit_metadata(hit: SearchHit) -> dict[str, Any]:
     """A hit's fields for a framework document's metadata (flat, JSON-friendly)."""
     return {
-        "chunk_id": hit.chunk_id, "document_id": hit.document_id, "batch_key": hit.batch_key,
-        "source_uri": hit.source_uri, "file_name": hit.file_name, "title": hit.title,
-        "section": hit.section, "chunk_index": hit.chunk_index, "total_chunks": hit.total_chunks,
-        "start_char": hit.start_char, "end_char": hit.end_char, "rank": hit.rank,
-        "score": hit.score, "dense_score": hit.dense_score, "lexical_score": hit.lexical_score,
-        "matched": hit.matched, "matched_terms": list(hit.matched_terms),
-    }  # fmt: skip
+        "chunk_id": hit.chunk_id,
+        "document_id": hit.document_id,
+        "batch_key": hit.batch_key,
+        "source_uri": hit.source_uri,
+        "file_name": hit.file_name,
+        "title": hit.title,
+        "section": hit.section,
+        "chunk_index": hit.chunk_index,
+        "total_chunks": hit.total_chunks,
+        "start_char": hit.start_char,
+        "end_char": hit.end_char,
+        "rank": hit.rank,
+        "score": hit.score,
+        "dense_score": hit.dense_score,
+        "lexical_score": hit.lexical_score,
+        "matched": hit.matched,
+        "matched_terms": list(hit.matched_terms),
+    }
 
 
 def span_metadata(span: ContextSpan, hits: dict[str, SearchHit]) -> dict[str, Any]:
     """A budget span's fields: where it lies, its tokens and the hits (ranks, chunk ids) in it."""
     first = hits[span.chunk_ids[span.ranks.index(span.best_rank)]]
     return {
-        "document_id": span.document_id, "batch_key": span.batch_key,
-        "source_uri": first.source_uri, "file_name": first.file_name,
-        "start_char": span.start_char, "end_char": span.end_char, "tokens": span.tokens,
-        "ranks": list(span.ranks), "chunk_ids": list(span.chunk_ids), "rank": span.best_rank,
+        "document_id": span.document_id,
+        "batch_key": span.batch_key,
+        "source_uri": first.source_uri,
+        "file_name": first.file_name,
+        "start_char": span.start_char,
+        "end_char": span.end_char,
+        "tokens": span.tokens,
+        "ranks": list(span.ranks),
+        "chunk_ids": list(span.chunk_ids),
+        "rank": span.best_rank,
         "score": first.score,
-    }  # fmt: skip
+    }

@@ -106,8 +106,10 @@ def reap_orphans(instance: dg.DagsterInstance, report: Report) -> InFlight:
         )
         found.orphaned.append(run)
         batches = ", ".join(sorted(batches_of(instance, run))) or "-"
-        report(f"run {run.run_id} (batch {batches}) was left running by pid {pid}, which is gone: "
-               "marked failed")  # fmt: skip
+        report(
+            f"run {run.run_id} (batch {batches}) was left running by pid {pid}, which is gone: "
+            "marked failed"
+        )
     requested = BulkActionsFilter(statuses=[BulkActionStatus.REQUESTED])
     for backfill in instance.get_backfills(filters=requested):
         pid = _owner_pid(backfill.tags)
