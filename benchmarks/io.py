@@ -46,9 +46,9 @@ if str(REPO) not in sys.path:
 
 from seams.resources.database import URL_ENV, EmbeddedPostgres, database_url_for  # noqa: E402
 from seams.resources.embedded_server import server_tempdir  # noqa: E402
-from seams.resources.io_manager import read_table, write_table  # noqa: E402
 from seams.resources.postgres import PostgresResource, close_pool, register_vector  # noqa: E402
 from seams.storage import schema  # noqa: E402
+from seams.storage.partition_tables import read_table, write_table  # noqa: E402
 
 DEFAULT_JSON = REPO / "benchmarks" / "results" / "io.json"
 TARGETS = {"sentence_candidates": 50_000, "candidate_embeddings": 10_000}

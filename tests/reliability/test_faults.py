@@ -24,11 +24,11 @@ from seams.models.model_store import MODEL_NAME, ModelManifest
 from seams.models.onnx_runtime import EmbeddingRuntime
 from seams.orchestration import runner
 from seams.resources import database
-from seams.resources import io_manager as io_module
 from seams.resources import postgres as postgres_module
 from seams.resources.database import EmbeddedPostgres, database_url_for
 from seams.resources.embedded_server import server_tempdir
 from seams.resources.postgres import close_pool
+from seams.storage import partition_tables as io_module
 from tests.conftest import copy_samples, current_definitions, export_instance
 from tests.reliability.conftest import SHORT_DOC, advisory_locks, keep_environment, rows, run_path
 

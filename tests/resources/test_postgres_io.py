@@ -1,18 +1,18 @@
-"""PostgresIOManager against a real PostgreSQL: round trips, atomic partition writes, concurrency,
-hostile names, the schema contract and the `current_chunks` view.
+"""PostgresIOManager against a real PostgreSQL: round trips with the metadata Dagster shows,
+reruns and ranges of partitions, the schema contract and the `current_chunks` view.
 
 Every test gets a fresh database (`database_url`); writes go through Dagster's own contexts
-(`build_output_context` / `build_input_context`) or a real `dagster.materialize`.
+(`build_output_context` / `build_input_context`) or a real `dagster.materialize`. What the
+storing itself guarantees (coercions, atomicity under failures, concurrent writers, hostile
+names) is tested on `write_table` / `read_table` in `tests/storage/test_partition_tables.py`.
 """
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from typing import Any
 
 import dagster as dg
-import numpy as np
 import pandas as pd
 import psycopg
 import pytest
@@ -22,10 +22,11 @@ from seams.orchestration.dagster_internals import (
     ASSET_PARTITION_RANGE_END_TAG,
     ASSET_PARTITION_RANGE_START_TAG,
 )
-from seams.resources import io_manager as io_module
-from seams.resources.io_manager import PostgresIOManager, embedding_matrix, read_table, write_table
+from seams.resources.io_manager import PostgresIOManager
 from seams.resources.postgres import PostgresResource, close_pool
 from seams.storage import schema
+from seams.storage.partition_tables import read_table, write_table
+from tests.storage.table_samples import assert_same, count, sample_frame
 
 BATCHES = dg.DynamicPartitionsDefinition(name="document_batches")
 
@@ -74,78 +75,6 @@ def load(io: PostgresIOManager, asset: str, *partitions: str) -> pd.DataFrame:
     return io.load_input(dg.build_input_context(**kwargs))
 
 
-def sample_frame(table: schema.Table, n: int, *, seed: int = 0, tag: str = "") -> pd.DataFrame:
-    """`n` rows for `table` exercising every column type, NULLs where allowed, odd text."""
-    rng = np.random.default_rng(seed)
-    data: dict[str, Any] = {}
-    for col in table.data_columns:
-        nulls = col.nullable and n > 1
-        if col.name == "document_id":
-            per_doc = 3 if {"candidate_index", "chunk_index"} & set(table.key) else 1
-            values: Any = [f"doc {i // per_doc} «é»\n'\"{tag}" for i in range(n)]
-        elif col.name == "chunk_id":
-            values = [f"chunk-{i}{tag}" for i in range(n)]
-        elif col.name in ("candidate_index", "chunk_index"):
-            values = [i % 3 for i in range(n)]
-        elif col.base_type == "integer":
-            values = pd.array(rng.integers(-(2**31), 2**31 - 1, n), dtype="Int64")
-            if nulls:
-                values[1] = pd.NA
-            else:
-                values = values.to_numpy(dtype=np.int64)
-        elif col.base_type == "double precision":
-            values = rng.normal(size=n)
-            values[0] = 1e-300
-            if nulls:
-                values[1] = np.nan
-        elif col.base_type == "boolean":
-            values = rng.random(n) > 0.5
-        elif col.base_type == "jsonb":
-            values = [{"i": i, "pages": [[0, 10], [10, 25]], "s": "ü'\";"} for i in range(n)]
-            if nulls:
-                values[1] = None
-        elif col.base_type == "vector":
-            dim = col.dimension or 7
-            values = list(rng.normal(size=(n, dim)).astype(np.float32))
-            if nulls:
-                values[1] = None
-        else:
-            values = [f"{col.name} {i} \\ tab\t ☃ {tag}" for i in range(n)]
-            if nulls:
-                values[1] = None
-        data[col.name] = values
-    return pd.DataFrame(data)
-
-
-def assert_same(loaded: pd.DataFrame, written: pd.DataFrame, table: schema.Table) -> None:
-    """Loaded rows equal the written ones, in key order, with the declared dtypes."""
-    assert list(loaded.columns) == table.column_names
-    for col in table.columns:
-        assert str(loaded[col.name].dtype) == col.dtype, col.name
-    expected = written.sort_values(list(table.key), kind="stable").reset_index(drop=True)
-    got = loaded.drop(columns=[schema.BATCH_KEY]).reset_index(drop=True)
-    assert len(got) == len(expected)
-    for col in table.data_columns:
-        if col.base_type == "vector":
-            for a, b in zip(got[col.name], expected[col.name], strict=True):
-                if b is None:
-                    assert a is None
-                else:
-                    assert a.dtype == np.float32
-                    np.testing.assert_array_equal(a, b)
-        elif col.base_type == "jsonb":
-            assert got[col.name].tolist() == expected[col.name].tolist()
-        else:
-            pd.testing.assert_series_equal(
-                got[col.name], expected[col.name].astype(col.dtype), check_names=False
-            )
-
-
-def count(url: str, table: str, where: str = "TRUE") -> int:
-    with psycopg.connect(url) as conn:
-        return conn.execute(f"SELECT count(*) FROM seams.{table} WHERE {where}").fetchone()[0]
-
-
 # --- round trips -----------------------------------------------------------------------------
 
 
@@ -164,54 +93,7 @@ def test_every_column_type_round_trips_exactly(io: PostgresIOManager, table: sch
     assert [c.name for c in schema_columns] == table.column_names
 
 
-def test_embeddings_load_as_float32_arrays_and_stack(io: PostgresIOManager) -> None:
-    frame = sample_frame(schema.CANDIDATE_EMBEDDINGS, 6)
-    frame["embedding"] = list(np.eye(6, 5, dtype=np.float64))  # float64 in: stored as float32
-    store(io, "candidate_embeddings", frame)
-    loaded = load(io, "candidate_embeddings", "b1")
-    matrix = embedding_matrix(loaded["embedding"])
-    assert matrix.dtype == np.float32 and matrix.shape == (6, 5)
-    order = frame.sort_values(["document_id", "candidate_index"], kind="stable").index
-    np.testing.assert_array_equal(matrix, np.eye(6, 5, dtype=np.float32)[order])
-
-
-def test_loading_a_partition_never_written_gives_an_empty_typed_frame(
-    io: PostgresIOManager,
-) -> None:
-    loaded = load(io, "sentence_candidates", "nothing-here")
-    assert loaded.empty
-    assert list(loaded.columns) == schema.SENTENCE_CANDIDATES.column_names
-    assert str(loaded["candidate_index"].dtype) == "int64"
-    assert str(loaded["page"].dtype) == "Int64"
-
-
-def test_safe_coercions_are_applied_and_lossy_ones_refused(io: PostgresIOManager) -> None:
-    frame = sample_frame(schema.SENTENCE_CANDIDATES, 4)
-    frame["start_char"] = frame["start_char"].astype("float64").round()  # 3.0 -> 3: fine
-    store(io, "sentence_candidates", frame)
-    assert load(io, "sentence_candidates", "b1")["start_char"].dtype == np.int64
-
-    bad = frame.assign(start_char=[0.0, 1.5, 2.0, 3.0])
-    with pytest.raises(StorageError, match=r"sentence_candidates: column start_char \(integer\)"):
-        store(io, "sentence_candidates", bad)
-    with pytest.raises(StorageError, match=r"column token_count .*expected integers"):
-        store(io, "sentence_candidates", frame.assign(token_count=["1", "2", "3", "4"]))
-    with pytest.raises(StorageError, match=r"column kind .*NOT NULL but has 1 nulls"):
-        store(io, "sentence_candidates", frame.assign(kind=["a", None, "b", "c"]))
-    with pytest.raises(StorageError, match=r"column start_char .*outside"):
-        store(io, "sentence_candidates", frame.assign(start_char=[0, 1, 2, 2**40]))
-
-
 # --- the schema contract -------------------------------------------------------------------------
-
-
-def test_missing_and_extra_columns_name_the_asset_and_the_columns(io: PostgresIOManager) -> None:
-    frame = sample_frame(schema.CHUNKS, 3).drop(columns=["config_hash"]).assign(score=1.0)
-    with pytest.raises(StorageError) as info:
-        store(io, "chunks", frame)
-    message = str(info.value)
-    assert "asset chunks" in message and "seams.chunks" in message
-    assert "missing ['config_hash']" in message and "unexpected ['score']" in message
 
 
 def test_an_asset_without_a_declared_table_is_refused(io: PostgresIOManager) -> None:
@@ -246,7 +128,7 @@ def test_ensure_schema_is_idempotent_and_creates_the_view(
     assert names == {t.name for t in schema.TABLES} | views
 
 
-# --- replace, never duplicate; failures leave the previous rows ------------------------------
+# --- replace, never duplicate -------------------------------------------------------------------
 
 
 def test_rerun_replaces_the_partition_and_leaves_others_alone(
@@ -288,86 +170,6 @@ def test_one_run_writes_a_range_of_partitions_from_a_batch_key_column(
     assert count(database_url, table.name) == 6
 
 
-def _first_rows_then(after: int, action: Any) -> Any:
-    """An `iter_rows` replacement that runs `action` once `after` rows were sent to COPY."""
-    original = io_module.iter_rows
-
-    def rows(columns: list[list[Any]]) -> Iterator[tuple[Any, ...]]:
-        for i, row in enumerate(original(columns)):
-            if i == after:
-                action()
-            yield row
-
-    return rows
-
-
-def test_an_exception_in_the_middle_of_a_write_keeps_the_previous_rows(
-    io: PostgresIOManager, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    table = schema.SENTENCE_CANDIDATES
-    before = sample_frame(table, 300)
-    store(io, table.name, before)
-
-    def boom() -> None:
-        raise RuntimeError("disk on fire")
-
-    monkeypatch.setattr(io_module, "iter_rows", _first_rows_then(500, boom))
-    with pytest.raises(RuntimeError, match="disk on fire"):
-        store(io, table.name, sample_frame(table, 1000, seed=3))
-    assert_same(load(io, table.name, "b1"), before, table)
-
-
-def test_a_value_postgres_rejects_at_row_500_keeps_the_previous_rows(
-    io: PostgresIOManager,
-) -> None:
-    table = schema.SENTENCE_CANDIDATES
-    before = sample_frame(table, 300)
-    store(io, table.name, before)
-    duplicate = sample_frame(table, 1000, seed=4)
-    duplicate.loc[500, ["document_id", "candidate_index"]] = duplicate.loc[
-        499, ["document_id", "candidate_index"]
-    ].to_numpy()  # rejected by the unique key while COPY is under way
-    with pytest.raises(StorageError, match="two rows share a key"):
-        store(io, table.name, duplicate)
-    nul = sample_frame(table, 1000, seed=5)
-    nul.loc[500, "kind"] = "sentence\x00"
-    with pytest.raises(StorageError, match=r"column kind .*row 500 contains a NUL"):
-        store(io, table.name, nul)
-    assert_same(load(io, table.name, "b1"), before, table)
-
-
-def test_a_server_that_goes_away_mid_write_keeps_rows_and_says_so_redacted(
-    database_url: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # trust auth ignores the password, which must still never appear in a message
-    url = database_url.replace("postgres:@", "postgres:s3cret@", 1)
-    assert "s3cret" in url
-    postgres = PostgresResource(url=url)
-    io = PostgresIOManager(postgres=postgres)
-    table = schema.SENTENCE_CANDIDATES
-    before = sample_frame(table, 200)
-    try:
-        store(io, table.name, before)
-
-        def kill_writers() -> None:
-            with psycopg.connect(database_url, autocommit=True) as conn:
-                conn.execute(
-                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                    "WHERE datname = current_database() AND pid <> pg_backend_pid()"
-                )
-
-        monkeypatch.setattr(io_module, "iter_rows", _first_rows_then(500, kill_writers))
-        with pytest.raises(StorageError) as info:
-            store(io, table.name, sample_frame(table, 200_000, seed=6))
-        message = str(info.value)
-        assert "lost the connection" in message and "sentence_candidates" in message
-        assert "s3cret" not in message and "***" in message
-        monkeypatch.undo()
-        assert_same(load(io, table.name, "b1"), before, table)  # the pool reconnected
-    finally:
-        close_pool(url)
-
-
 def test_an_unreachable_server_is_a_clear_redacted_error(tmp_path: Any) -> None:
     url = f"postgresql://seams:hunter2@/seams?host={tmp_path}&connect_timeout=2"
     with pytest.raises(StorageError) as info:
@@ -375,91 +177,6 @@ def test_an_unreachable_server_is_a_clear_redacted_error(tmp_path: Any) -> None:
     message = str(info.value)
     assert message.startswith("cannot connect to PostgreSQL at postgresql://seams:***@/seams")
     assert "hunter2" not in message
-
-
-# --- concurrency -----------------------------------------------------------------------------
-
-
-def _run_together(*jobs: Any) -> list[BaseException]:
-    barrier = threading.Barrier(len(jobs))
-    errors: list[BaseException] = []
-
-    def run(job: Any) -> None:
-        barrier.wait()
-        try:
-            job()
-        except BaseException as exc:  # collected and asserted by the caller
-            errors.append(exc)
-
-    threads = [threading.Thread(target=run, args=(job,)) for job in jobs]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=120)
-    return errors
-
-
-def test_concurrent_writers_of_different_partitions_both_succeed(
-    database_url: str, io: PostgresIOManager
-) -> None:
-    table = schema.SENTENCE_CANDIDATES
-    frames = {k: sample_frame(table, 20_000, seed=i) for i, k in enumerate(("x", "y", "z"))}
-    errors = _run_together(*(lambda k=k: store(io, table.name, frames[k], k) for k in frames))
-    assert errors == []
-    for key, frame in frames.items():
-        assert count(database_url, table.name, f"batch_key = '{key}'") == len(frame)
-
-
-def test_concurrent_writers_of_one_partition_leave_exactly_one_writers_rows(
-    database_url: str, postgres: PostgresResource
-) -> None:
-    table = schema.CANDIDATE_EMBEDDINGS
-    # separate resources (and pools) per writer, as separate runs would have
-    urls = [f"{database_url}&application_name=writer{i}" for i in range(4)]
-    writers = [PostgresIOManager(postgres=PostgresResource(url=u)) for u in urls]
-    frames = [sample_frame(table, 5_000 + 100 * i).assign(model_id=f"w{i}") for i in range(4)]
-    try:
-        for _ in range(3):
-            pairs = zip(writers, frames, strict=True)
-            jobs = [lambda w=w, f=f: store(w, table.name, f, "same") for w, f in pairs]
-            assert _run_together(*jobs) == []
-            with psycopg.connect(database_url) as conn:
-                rows = conn.execute(
-                    "SELECT model_id, count(*) FROM seams.candidate_embeddings GROUP BY model_id"
-                ).fetchall()
-            assert len(rows) == 1  # never a mix
-            winner, n = rows[0]
-            assert n == len(frames[int(winner[1:])])  # never duplicates
-    finally:
-        for u in urls:
-            close_pool(u)
-
-
-# --- hostile names -----------------------------------------------------------------------------
-
-HOSTILE = [
-    "'); DROP TABLE seams.chunks; --",
-    "quote \" and ' and ;",
-    "ünïcødé 文字 🙂",
-    "line\nbreak\r\ttab \\N \\.",
-    "%s %(x)s {} $1",
-]
-
-
-@pytest.mark.parametrize("key", HOSTILE)
-def test_hostile_partition_keys_and_document_ids_are_stored_verbatim(
-    io: PostgresIOManager, database_url: str, key: str
-) -> None:
-    table = schema.CHUNKS
-    frame = sample_frame(table, 3).assign(document_id=[key, key + "2", "plain"])
-    store(io, table.name, frame, key)
-    store(io, table.name, frame, "other")
-    loaded = load(io, table.name, key)
-    assert loaded["batch_key"].tolist() == [key] * 3
-    assert sorted(loaded["document_id"]) == sorted([key, key + "2", "plain"])
-    store(io, table.name, frame.head(1), key)  # the DELETE matched exactly this key
-    assert len(load(io, table.name, key)) == 1
-    assert count(database_url, "chunks", "batch_key = 'other'") == 3
 
 
 # --- the current_chunks view ----------------------------------------------------------------
@@ -563,25 +280,6 @@ def test_materialize_stores_loads_and_reports_metadata(database_url: str) -> Non
         assert loaded["reason"].tolist() == [key] * 4
     finally:
         close_pool(database_url)
-
-
-def test_write_table_counts_each_partition_of_a_range(postgres: PostgresResource) -> None:
-    table = schema.SEMANTIC_BOUNDARIES
-    for key, n in (("a", 4), ("b", 6)):
-        write_table(postgres, table, sample_frame(table, n), [key])
-    frame = pd.concat(
-        [sample_frame(table, n, tag=k).assign(batch_key=k) for k, n in (("b", 2), ("a", 5))],
-        ignore_index=True,
-    )
-    result = write_table(postgres, table, frame, ["a", "b", "c"])
-    written = {k: (b.rows_written, b.rows_deleted) for k, b in result.batches.items()}
-    assert written == {"a": (5, 4), "b": (2, 6), "c": (0, 0)}
-    assert result.batches["a"].bytes_written > result.batches["b"].bytes_written > 0
-    assert result.batches["c"].bytes_written == 0  # no rows: no COPY at all
-    assert (result.rows_written, result.rows_deleted) == (7, 10)
-    assert result.bytes_written == sum(b.bytes_written for b in result.batches.values())
-    loaded = read_table(postgres, table, ["a", "b"])
-    assert loaded["batch_key"].tolist() == ["a"] * 5 + ["b"] * 2
 
 
 def test_each_partition_of_a_ranged_run_shows_its_own_write(database_url: str) -> None:

@@ -19,9 +19,9 @@ import psycopg
 import pytest
 
 from seams.errors import ConfigError
-from seams.resources.io_manager import write_table
 from seams.resources.postgres import PostgresResource
 from seams.storage import lexical, schema
+from seams.storage.partition_tables import write_table
 
 DOC_A = [
     "The cat sat on the mat. Cats like warm mats.",
