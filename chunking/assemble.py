@@ -1,7 +1,8 @@
 """Assembly: candidates + boundaries -> size-bounded chunks with ids and metadata (stage 4).
 
 Boundaries come first; size rules only add or drop cuts where `chunk_size_max`/`chunk_size_min`
-force them (a greedy "pull toward target" assembly about doubled Pk in our probes):
+force them (a greedy "pull toward target" assembly moved cuts off the topic shifts; see the
+benchmarks page):
 
 1. Cut at every detected boundary (semantic and structural).
 2. A segment bigger than max is split at its weakest gap (lowest similarity) that leaves both

@@ -8,8 +8,8 @@ minimum of the document's curve), or the gap is structural.
 Threshold types (statistics over the document's own gaps, so they adapt to each document):
 
 - fixed: `boundary_threshold`.
-- percentile: the `percentile`-th percentile, capped by `boundary_threshold` (seed 001 combines
-  the dynamic and the fixed threshold by taking the lower).
+- percentile: the `percentile`-th percentile, capped by `boundary_threshold` (the dynamic and the
+  fixed threshold combine by taking the lower, so the fixed one bounds how similar a cut may be).
 - stddev: mean - `stddev_factor` * standard deviation.
 - interquartile: Q1 - `iqr_factor` * (Q3 - Q1).
 - gradient: TextTiling's depth score, the drop into a gap from the highest similarity within

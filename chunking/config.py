@@ -4,35 +4,28 @@ Why one object: the pipeline fingerprints it (whole, or one slice per stage) to 
 recomputing after a change, so every knob that changes output must live here and nowhere else.
 
 Defaults (size unit = tokens of the embedding model's tokenizer), chosen for all-MiniLM-L6-v2 by
-cross-validation across public sets nobody here wrote (Choi's sets 2 and 3, five SQuAD articles,
-six party manifestos, 40 clinical textbook chapters) and our own topic-shift set
-(`benchmarks/choi.py`, `benchmarks/squad.py`, `benchmarks/natural.py`,
-`benchmarks/topic_shift.py`; figures in the README and docs/benchmarks-segmentation.md):
+cross-validation across public sets (Choi's segmentation sets, SQuAD articles, party manifestos,
+clinical textbook chapters) and a topic-shift set of our own; the figures behind each default,
+and the commands that reproduce them, are on the benchmarks pages (docs/benchmarks.md, "The
+figures behind the defaults", and docs/benchmarks-segmentation.md):
 
 - `chunk_size_max=254`: the model reads at most 256 tokens including [CLS] and [SEP], so 254 is
-  the largest chunk it embeds whole (design.md section 9: MiniLM truncates, and 400-token chunks
-  retrieved worse than 200-token ones). `None` lifts the limit (whole topic segments).
+  the largest chunk it embeds whole (MiniLM truncates longer input, and longer chunks retrieved
+  worse). `None` lifts the limit (whole topic segments).
 - `chunk_size_target=200`: only pulls when `target_weight` > 0 (off: a pull toward the target
-  moved cuts away from topic shifts on Choi's sets).
+  moves cuts away from topic shifts).
 - `chunk_size_min=32`: a short topic may stand alone, fragments (a lone heading, a one-line tail)
-  merge. Against 48: Choi Pk 0.143 / 0.154 vs 0.151 / 0.162 (sets 2 and 3, default sizes),
-  SQuAD and our own set unchanged; 24 was no better.
+  merge. A larger minimum cost topic fidelity; a smaller one gained nothing.
 - Boundaries: `segmenter="optimal"` (`chunking.optimal`). The threshold rule
   (`segmenter="threshold"`: pooled windows of 4, local minima below the 30th percentile) stays as
   an option and as the per-gap evidence in `semantic_boundaries`.
-- Its costs (issue 31, docs/benchmarks-segmentation.md): `cut_cost=1.0` at a paragraph break and
-  `paragraph_cost=0.5` more inside a paragraph, so text without paragraph breaks (Choi, the
-  manifestos, the clinical chapters) keeps the flat 1.5 that Choi's sets chose (1.25: Pk
-  0.160 / 0.171 on 2/3-11 / 3/3-11 against 0.143 / 0.155; 1.75: 0.150 / 0.165). The split
-  between the two was chosen on SQuAD's paragraphs, the only public set with paragraph breaks:
-  `paragraph_cost` 0.25 / 0.5 / 0.75 put 0.90 / 0.94 / 0.97 of the cuts at breaks with 1.44 /
-  1.54 / 1.70 times the fewest chunks the cap needs (the bars are 80 % and 1.5x; `seams search`
-  recall 0.983 / 0.984 at 0.5 / 0.25 against 0.977 before); 0.5 is the smallest value that keeps
-  the four agenda items of our own meeting-notes test apart (0.25 merged two).
-  `null_spread=0.9`: SQuAD paragraphs fed alone stay whole 0.657 / 0.959 / 0.976 / 0.982 of the
-  time at 0 / 0.85 / 0.9 / 0.95; Choi is unchanged up to 0.9 (its documents spread ~0.92; 0.95:
-  Pk +0.003); the manifestos are flat (Pk 0.421-0.423), the clinical chapters gain a little
-  (0.663 at 0, 0.658 at 0.85-0.95; first 60 chapters): 0.9 is the value no set loses on.
+- Its costs: `cut_cost=1.0` at a paragraph break and `paragraph_cost=0.5` more inside a paragraph,
+  so text without paragraph breaks keeps a flat 1.5, the total cost that cross-validation over the
+  sets without paragraph markup chose. The split between the two was chosen on the only public set
+  with paragraph breaks (SQuAD's articles): most cuts land at breaks without many more chunks than
+  the cap needs, and 0.5 is the smallest value that keeps the agenda items of a meeting's notes
+  apart. `null_spread=0.9`: one-paragraph texts stay whole far more often, and it is the value no
+  set loses on.
 
 `boundary_model="static"` (the `fast` preset) finds boundaries with a static embedding model
 distilled from the same MiniLM (`resources.StaticEmbedder`, ~100x cheaper than the transformer);
@@ -82,14 +75,14 @@ _LATER_FIELDS: dict[str, Any] = {
     "paragraph_weight": 0.0,
     "target_weight": 0.0,
     "max_chunk_candidates": 128,
-    # Issue 31's knobs, at values that switch them off (then only the size level's revision,
-    # below, marks the change).
+    # The in-paragraph cut cost and the null model, at values that switch them off (then only
+    # the size level's revision, below, marks the change).
     "paragraph_cost": 0.0,
     "null_spread": 0.0,
 }
 #: Revision of the optimal segmenter's algorithm, in every optimal config's digests: revision 2
-#: (issue 31) splits over-cap topics into the fewest pieces, so the same knobs give other chunks
-#: than revision 1, and a deployed pipeline must see "unsynced". Revision 1 is not written.
+#: splits over-cap topics into the fewest pieces, so the same knobs give other chunks than
+#: revision 1, and a deployed pipeline must see "unsynced". Revision 1 is not written.
 OPTIMAL_REVISION = 2
 #: The optimal segmenter's own knobs: in the "boundaries" slice only when it is chosen.
 _OPTIMAL_FIELDS = (
@@ -214,8 +207,8 @@ class ChunkingConfig(BaseModel):
     small differences between its paragraphs (`chunking.optimal`). 0 switches it off."""
     paragraph_weight: float = Field(0.0, ge=0.0, le=1000.0)
     """Optimal segmenter: evidence for cutting at a paragraph break (on the scale of `cut_cost`).
-    Off by default: 1.0 made SQuAD's chunks follow its paragraphs (IoU@5 0.054 vs 0.043) but
-    cut every paragraph of our own topic-shift set (Pk 0.47 vs 0.035); 0.25 lost on both."""
+    Off by default: it makes chunks follow paragraphs, but also cuts every paragraph of a text
+    whose paragraphs are not topics (figures on the benchmarks page)."""
     target_weight: float = Field(0.0, ge=0.0, le=1000.0)
     """Optimal segmenter: pull toward `chunk_size_target` (squared relative distance)."""
     max_chunk_candidates: int = Field(128, ge=2, le=100_000)
@@ -399,13 +392,11 @@ _PRESETS: dict[str, dict[str, Any]] = {
         "indented_code": False,
         "overlap_tokens": 32,
     },
-    # Chosen on the topic-shift set's dev split (benchmarks/fast_mode.py --grid): pooled windows
-    # of 4 stay best for static vectors too; the 20th percentile cuts a little less often than
-    # the default's 30th (Pk 0.080 vs 0.090 on dev; 15th and 20th tie, 10th and 25th+ are worse).
-    # The static model's vectors spread less than the transformer's (Choi documents ~0.66
-    # against ~0.92, SQuAD paragraphs ~0.46 at the median), so its null sits lower alike,
-    # 0.9 * 0.66 / 0.92: Choi Pk 0.193 / 0.190 (2/3-11, 3/3-11; 0.229 / 0.232 at 0.9, 0.191 /
-    # 0.188 before issue 31), SQuAD paragraphs left whole 0.929 (0.734 before).
+    # Chosen on a held-out tuning split: pooled windows of 4 stay best for static vectors too,
+    # and the 20th percentile cuts a little less often than the default's 30th. The static
+    # model's vectors spread less than the transformer's, so its null sits lower by the same
+    # ratio (0.9 * 0.66 / 0.92, the two models' spreads on the same documents). Figures on the
+    # benchmarks pages.
     "fast": {
         "boundary_model": "static",
         "window_size": 4,

@@ -1,7 +1,7 @@
 """Lexical fallback: Jaccard word-overlap similarity across gaps, when there are no embeddings.
 
-Used when `embed` is None, raises, or returns unusable vectors (seed 004's graceful
-degradation). It is weaker than embeddings (blind to synonyms and paraphrase) but keeps the same
+Used when `embed` is None, raises, or returns unusable vectors (graceful degradation: no model,
+still chunks). It is weaker than embeddings (blind to synonyms and paraphrase) but keeps the same
 algorithm running: the same windows, threshold types and size rules, and every chunk records
 `boundary_method="jaccard"` so downstream can tell.
 """

@@ -1,10 +1,10 @@
 """The default segmenter: the globally best cuts under the size contract (stage 3).
 
 Why not local rules: cutting where a gap's similarity dips below a percentile and then letting a
-greedy size pass add or move cuts over-segments text it was not tuned on (24 chunks for 10 true
-segments on Choi's public corpus), because each decision sees one gap. Here dynamic programs
-score whole segmentations and return the best one, in two levels, so the size rules never undo a
-good cut.
+greedy size pass add or move cuts over-segments text it was not tuned on (more than twice as many
+chunks as true segments on Choi's public corpus; see the benchmarks page), because each decision
+sees one gap. Here dynamic programs score whole segmentations and return the best one, in two
+levels, so the size rules never undo a good cut.
 
 **Topics** (the whole document):
 
@@ -37,16 +37,16 @@ good cut.
   nothing else fits (a short document, a tiny section between two headings).
 
 **Sizes** (inside each topic longer than `chunk_size_max` / `chunk_chars_max`, which are hard: a
-chunk is never bigger, except a single candidate that cannot be cut): the topic is split into
-the *fewest* pieces that fit, then among those splits the one with the fewest cuts inside
-paragraphs, then the one whose pieces score most by ||S||^2 (not divided by m), with
-`chunk_size_target` pulling by `target_weight` times the squared relative distance from the
-target. ||S||^2 grows faster than linearly with a coherent piece, so it keeps a forced cut near a
-topic's edge, which costs Pk least (the per-candidate score put it mid-topic: Choi 2/9-11 Pk
-0.313 against 0.235). The order is lexicographic (a piece costs `PIECE_COST`, a cut inside a
-paragraph `SPLIT_INSIDE_COST`), so a one-topic text is never shredded toward `chunk_size_min`
-(its centred vectors sum to ~0, so a score-only split gained from every extra piece) and a size
-cut lands on a paragraph break whenever the fewest pieces allow one.
+chunk is never bigger, except a single candidate that cannot be cut): the topic is split into the
+*fewest* pieces that fit, then among those splits the one with the fewest cuts inside paragraphs,
+then the one whose pieces score most by ||S||^2 (not divided by m), with `chunk_size_target` pulling
+by `target_weight` times the squared relative distance from the target. ||S||^2 grows faster than
+linearly with a coherent piece, so it keeps a forced cut near a topic's edge, which costs topic
+fidelity least (the per-candidate score put it mid-topic, and lost on Choi's sets: see the
+segmentation benchmarks). The order is lexicographic (a piece costs `PIECE_COST`, a cut inside a
+paragraph `SPLIT_INSIDE_COST`), so a one-topic text is never shredded toward `chunk_size_min` (its
+centred vectors sum to ~0, so a score-only split gained from every extra piece) and a size cut lands
+on a paragraph break whenever the fewest pieces allow one.
 
 The search is exact: for each end candidate every feasible start is tried (those within
 `chunk_size_max`, or within `max_chunk_candidates` when sizes are unbounded), vectorised over

@@ -5,9 +5,9 @@ Gap `i` (1 <= i < n) lies between candidate i-1 and candidate i. Window modes:
 - "single": cosine of the two neighbouring candidates' embeddings.
 - "pooled" (default): cosine of the mean embedding of `window_size` candidates on each side of
   the gap (fewer, equally many on both sides, near the document's edges). Each candidate is
-  embedded once and pooled afterwards, which costs nothing extra and cut Pk by ~3x against
-  "single" on our topic-shift set (benchmarks/topic_shift.py; design.md section 9).
-- "text": re-embeds the text of the windows themselves (seed 004's sliding windows). Costs about
+  embedded once and pooled afterwards, which costs nothing extra and finds topic shifts far more
+  reliably than "single" (figures on the benchmarks page).
+- "text": re-embeds the text of the windows themselves (classic sliding windows). Costs about
   `window_size` times the tokens; kept as an option for comparison.
 
 `embedding_texts` says what to embed for a config; `gap_similarities` turns those vectors into

@@ -1,7 +1,7 @@
 """HTML to Markdown-flavoured text: the main content, its headings, lists and tables.
 
-Parsed by lxml (libxml2's HTML parser, already required by python-docx, so no extra dependency
-and it is fast: see benchmarks/extraction.py). The output uses the Markdown the chunker's
+Parsed by lxml (libxml2's HTML parser, already required by python-docx, so no extra dependency,
+and fast). The output uses the Markdown the chunker's
 segmenter understands (`#` headings, `- `/`1. ` items, pipe tables, fenced code, blank lines
 between paragraphs), so tables stay atomic and a list follows its lead-in sentence.
 

@@ -10,8 +10,8 @@ section) with defaults that pass any real document we know of and stop the known
   python-docx reads through) never returns more than a member's declared size, and fails its CRC
   check if the data would go on. A 3.7 MB DOCX holding 1.1 GB of XML stops here in milliseconds.
 - `chars_max`: extracted characters per document. The chunking stages hold per-character and
-  per-candidate state (~250 bytes of memory per input character measured for a 60 MB text,
-  benchmarks/large_document.py), so this also bounds downstream memory until they stream.
+  per-candidate state (peak memory by document size: "Large documents" in the reliability docs),
+  so this also bounds downstream memory until they stream.
 - `seconds_max`: a wall-clock budget per document, checked cooperatively between pages,
   paragraphs and elements (no subprocess per document: extraction is pure Python/lxml and every
   loop that grows with the input checks it).

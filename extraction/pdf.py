@@ -2,9 +2,9 @@
 
 pypdf (pure Python, no system libraries) in its plain mode: text in content-stream order, which
 is the order producers (Word, LaTeX, browsers) write it, so multi-column pages read column by
-column rather than across. ~140 pages/s on this machine (benchmarks/extraction.py), far inside
-the 5 s budget for a 50-page document; pdfplumber gave the same text 14x slower, and pypdfium2's
-7x speed would cost a native wheel for time the chunker's embedding dwarfs anyway.
+column rather than across. It is far inside a 5 s budget for a 50-page document; pdfplumber gave
+the same text an order of magnitude slower, and pypdfium2's extra speed would cost a native wheel
+for time the chunker's embedding dwarfs anyway (figures on the benchmarks page).
 
 A page without a text layer (a scanned image, or blank) is reported in `warnings`; a PDF where no
 page has one is an error that says to run OCR. An encrypted PDF opens when it needs no password

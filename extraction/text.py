@@ -37,7 +37,7 @@ _LEGACY_SAMPLE = 1 << 20
 _MAX_UNREADABLE_SHARE = 0.10
 # UTF-8 with corrupt bytes, not a legacy code page: at least one valid multi-byte sequence of a
 # common kind (legacy text almost never forms one) and invalid sequences in at most this share of
-# the bytes (a user's file read as cp1250 at 1.2 % before).
+# the bytes (a UTF-8 file with 1.2 % corrupt bytes must not be read as cp1250).
 _UTF8_MAX_INVALID_SHARE = 0.02
 _REPLACEMENT_UTF8 = "\ufffd".encode()
 

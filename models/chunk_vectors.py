@@ -5,13 +5,13 @@
   per chunk; the embedding cache makes reruns free.
 - "pooled": the token-weighted mean of the chunk's candidate (sentence) embeddings, which the
   pipeline already computed for boundary detection: free, but each sentence was read alone.
-- "late" (late chunking, Jina AI 2024; seed 004): run the model over the *document* in windows
+- "late" (late chunking, Jina AI 2024): run the model over the *document* in windows
   of the model's size with overlap, keep its per-token output (`last_hidden_state`), and mean-
   pool the tokens inside each chunk's span. Each token is read once (plus the overlap), in the
   context of its neighbours across the chunk's edges, and each token's vector comes from the
   window in which it sits most centrally.
 
-`benchmarks/retrieval_eval.py` compares the three by retrieval quality.
+The benchmarks page compares the three by retrieval quality.
 """
 
 from __future__ import annotations
