@@ -17,7 +17,7 @@ from seams.assets.partitions import document_batches
 from seams.environment import SeamsEnvironment
 from seams.models.model_store import ModelManifest
 from seams.orchestration import runner
-from seams.orchestration.search_output import format_response
+from seams.orchestration.cli.search import format_response
 from seams.storage.batches import document_id_for
 from seams.storage.search import search_response
 from tests.conftest import copy_samples

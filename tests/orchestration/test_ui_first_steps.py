@@ -49,7 +49,7 @@ def test_seams_dev_prints_info_and_up_not_every_runs_debug_log(
 ) -> None:
     import io
 
-    from seams.orchestration.cli import _readable_log
+    from seams.orchestration.cli.dev import _readable_log
 
     output = (
         "2026-11-24 20:00:00 +0000 - dagster.daemon.SensorDaemon - INFO - Checking for new runs\n"

@@ -11,6 +11,7 @@ against the environment `seams worker`'s entry point resolved (`SeamsEnvironment
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 from dataclasses import dataclass
@@ -25,7 +26,9 @@ from seams.environment import (
     SeamsEnvironment,
 )
 from seams.errors import ConfigError, SeamsError
+from seams.models.model_store import default_model_dir, load_manifest
 from seams.orchestration.definitions import celery_config
+from seams.orchestration.instance import prepare_instance
 from seams.orchestration.launch import require_shared_database
 from seams.settings import SeamsSettings
 
@@ -44,8 +47,6 @@ class WorkerLaunch:
 
 def check_model(environment: SeamsEnvironment) -> None:
     """The exported model must be on this machine; say where it was looked for and how to get it."""
-    from seams.models.model_store import default_model_dir, load_manifest
-
     try:
         load_manifest(default_model_dir(environment))
     except SeamsError as exc:
@@ -94,8 +95,6 @@ def prepare_worker(
             flush=True,
         )
     check_model(environment)
-    from seams.orchestration.instance import prepare_instance
-
     seams_instance = prepare_instance(environment)  # creates DAGSTER_HOME (dagster-celery needs it)
     home = seams_instance.home
     config_file = home / "celery.yaml"
@@ -116,6 +115,21 @@ def prepare_worker(
         "--", f"--concurrency={concurrency}",
     ]  # fmt: skip
     return WorkerLaunch(command, env, home)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Become a Celery worker for this code location (after checking it would not lose data)."""
+    launch = prepare_worker(
+        args.settings,
+        args.environment,
+        name=args.name or default_worker_name(),
+        concurrency=args.concurrency,
+        loglevel=args.loglevel,
+    )
+    print(f"seams: Celery worker {args.name or default_worker_name()} (DAGSTER_HOME {launch.home})",
+          flush=True)  # fmt: skip
+    os.execve(launch.command[0], launch.command, launch.env)
+    return 0  # not reached: the worker replaced this process
 
 
 def default_worker_name() -> str:

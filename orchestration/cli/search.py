@@ -1,12 +1,43 @@
-"""What `seams search` prints: a search response as lines for a terminal.
+"""`seams search QUERY`: the top-k current chunks for a query, with their parent section and
+neighbouring chunks, as lines for a person or (`--json`) as `response.to_dict()`.
 
 The response itself (hits, scores, notes, packed context) is `seams.storage.search`'s; this module
-only decides how a person reads it. `--json` prints `response.to_dict()` instead.
+only decides how a person reads it.
 """
 
 from __future__ import annotations
 
-from seams.storage.search import SearchHit, SearchResponse
+import argparse
+import json
+
+from seams.errors import InputError, SeamsError
+from seams.models.model_store import load_manifest
+from seams.orchestration.cli.context import definitions
+from seams.orchestration.runner import seams_command
+from seams.storage.search import SearchHit, SearchResponse, search_response
+
+
+def run(args: argparse.Namespace) -> int:
+    """Top-k chunks for a query, with their parent section and neighbouring chunks."""
+    resources = definitions(args).resources
+    try:  # a fresh install has no model and nothing indexed: say what to run
+        load_manifest(resources["embedder"].resolved_model_dir())
+    except SeamsError as exc:
+        raise InputError(
+            f"nothing to search yet: chunk some documents first with `{seams_command()} run "
+            "PATH` (a file or a folder; without PATH, the bundled sample corpus)"
+        ) from exc
+    retrieval = args.settings.retrieval
+    response = search_response(
+        resources["postgres"], resources["embedder"], args.query, args.k,
+        search=args.search or retrieval.search, lexical_weight=retrieval.lexical_weight,
+        sentence_weight=retrieval.sentence_weight, budget=args.budget,
+    )  # fmt: skip
+    if args.json:
+        print(json.dumps(response.to_dict(), ensure_ascii=False))
+    else:
+        print(format_response(response))
+    return 0
 
 
 def format_response(response: SearchResponse, *, width: int = 100) -> str:

@@ -1,0 +1,30 @@
+"""`seams backfill`: recompute, for every batch, what a settings or code change made unsynced."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+from seams.orchestration import runner
+from seams.orchestration.cli.context import definitions
+from seams.orchestration.cli.terminal import say
+from seams.orchestration.instance import prepare_instance
+
+
+def run(args: argparse.Namespace) -> int:
+    """Recompute, for every batch, the assets a settings or code change made unsynced."""
+    defs = definitions(args)
+    runner.check_can_submit(defs, "seams backfill")
+    started = time.perf_counter()
+    report = (lambda _m: None) if args.json else say
+    with prepare_instance(args.environment).open() as instance:
+        summary = runner.backfill(instance, report, defs=defs)
+    summary.seconds = time.perf_counter() - started
+    if args.json:
+        fields = ("batches", "run_ids", "texts_embedded", "cache_hits", "seconds")
+        print(json.dumps({name: getattr(summary, name) for name in fields}))
+    elif summary.batches:
+        home = args.environment.dagster_home
+        print(runner.format_summary(runner.summarize(summary, defs=defs), home=home), flush=True)
+    return 0

@@ -1,0 +1,37 @@
+"""`seams export OUT`: the chunks (and optionally their retrieval vectors) as Parquet or JSON
+Lines.
+
+The command only turns OUT and the flags into a request and prints a summary; the query is
+`seams.storage.export_rows`, the writing `seams.storage.export_files`.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from seams.resources.postgres import PostgresResource
+from seams.storage.export_files import export_chunks, format_for
+from seams.storage.export_rows import ExportRequest
+
+
+def run(args: argparse.Namespace) -> int:
+    """`seams export`: export from the data database, print a summary. Needs no Dagster
+    instance: the resource comes from the command's environment (`SEAMS_DATABASE_URL` or the
+    embedded server), built as the composition root builds it."""
+    out = Path(args.out).expanduser().absolute()
+    request = ExportRequest(
+        out=out,
+        format=format_for(out, args.format),
+        batch_key=args.batch,
+        current=args.current,
+        vectors=args.vectors,
+        batch_rows=args.batch_rows,
+    )
+    summary = export_chunks(PostgresResource.for_environment(args.environment), request)
+    print(
+        f"seams: wrote {summary.rows} chunk rows to {summary.path} ({summary.format}, "
+        f"{summary.batches} batches, {summary.seconds:.2f} s)",
+        flush=True,
+    )
+    return 0

@@ -1,0 +1,121 @@
+"""Every `seams` command and flag in one parser (contract: the command names and their meaning).
+
+The parser imports no command: `main` imports the module named after the command
+(`seams.orchestration.cli.<command>`) only once the arguments parse, so `seams --help` and a
+mistyped flag load neither Dagster nor PostgreSQL's driver.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from seams.storage.export_rows import DEFAULT_BATCH_ROWS, FORMATS
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The `seams` parser; `args.command` names the module that runs the command."""
+    parser = argparse.ArgumentParser(
+        prog="seams",
+        description=(
+            "Seams: semantic chunking for retrieval, as partitioned Dagster assets in PostgreSQL.\n"
+            "Settings: $SEAMS_CONFIG, else ./seams.yaml, else the defaults. Data: $SEAMS_DATA_DIR, "
+            "else ./.seams in a folder with a seams.yaml, else ~/.local/share/seams. Set "
+            "SEAMS_DATABASE_URL to use an existing PostgreSQL instead of the embedded one."
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    db = sub.add_parser("db", help="start, stop or inspect PostgreSQL; print its URL")
+    db.add_argument(
+        "action",
+        choices=["url", "start", "stop", "status"],
+        help="url: print a psycopg URL of the data database (starting the embedded server if "
+        "needed); start/stop/status: manage the embedded server",
+    )
+
+    run = sub.add_parser(
+        "run", help="chunk the files under PATH (default: the bundled sample corpus) end to end"
+    )
+    run.add_argument(
+        "path", nargs="?", help="a file or a folder of documents (default: sample corpus)"
+    )
+    run.add_argument(
+        "--retry-quarantined",
+        action="store_true",
+        help="read again the files under PATH whose extraction once killed a run (quarantined)",
+    )
+
+    backfill = sub.add_parser(
+        "backfill", help="recompute the unsynced assets of every batch (after a settings change)"
+    )
+    backfill.add_argument("--json", action="store_true", help="print a JSON summary")
+
+    search = sub.add_parser("search", help="search the current chunks (top-k, with context)")
+    search.add_argument("query", help="what to look for")
+    search.add_argument("-k", type=int, default=5, help="how many chunks (default 5)")
+    search.add_argument("--json", action="store_true", help="print JSON")
+    search.add_argument(
+        "--search",
+        choices=("hybrid", "dense", "lexical"),
+        help="which scores rank the hits (default: retrieval.search)",
+    )
+    search.add_argument("--budget", type=int, metavar="TOKENS",
+                        help="return hits in rank order until TOKENS are filled, touching hits "
+                        "merged into one span (instead of k hits)")  # fmt: skip
+
+    export = sub.add_parser(
+        "export",
+        help="write the chunks (and optionally their vectors) to Parquet or JSON Lines",
+        description="Stream seams.chunks (every lineage column) into OUT, in bounded memory. "
+        "The schema is documented in docs/library.md.",
+    )
+    export.add_argument("out", metavar="OUT", help="the file to write (replaced when complete)")
+    export.add_argument(
+        "--format", choices=FORMATS, help="parquet or jsonl (default: from OUT's suffix)"
+    )
+    export.add_argument("--batch", metavar="KEY", help="only this batch (partition key)")
+    export.add_argument(
+        "--current", action="store_true", help="only current document versions (current_chunks)"
+    )
+    export.add_argument(
+        "--vectors", action="store_true", help="add each chunk's retrieval embedding"
+    )
+    export.add_argument(
+        "--batch-rows",
+        type=int,
+        default=DEFAULT_BATCH_ROWS,
+        metavar="N",
+        help=f"rows fetched and written at a time (default {DEFAULT_BATCH_ROWS})",
+    )
+
+    model = sub.add_parser("model", help="provision the embedding model")
+    model_sub = model.add_subparsers(dest="model_command", required=True, metavar="ACTION")
+    model_export = model_sub.add_parser(
+        "export", help="export the packaged all-MiniLM-L6-v2 to ONNX under the data dir (once)"
+    )
+    model_export.add_argument("--force", action="store_true", help="re-export even if present")
+
+    sub.add_parser("check", help="check PostgreSQL, the Dagster instance and definitions")
+
+    dev = sub.add_parser("dev", help="start PostgreSQL and the Dagster UI (dagster dev)")
+    dev.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    dev.add_argument("--port", type=int, default=3000, help="UI port (default 3000)")
+    dev.add_argument(
+        "-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
+        help="print every log record, DEBUG included (default: INFO and up)",
+    )  # fmt: skip
+
+    worker = sub.add_parser(
+        "worker",
+        help="run a Celery worker for distributed runs (execution.executor: celery; needs "
+        "SEAMS_DATABASE_URL, SEAMS_CELERY_BROKER_URL, SEAMS_CELERY_BACKEND_URL)",
+    )
+    worker.add_argument("-n", "--name", help="worker name (default: seams-<pid>)")
+    worker.add_argument("-c", "--concurrency", type=int, default=1, help="steps at once (1)")
+    worker.add_argument("-l", "--loglevel", default="INFO", help="Celery log level (INFO)")
+
+    parser.add_argument(
+        "-v", "--verbose", action="store_true", help="print the traceback of an error too"
+    )
+    return parser

@@ -1,0 +1,60 @@
+"""`seams run [PATH]`: register PATH's files as batches and materialize them end to end."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+from seams.errors import InputError
+from seams.orchestration import runner
+from seams.orchestration.cli.context import definitions
+from seams.orchestration.cli.terminal import say
+from seams.orchestration.instance import prepare_instance
+from seams.storage.quarantine import QUARANTINE_RETRY_TAG
+
+
+def run(args: argparse.Namespace) -> int:
+    """Register PATH (default: the sample corpus) as batches and materialize them end to end."""
+    path = Path(args.path) if args.path else runner.SAMPLE_CORPUS
+    if not path.expanduser().exists():  # before any expensive work (model export, database)
+        raise InputError(
+            f"{path} does not exist: pass a file or a folder of documents "
+            f"(`{runner.seams_command()} run` alone chunks the bundled sample corpus)"
+        )
+    defs = definitions(args)
+    runner.check_can_submit(defs, "seams run")
+    with prepare_instance(args.environment).open() as instance:
+        runner.ensure_model(instance, say, defs=defs)
+        source = runner.source_of(path)
+        unfinished = runner.unfinished_batches(instance, source=source, defs=defs)
+        if runner.settle_in_flight(instance, say, unfinished):  # killed: failed; live: awaited
+            unfinished = runner.unfinished_batches(instance, source=source, defs=defs)
+        if unfinished:
+            say(f"finishing {len(unfinished)} batch(es) an earlier run left unfinished")
+        retry = runner.quarantined_batches(source, defs=defs) if args.retry_quarantined else []
+        if retry:
+            say(f"reading the quarantined files of {len(retry)} batch(es) again")
+        retired: list[str] = []
+        registered = runner.register_path(path, say, defs=defs, retired=retired)
+        keys = list(dict.fromkeys([*unfinished, *registered, *retry]))
+        if not keys:
+            say(f"nothing new under {path}: every file version is already in a batch")
+            return 0
+        resumed = [k for k in unfinished if k not in retry]
+        say(
+            f"registered {len(registered)} new batch(es) from {path}"
+            + (f", resuming {len(resumed)} unfinished" if resumed else "")
+            + "; materializing..."
+        )
+        summary = runner.RunSummary(batches=keys, retired=retired, resumed=resumed)
+        started = time.perf_counter()
+        runner.materialize_batches(
+            instance, keys, say, summary, defs=defs,
+            resume=resumed,
+            tags={QUARANTINE_RETRY_TAG: "true"} if retry else None,
+        )  # fmt: skip
+    summary.seconds = time.perf_counter() - started
+    home = args.environment.dagster_home
+    print(runner.format_summary(runner.summarize(summary, defs=defs), home=home), flush=True)
+    return 0
