@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
+import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
+from pathlib import Path, PurePath
 
 import psycopg
 
@@ -153,13 +155,34 @@ def unregistered(conn: psycopg.Connection, files: Sequence[SourceFile]) -> list[
     return fresh
 
 
-def batch_key_for(files: Iterable[SourceFile], now: datetime | None = None) -> str:
-    """Sortable by creation time, unique by content: `20261122-190512-1a2b3c4d`."""
+SLUG_MAX = 24
+"""At most this many characters of the source's name in a batch key."""
+_NOT_SLUG = re.compile(r"[^a-z0-9_]+")
+
+
+def source_slug(source: str) -> str:
+    """The name of a batch's source folder (or file), as a key may carry it: lowercase ASCII
+    letters, digits and `_`, any other run of characters one `-`, at most SLUG_MAX characters;
+    `cli:/data/Sample Corpus` -> `sample-corpus`, `inbox:/srv/inbox` -> `inbox`, '' when nothing
+    is left (a key then carries no name)."""
+    _kind, _, where = source.partition(":")
+    name = PurePath(where or source).name
+    ascii_name = unicodedata.normalize("NFKD", name).encode("ascii", "ignore").decode()
+    return _NOT_SLUG.sub("-", ascii_name.lower()).strip("-")[:SLUG_MAX].rstrip("-")
+
+
+def batch_key_for(
+    files: Iterable[SourceFile], now: datetime | None = None, *, source: str = ""
+) -> str:
+    """Sortable by creation time, unique by content, named after its source folder:
+    `20261122-190512-sample_corpus-1a2b3c4d` (`20261122-190512-1a2b3c4d` without a name; keys
+    made before batches carried names keep that form and work as before)."""
     digest = hashlib.sha256()
     for f in sorted(files, key=lambda f: (f.document_id, f.sha256)):
         digest.update(f"{f.document_id}:{f.sha256}\n".encode())
     stamp = (now or datetime.now(UTC)).strftime("%Y%m%d-%H%M%S")
-    return f"{stamp}-{digest.hexdigest()[:8]}"
+    slug = source_slug(source)
+    return "-".join(part for part in (stamp, slug, digest.hexdigest()[:8]) if part)
 
 
 def register_batch(
@@ -175,7 +198,7 @@ def register_batch(
         fresh = unregistered(conn, files)
         if not fresh:
             return None
-        key = batch_key_for(fresh)
+        key = batch_key_for(fresh, source=source)
         conn.execute(
             "INSERT INTO seams.batches (batch_key, source, document_count) VALUES (%s, %s, %s)",
             (key, source, len(fresh)),
