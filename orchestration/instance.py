@@ -19,7 +19,6 @@ import dagster as dg
 import psycopg
 
 from seams.environment import (
-    CONFIG_ENV,
     DATA_DIR_ENV,
     LEGACY_DAGSTER_DATABASE_URL_ENV,
     SeamsEnvironment,
@@ -63,8 +62,6 @@ class SeamsInstance:
 
     home: Path
     urls: DatabaseUrls
-    settings_file: Path | None
-    """The seams.yaml this process read, handed on so children read the same file."""
     seams_environment: SeamsEnvironment
     """The environment the entry point resolved: the data dir and the variables children get."""
 
@@ -86,15 +83,16 @@ class SeamsInstance:
 
     def variables(self) -> dict[str, str]:
         """What a child process must be told: where the instance, data, settings and databases
-        are. Absolute paths, so the child's working directory does not matter."""
+        are. Absolute paths, so the child's working directory does not matter. The settings go
+        as a rule, not a frozen file (`SeamsEnvironment.child_variables`): each load of the code
+        location ("Reload definitions") finds the seams.yaml the project folder holds then."""
         values = {
             "DAGSTER_HOME": str(self.home),
             DATA_DIR_ENV: str(self.seams_environment.data_dir),
             URL_ENV: self.urls.data,
             DAGSTER_URL_ENV: self.urls.dagster,
         }
-        if self.settings_file is not None:
-            values[CONFIG_ENV] = str(self.settings_file)
+        values.update(self.seams_environment.child_variables())
         return values
 
     def environment(self) -> dict[str, str]:
@@ -151,9 +149,7 @@ def prepare_instance(
     workspace = workspace_file(home)
     if not workspace.exists() or workspace.read_text(encoding="utf-8") != WORKSPACE_YAML:
         workspace.write_text(WORKSPACE_YAML, encoding="utf-8")
-    settings = environment.config_path
-    settings_file = settings.resolve() if settings is not None and settings.is_file() else None
-    return SeamsInstance(home, urls, settings_file, environment)
+    return SeamsInstance(home, urls, environment)
 
 
 def _with_legacy_dagster_url(environment: SeamsEnvironment, urls: DatabaseUrls) -> DatabaseUrls:

@@ -1,15 +1,43 @@
 """The module the `seams` code location loads (`[tool.dagster]`, `$DAGSTER_HOME/workspace.yaml`).
 
-An entry point: its statements resolve this process's environment (`SeamsEnvironment.from_os()`:
-`seams dev` hands its children `SEAMS_DATA_DIR`, `SEAMS_DATABASE_URL` and `SEAMS_CONFIG`), read the
-settings it names and build the definitions. Dagster imports it afresh in every code-server,
-run-worker and step process, and "Reload definitions" in the UI starts a new one, so an edited
-seams.yaml shows up (as unsynced assets) without restarting the webserver.
+An entry point: its statements resolve this process's environment (`SeamsEnvironment.from_os()`),
+read the settings it names and build the definitions. Dagster imports it afresh in every
+code-server, run-worker and step process, and "Reload definitions" in the UI starts a new code
+server, so the settings file is resolved again at each load: `seams dev` hands its children the
+rule (`SEAMS_CONFIG` when the user set it, else `SEAMS_PROJECT_DIR`), never a frozen file, so a
+seams.yaml written or edited after start-up shows up (as unsynced assets) without a restart.
+
+Every asset, check, job, sensor and schedule says which settings file built it (definition
+metadata `seams/settings`, on its page in the UI), and so do the definitions themselves.
 """
+
+from __future__ import annotations
+
+import warnings
+
+import dagster as dg
 
 from seams.environment import SeamsEnvironment
 from seams.orchestration.definitions import build_definitions
 from seams.settings import load_settings
 
-environment = SeamsEnvironment.from_os()
-defs = build_definitions(load_settings(environment=environment), environment=environment)
+SETTINGS_METADATA = "seams/settings"
+"""The definition-metadata key naming the settings file in use (`describe_settings`)."""
+
+
+def location_definitions(environment: SeamsEnvironment) -> dg.Definitions:
+    """The code location's definitions in `environment`: its settings file read now, and named
+    on every asset, so the UI shows which file the code versions come from."""
+    defs = build_definitions(load_settings(environment=environment), environment=environment)
+    settings = environment.describe_settings().removeprefix("settings: ")
+    with warnings.catch_warnings():
+        # Dagster rebuilds each sensor passing its (unset) `owners`, a beta parameter: the
+        # warning is about its own copy, not about anything Seams uses.
+        warnings.filterwarnings("ignore", message="Parameter `owners`", category=dg.BetaWarning)
+        named = defs.with_definition_metadata_update(
+            lambda metadata: {**metadata, SETTINGS_METADATA: settings}
+        )
+    return dg.Definitions.merge(named, dg.Definitions(metadata={SETTINGS_METADATA: settings}))
+
+
+defs = location_definitions(SeamsEnvironment.from_os())

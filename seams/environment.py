@@ -9,10 +9,13 @@ Everything below receives the value and never looks at `os.environ` itself, so w
 does follows from one value a test can build by hand.
 
 The precedence rules are contracts:
-- data dir: `SEAMS_DATA_DIR` when set; else `./.seams` when the working directory is a Seams
-  project (it holds a `seams.yaml`, or a `.seams` from earlier runs), so a checkout keeps its data
-  beside it; else the per-user folder `$XDG_DATA_HOME/seams` (default `~/.local/share/seams`), so
-  an installed `seams` run from anywhere never scatters `.seams` folders;
+- the project folder (what `./` means below): `SEAMS_PROJECT_DIR` when set, else the working
+  directory. `seams dev` hands its own to the UI's processes (which run elsewhere), so a
+  seams.yaml written there after start-up is found at the next "Reload definitions";
+- data dir: `SEAMS_DATA_DIR` when set; else `./.seams` when that folder exists (a project keeps
+  its data beside it once it has one: `mkdir .seams`); else the per-user folder
+  `$XDG_DATA_HOME/seams` (default `~/.local/share/seams`). Settings never choose it: writing or
+  editing a seams.yaml never moves the data to another (empty) server;
 - settings: `SEAMS_CONFIG` when set, else `./seams.yaml` when it is a file, else the packaged
   defaults (`config_path` None);
 - database: `SEAMS_DATABASE_URL` names a real server; unset, Seams runs its embedded PostgreSQL
@@ -32,6 +35,7 @@ from types import MappingProxyType
 
 DATA_DIR_ENV = "SEAMS_DATA_DIR"
 CONFIG_ENV = "SEAMS_CONFIG"
+PROJECT_DIR_ENV = "SEAMS_PROJECT_DIR"
 DATABASE_URL_ENV = "SEAMS_DATABASE_URL"
 DAGSTER_DATABASE_URL_ENV = "SEAMS_DAGSTER_DATABASE_URL"
 LEGACY_DAGSTER_DATABASE_URL_ENV = "SEAMS_DAGSTER_PG_URL"
@@ -65,6 +69,9 @@ class SeamsEnvironment:
     runtime_dir: Path | None = None
     """`XDG_RUNTIME_DIR`: where the embedded server's socket may go when the data dir's path is
     too long for a Unix socket."""
+    project_dir: Path | None = None
+    """The folder whose `seams.yaml` and `.seams` count (`SEAMS_PROJECT_DIR`, else the working
+    directory); None in a value built by hand."""
     variables: Mapping[str, str] = field(
         default_factory=lambda: MappingProxyType({}), repr=False, compare=False
     )
@@ -83,15 +90,18 @@ class SeamsEnvironment:
         def value(name: str) -> str | None:
             return environ.get(name, "").strip() or None
 
+        project = value(PROJECT_DIR_ENV)
+        project_dir = (cwd / Path(project).expanduser() if project else cwd).resolve()
         configured_config = value(CONFIG_ENV)
         if configured_config:
-            config_path: Path | None = Path(configured_config).expanduser()
+            # Absolute (against the working directory): children run elsewhere.
+            config_path: Path | None = (cwd / Path(configured_config).expanduser()).absolute()
         else:
-            local = cwd / PROJECT_SETTINGS
+            local = project_dir / PROJECT_SETTINGS
             config_path = local if local.is_file() else None
         runtime = value("XDG_RUNTIME_DIR")
         return cls(
-            data_dir=_data_dir(value(DATA_DIR_ENV), cwd, value("XDG_DATA_HOME")),
+            data_dir=_data_dir(value(DATA_DIR_ENV), project_dir, value("XDG_DATA_HOME")),
             config_path=config_path,
             config_from_variable=configured_config is not None,
             database_url=value(DATABASE_URL_ENV),
@@ -100,8 +110,29 @@ class SeamsEnvironment:
             celery_broker_url=value(CELERY_BROKER_ENV),
             celery_backend_url=value(CELERY_BACKEND_ENV),
             runtime_dir=Path(runtime) if runtime else None,
+            project_dir=project_dir,
             variables=MappingProxyType(environ),
         )
+
+    def describe_settings(self) -> str:
+        """Which settings file is in use and why, in one line (`seams check`, the UI): the
+        rule above applied, so a user sees at once whether their seams.yaml counts."""
+        if self.config_from_variable:
+            return f"settings: {self.config_path} (from {CONFIG_ENV})"
+        if self.config_path is not None:
+            return f"settings: {self.config_path} (the seams.yaml of the project folder)"
+        where = f" in {self.project_dir}" if self.project_dir is not None else ""
+        return f"settings: the packaged defaults (no {PROJECT_SETTINGS}{where}, {CONFIG_ENV} unset)"
+
+    def child_variables(self) -> dict[str, str]:
+        """What a child process running in another folder must be told to resolve the same
+        settings file *at each load*: `SEAMS_CONFIG` when the user set it (absolute), else the
+        project folder, so a seams.yaml written there later is found (never a frozen path)."""
+        if self.config_from_variable and self.config_path is not None:
+            return {CONFIG_ENV: str(self.config_path)}
+        if self.project_dir is not None:
+            return {PROJECT_DIR_ENV: str(self.project_dir)}
+        return {}
 
     @property
     def models_dir(self) -> Path:
@@ -128,23 +159,19 @@ class SeamsEnvironment:
         return self.database_url is not None
 
 
-def project_dir(cwd: Path) -> Path | None:
-    """`cwd` when it is a Seams project (holds seams.yaml or .seams), else None."""
-    if (cwd / PROJECT_SETTINGS).is_file() or (cwd / PROJECT_DATA_DIR).is_dir():
-        return cwd
-    return None
-
-
 def user_data_dir(xdg_data_home: str | None) -> Path:
     """The per-user data directory: `$XDG_DATA_HOME/seams`, default `~/.local/share/seams`."""
     return (Path(xdg_data_home) if xdg_data_home else Path.home() / ".local" / "share") / "seams"
 
 
-def _data_dir(configured: str | None, cwd: Path, xdg_data_home: str | None) -> Path:
+def _data_dir(configured: str | None, project: Path, xdg_data_home: str | None) -> Path:
+    """Where the data is, never where the settings are: a `.seams` that exists in the project
+    folder, else the per-user folder. (A seams.yaml does not count: writing one where a user
+    already works must not switch them to a new, empty database.)"""
     if configured:
-        return Path(configured).expanduser().resolve()
-    project = project_dir(cwd)
-    return (project / PROJECT_DATA_DIR if project else user_data_dir(xdg_data_home)).resolve()
+        return (project / Path(configured).expanduser()).resolve()
+    local = project / PROJECT_DATA_DIR
+    return (local if local.is_dir() else user_data_dir(xdg_data_home)).resolve()
 
 
 def keep_hub_offline(*, override: bool = False) -> None:

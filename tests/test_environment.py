@@ -34,14 +34,45 @@ def test_the_data_dir_variable_wins_over_a_project_and_the_user_folder(tmp_path:
     assert env.dagster_home == env.data_dir / "dagster_home"
 
 
-@pytest.mark.parametrize("marker", ["seams.yaml", ".seams"])
-def test_a_project_keeps_its_data_beside_it(tmp_path: Path, marker: str) -> None:
-    if marker == "seams.yaml":
-        (tmp_path / marker).write_text("", encoding="utf-8")
-    else:
-        (tmp_path / marker).mkdir()
+def test_a_project_keeps_its_data_beside_it_once_it_has_a_data_folder(tmp_path: Path) -> None:
+    (tmp_path / ".seams").mkdir()
     env = SeamsEnvironment.from_os({"SEAMS_DATA_DIR": "  ", "XDG_DATA_HOME": "/x"}, tmp_path)
     assert env.data_dir == tmp_path / ".seams"
+
+
+def test_writing_a_seams_yaml_where_a_user_works_never_moves_their_data(tmp_path: Path) -> None:
+    variables = {"XDG_DATA_HOME": str(tmp_path / "xdg")}
+    before = SeamsEnvironment.from_os(variables, tmp_path)
+    (tmp_path / "seams.yaml").write_text("chunking: {preset: fast}\n", encoding="utf-8")
+    after = SeamsEnvironment.from_os(variables, tmp_path)
+    assert after.config_path == tmp_path / "seams.yaml"  # the settings count...
+    assert after.data_dir == before.data_dir == tmp_path / "xdg" / "seams"  # ...the data stays
+
+
+def test_the_project_folder_variable_stands_for_the_working_directory(tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    (project / ".seams").mkdir(parents=True)
+    (project / "seams.yaml").write_text("", encoding="utf-8")
+    elsewhere = tmp_path / "dagster_home"
+    elsewhere.mkdir()
+    env = SeamsEnvironment.from_os({"SEAMS_PROJECT_DIR": str(project)}, elsewhere)
+    assert env.project_dir == project
+    assert env.config_path == project / "seams.yaml" and not env.config_from_variable
+    assert env.data_dir == project / ".seams"
+    # A child is handed the folder, not the file: a seams.yaml written later still counts.
+    assert env.child_variables() == {"SEAMS_PROJECT_DIR": str(project)}
+
+
+def test_describe_settings_says_which_file_and_why(tmp_path: Path) -> None:
+    none = SeamsEnvironment.from_os({}, tmp_path).describe_settings()
+    assert (
+        none == f"settings: the packaged defaults (no seams.yaml in {tmp_path}, SEAMS_CONFIG unset)"
+    )
+    (tmp_path / "seams.yaml").write_text("", encoding="utf-8")
+    local = SeamsEnvironment.from_os({}, tmp_path).describe_settings()
+    assert local == f"settings: {tmp_path / 'seams.yaml'} (the seams.yaml of the project folder)"
+    named = SeamsEnvironment.from_os({"SEAMS_CONFIG": "/etc/seams.yaml"}, tmp_path)
+    assert named.describe_settings() == "settings: /etc/seams.yaml (from SEAMS_CONFIG)"
 
 
 def test_elsewhere_the_data_dir_is_per_user(tmp_path: Path) -> None:
