@@ -19,6 +19,7 @@ import logging
 import os
 import struct
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -46,6 +47,11 @@ from seams.storage import schema
 log = logging.getLogger(__name__)
 
 POOL_TIMEOUT_S = 30.0
+#: How long `connection()` waits on the pool before asking the server itself whether it is up.
+#: A pool whose server is down keeps retrying in the background until `POOL_TIMEOUT_S`, so
+#: without the question a search during an outage would wait that long for its one line; a
+#: server that answers means every connection is busy, and the rest of the wait is worth it.
+PROBE_AFTER_S = 1.0
 
 
 class PostgresResource(dg.ConfigurableResource):
@@ -136,18 +142,36 @@ class PostgresResource(dg.ConfigurableResource):
         the (redacted) URL; errors raised inside the block pass through unchanged.
         """
         pool = self.pool()
+        conn = self._getconn(pool)
         try:
-            conn = pool.getconn()
+            yield conn
+        finally:
+            pool.putconn(conn)  # discards a broken connection, rolls back a stray transaction
+
+    def _getconn(self, pool: ConnectionPool) -> psycopg.Connection[Any]:
+        """A connection from `pool`; when none comes within `PROBE_AFTER_S`, one direct
+        connection attempt tells a server that is down (a `StorageError` at once, with the
+        server's own reason) from a pool whose connections are all busy (wait out the rest)."""
+        deadline = time.monotonic() + pool.timeout
+        try:
+            return pool.getconn(timeout=min(PROBE_AFTER_S, pool.timeout))
+        except PoolTimeout:
+            pass
+        reason = server_down_reason(self.resolved_url())
+        if reason is not None:
+            raise StorageError(
+                f"PostgreSQL at {self.redacted_url} does not answer: {redact(reason)}. Check "
+                "that the server is running and reachable (the embedded one: `seams db start`), "
+                "then retry"
+            )
+        try:
+            return pool.getconn(timeout=max(0.0, deadline - time.monotonic()))
         except PoolTimeout as exc:
             raise StorageError(
                 f"no connection to PostgreSQL at {self.redacted_url} within {pool.timeout:.0f} s: "
                 "check that the server is running and reachable, or raise max_connections "
                 "if every connection is busy"
             ) from exc
-        try:
-            yield conn
-        finally:
-            pool.putconn(conn)  # discards a broken connection, rolls back a stray transaction
 
     def ensure_schema(self) -> None:
         """Create schema `seams` and every declared table, index and view (idempotent).
@@ -159,6 +183,17 @@ class PostgresResource(dg.ConfigurableResource):
         create_schema(url)
         with _LOCK:
             _SCHEMA_READY.add((os.getpid(), url))
+
+
+def server_down_reason(url: str) -> str | None:
+    """Why the server of `url` refuses a fresh connection (its first line), or None when it
+    accepts one: one attempt, `CONNECT_TIMEOUT_S` at most, outside any pool."""
+    try:
+        with psycopg.connect(url, connect_timeout=CONNECT_TIMEOUT_S, autocommit=True):
+            return None
+    except psycopg.Error as exc:
+        text = str(exc).strip()
+        return text.splitlines()[0] if text else type(exc).__name__
 
 
 def close_pool(url: str) -> None:

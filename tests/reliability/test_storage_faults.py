@@ -1,7 +1,8 @@
 """Database faults seen from the command line: one line naming what failed and what to do, a
-non-zero exit, no traceback (issue 19). `SEAMS_DAGSTER_DATABASE_URL` is checked up front like
+non-zero exit, no traceback. `SEAMS_DAGSTER_DATABASE_URL` is checked up front like
 `SEAMS_DATABASE_URL`; a server that stops in the middle of `seams run` ends the command with one
-line, and the rerun completes once the server is back.
+line, and the rerun completes once the server is back; a query in a process whose server went
+down fails at once, not after the pool's 30 s, while a busy pool still waits.
 """
 
 from __future__ import annotations
@@ -10,18 +11,25 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from psycopg_pool import ConnectionPool
 
+from seams.errors import StorageError
 from seams.models.model_store import ModelManifest
 from seams.orchestration import runner
 from seams.resources import database
-from seams.resources.database import EmbeddedPostgres, database_url_for
+from seams.resources import postgres as postgres_module
+from seams.resources.database import EmbeddedPostgres, database_url_for, redact
 from seams.resources.embedded_server import server_tempdir
-from tests.reliability.conftest import SHORT_DOC, one_error_line, rows
+from seams.resources.postgres import PostgresResource, close_pool
+from tests.support.cli import one_error_line
+from tests.support.databases import rows
+from tests.support.samples import SHORT_DOC
 
 SECRET = "hunter2-LEAK"
 #: What libpq's default notice processor prints for a server's fast shutdown.
@@ -140,3 +148,68 @@ def _extracted(url: str) -> bool:
         return bool(table) and rows(data, "SELECT count(*) FROM seams.extracted_text")[0][0] > 0
     except Exception:
         return False
+
+
+def _recorded_pool_waits(monkeypatch: pytest.MonkeyPatch) -> list[float | None]:
+    """Every `timeout` a caller hands `ConnectionPool.getconn`: how long it was ready to wait."""
+    waits: list[float | None] = []
+    original = ConnectionPool.getconn
+
+    def getconn(self: ConnectionPool, timeout: float | None = None):
+        waits.append(timeout)
+        return original(self, timeout)
+
+    monkeypatch.setattr(ConnectionPool, "getconn", getconn)
+    return waits
+
+
+def test_a_stopped_server_fails_a_query_at_once_not_after_the_pool_timeout(
+    own_server: EmbeddedPostgres, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = own_server.url(database.DATA_DATABASE)
+    assert url is not None
+    resource = PostgresResource(url=url)
+    try:
+        with resource.connection() as conn:  # a warm pool: one idle connection, soon broken
+            assert conn.execute("SELECT 1").fetchone() == (1,)
+        own_server.stop()
+        waits = _recorded_pool_waits(monkeypatch)
+        for _ in range(2):  # the broken idle connection, then a pool with none left
+            with pytest.raises(StorageError) as failed, resource.connection():
+                pass
+            message = str(failed.value)
+            assert message.startswith(f"PostgreSQL at {redact(url)} does not answer: "), message
+            assert "seams db start" in message and "\n" not in message
+        # Nobody waited on the pool for its timeout: the direct probe answered after one short
+        # wait per query.
+        assert waits == [postgres_module.PROBE_AFTER_S] * 2, waits
+    finally:
+        close_pool(url)
+
+
+def test_a_busy_pool_still_waits_for_a_connection_when_the_server_answers(
+    own_server: EmbeddedPostgres, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(postgres_module, "POOL_TIMEOUT_S", 20.0)
+    url = own_server.url(database.DATA_DATABASE)
+    assert url is not None
+    url += "?application_name=seams-busy-pool"  # a pool of its own, one connection at most
+    resource = PostgresResource(url=url, max_connections=1)
+    got: list[object] = []
+    try:
+        with resource.connection():
+            waits = _recorded_pool_waits(monkeypatch)
+
+            def second() -> None:
+                with resource.connection() as conn:
+                    got.append(conn.execute("SELECT 1").fetchone())
+
+            waiter = threading.Thread(target=second)
+            waiter.start()
+            while len(waits) < 2 and waiter.is_alive():  # probed, the server answered: waits on
+                time.sleep(0.05)
+        waiter.join(timeout=60)
+        assert got == [(1,)]  # the busy connection came back and was handed over, no error
+        assert waits[0] == postgres_module.PROBE_AFTER_S and waits[1] > waits[0], waits
+    finally:
+        close_pool(url)
