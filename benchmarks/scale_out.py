@@ -29,7 +29,8 @@ import sys
 import time
 from pathlib import Path
 
-from benchmarks.services import start_redis, start_workers, stop_group
+from tests.support.processes import start_redis, start_workers, stop_group
+
 
 RESULTS = Path(__file__).parent / "results" / "scale_out.json"
 

@@ -27,7 +27,8 @@ import sys
 import time
 from pathlib import Path
 
-from benchmarks.services import stop_group
+from tests.support.processes import stop_group
+
 
 SAMPLES = (("field_notes.md",), ("history_of_maps.txt", "kitchen_science.md"))
 ONE_FILE = "field_notes.md"

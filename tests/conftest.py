@@ -9,33 +9,23 @@ that cannot be started fails the tests that need it, loudly.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
-import socket
-import subprocess
-import sys
-import time
-import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 
 import dagster as dg
-import psycopg
 import pytest
-from dagster_graphql import DagsterGraphQLClient, DagsterGraphQLClientError
-from psycopg import sql
 
-from benchmarks.services import stop_group
-from seams.environment import LEGACY_DAGSTER_DATABASE_URL_ENV, SeamsEnvironment
 from seams.models.model_store import ModelManifest
-from seams.orchestration.definitions import build_definitions
-from seams.orchestration.instance import SeamsInstance, prepare_instance, workspace_file
 from seams.resources import database
-from seams.resources.database import EmbeddedPostgres, database_url_for
+from seams.resources.database import EmbeddedPostgres
 from seams.resources.embedded_server import server_tempdir
-from seams.resources.postgres import close_pool
-from seams.settings import load_settings
+from tests.support import ast_parse
+from tests.support.databases import fresh_database
+from tests.support.instances import current_definitions, keep_environment, open_instance
+
+ast_parse.install()  # before pytest parses a test module or formats a traceback
 
 TEST_URL_ENV = "SEAMS_TEST_DATABASE_URL"
 
@@ -74,25 +64,6 @@ def pg_server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         shutil.rmtree(root, ignore_errors=True)
 
 
-@contextlib.contextmanager
-def fresh_database(pg_server_url: str) -> Iterator[str]:
-    """A new, empty database (with pgvector) on the test server; dropped on exit."""
-    name = f"t_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(pg_server_url, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    url = database_url_for(pg_server_url, name)
-    with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
-    try:
-        yield url
-    finally:
-        close_pool(url)
-        with psycopg.connect(pg_server_url, autocommit=True) as conn:
-            conn.execute(
-                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
-            )
-
-
 @pytest.fixture
 def database_url(pg_server_url: str) -> Iterator[str]:
     """A fresh, empty database (with pgvector) for one test, dropped afterwards."""
@@ -125,27 +96,6 @@ def exported_model(
     return load_manifest(target)
 
 
-#: Variables a test may change (`open_instance` exports them) that must come back as they were.
-ENV_VARIABLES = (
-    "DAGSTER_HOME",
-    "SEAMS_DATA_DIR",
-    "SEAMS_CONFIG",
-    LEGACY_DAGSTER_DATABASE_URL_ENV,
-    database.URL_ENV,
-    database.DAGSTER_URL_ENV,
-)
-
-
-def keep_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Make `monkeypatch` restore every variable a test or `open_instance` may change."""
-    for variable in ENV_VARIABLES:
-        value = os.environ.get(variable)
-        if value is None:
-            monkeypatch.delenv(variable, raising=False)
-        else:
-            monkeypatch.setenv(variable, value)
-
-
 @pytest.fixture
 def instance(
     database_url: str, monkeypatch: pytest.MonkeyPatch, exported_model: ModelManifest
@@ -158,108 +108,11 @@ def instance(
         yield dagster_instance
 
 
-def current_definitions() -> dg.Definitions:
-    """The definitions of this process's settings and environment as they are now, as an entry
-    point builds them: call it after the fixtures (or the test) set `SEAMS_DATABASE_URL`,
-    `SEAMS_DATA_DIR` or `SEAMS_CONFIG`, since definitions carry the environment they were built
-    in; never at import."""
-    environment = SeamsEnvironment.from_os()
-    return build_definitions(load_settings(environment=environment), environment=environment)
-
-
 @pytest.fixture
 def defs(instance: dg.DagsterInstance) -> dg.Definitions:
     """The definitions of this test's environment: built after `instance` chose its database
     and exported its variables."""
     return current_definitions()
-
-
-def export_instance(monkeypatch: pytest.MonkeyPatch) -> SeamsInstance:
-    """`prepare_instance()`, its variables exported (until the test ends) for this test's child
-    processes (subprocess probes, webserver, daemon), as `seams dev` hands them to its children."""
-    seams_instance = prepare_instance()
-    for name, value in seams_instance.variables().items():
-        monkeypatch.setenv(name, value)
-    return seams_instance
-
-
-def open_instance(monkeypatch: pytest.MonkeyPatch) -> dg.DagsterInstance:
-    """The prepared Dagster instance (see `export_instance`); use it as a context manager."""
-    return export_instance(monkeypatch).open()
-
-
-TWO_BATCHES = (("field_notes.md",), ("history_of_maps.txt", "kitchen_science.md"))
-"""Two sample-corpus batches of different sizes: per-partition and per-run counts cannot agree
-by chance."""
-
-
-def register_sample_batches(
-    tmp_path: Path,
-    batches: tuple[tuple[str, ...], ...] = TWO_BATCHES,
-    *,
-    defs: dg.Definitions,
-) -> list[str]:
-    """Register each group of sample-corpus files as its own batch (a folder each); their keys."""
-    from seams.orchestration import runner
-
-    keys = []
-    for number, names in enumerate(batches):
-        folder = copy_samples(tmp_path / f"batch_{number}", names)
-        keys.extend(runner.register_path(folder, print, defs=defs))
-    return keys
-
-
-def copy_samples(folder: Path, names: Sequence[str]) -> Path:
-    """A new folder holding copies of these sample-corpus files."""
-    from seams.orchestration import runner
-
-    folder.mkdir()
-    for name in names:
-        shutil.copy(runner.SAMPLE_CORPUS / name, folder / name)
-    return folder
-
-
-def free_port() -> int:
-    """A free TCP port on the loopback interface."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@contextlib.contextmanager
-def dagster_services(logs: Path, *, timeout_s: float = 180) -> Iterator[DagsterGraphQLClient]:
-    """dagster-webserver + dagster-daemon for the `seams` location on a free loopback port, against
-    the instance `export_instance()` set up; yields a GraphQL client once the UI answers."""
-    port = free_port()
-    bin_dir = Path(sys.executable).parent
-    workspace = workspace_file(SeamsEnvironment.from_os().dagster_home)
-    commands = {
-        "webserver": [str(bin_dir / "dagster-webserver"), "-w", str(workspace),
-                      "-h", "127.0.0.1", "-p", str(port)],
-        "daemon": [str(bin_dir / "dagster-daemon"), "run", "-w", str(workspace)],
-    }  # fmt: skip
-    procs = {}
-    for name, command in commands.items():
-        log = (logs / f"{name}.log").open("w")
-        procs[name] = subprocess.Popen(
-            command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=os.environ
-        )
-    try:
-        client = DagsterGraphQLClient("127.0.0.1", port_number=port, timeout=60)
-        deadline = time.monotonic() + timeout_s
-        while True:
-            try:
-                client._execute("{ version }")
-                break
-            except DagsterGraphQLClientError:
-                assert procs["webserver"].poll() is None, (logs / "webserver.log").read_text()[
-                    -3000:
-                ]
-                assert time.monotonic() < deadline, "the webserver never answered"
-                time.sleep(0.5)
-        yield client
-    finally:
-        stop_group(*procs.values(), grace_s=30)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -21,7 +21,7 @@ import pytest
 
 from seams.models.model_store import ModelManifest, default_model_dir, default_static_dir
 from seams.orchestration import cli, runner
-from tests.integrations.conftest import write_tiny_static_model
+from tests.support.models import write_tiny_static_model
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"

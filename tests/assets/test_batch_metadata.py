@@ -17,7 +17,7 @@ from seams.orchestration.dagster_internals import (
     ASSET_PARTITION_RANGE_END_TAG,
     ASSET_PARTITION_RANGE_START_TAG,
 )
-from tests.conftest import register_sample_batches
+from tests.support.samples import register_sample_batches
 
 batches = dg.DynamicPartitionsDefinition(name="test_batches")
 

@@ -17,7 +17,7 @@ from seams.models.model_store import ModelManifest
 from seams.orchestration import runner
 from seams.orchestration.definitions import build_definitions
 from seams.settings import SeamsSettings
-from tests.conftest import copy_samples
+from tests.support.samples import copy_samples
 
 CHAIN = ["extracted_text", "sentence_candidates", "candidate_embeddings", "semantic_boundaries",
          "chunks"]  # fmt: skip

@@ -18,7 +18,7 @@ from seams.resources.postgres import PostgresResource
 from seams.storage import schema
 from seams.storage.export_files import export_chunks
 from seams.storage.export_rows import ExportRequest, export_columns
-from tests.conftest import copy_samples
+from tests.support.samples import copy_samples
 
 SAMPLE_FILES = sorted(p.name for p in runner.SAMPLE_CORPUS.iterdir() if p.name != "README.md")
 CHUNK_COLUMNS = [c.name for c in schema.CHUNKS.columns]

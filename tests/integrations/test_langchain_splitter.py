@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from conftest import LEXICAL
 from langchain_core.documents import Document
 
 from seams.chunking import Chunk, chunk_text
@@ -12,6 +11,7 @@ from seams.integrations import CHUNK_METADATA_KEYS
 from seams.integrations.chunker import text_document_id
 from seams.integrations.langchain import SeamsTextSplitter
 from seams.models.embedders import OnnxEmbedder
+from tests.support.samples import LEXICAL
 
 
 def _assert_same_chunks(docs: list[Document], chunks: list[Chunk], text: str) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from conftest import LEXICAL
 from llama_index.core import Document
 from llama_index.core.ingestion import DocstoreStrategy, IngestionPipeline
 from llama_index.core.schema import MetadataMode, NodeRelationship, TextNode
@@ -12,6 +11,7 @@ from llama_index.core.storage.docstore import SimpleDocumentStore
 from seams.chunking import Chunk
 from seams.integrations.llama_index import SeamsNodeParser
 from seams.models.embedders import OnnxEmbedder
+from tests.support.samples import LEXICAL
 
 
 def _documents(texts: dict[str, str]) -> list[Document]:

@@ -26,7 +26,9 @@ from seams.resources.static_embedder import StaticEmbedder
 from seams.settings import SeamsSettings
 from seams.storage.batches import register_batch, scan_inbox
 from seams.storage.search import candidates, search_response
-from tests.conftest import copy_samples, fresh_database, keep_environment
+from tests.support.databases import fresh_database
+from tests.support.instances import keep_environment
+from tests.support.samples import copy_samples
 
 SETTINGS = SeamsSettings()
 NAMES = ["field_notes.md", "kitchen_science.md", "platform_handbook.md"]

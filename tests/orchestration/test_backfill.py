@@ -17,7 +17,7 @@ from seams.orchestration import launch, runner
 from seams.orchestration.dagster_internals import BulkActionStatus
 from seams.orchestration.definitions import build_definitions
 from seams.settings import SeamsSettings, load_settings
-from tests.conftest import register_sample_batches
+from tests.support.samples import register_sample_batches
 
 CHUNK_CHECKS = ("exact_slices", "nothing_lost", "sizes_within_bounds", "unique_chunk_ids")
 

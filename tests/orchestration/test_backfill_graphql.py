@@ -24,8 +24,9 @@ from dagster_graphql import DagsterGraphQLClient, DagsterGraphQLClientError
 
 from seams.orchestration import launch, ownership, runner
 from seams.orchestration.dagster_internals import BulkActionsFilter, BulkActionStatus
-from tests.conftest import free_port, register_sample_batches
 from tests.orchestration.test_backfill import _stored_per_batch
+from tests.support.processes import free_port
+from tests.support.samples import register_sample_batches
 
 BACKFILLS = """
 {

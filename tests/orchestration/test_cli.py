@@ -18,7 +18,7 @@ import pytest
 
 from seams.orchestration.cli import build_parser
 from seams.resources.embedded_server import server_tempdir
-from tests.conftest import free_port
+from tests.support.processes import free_port
 
 
 def test_help_lists_every_command() -> None:

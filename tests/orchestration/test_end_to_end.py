@@ -17,7 +17,7 @@ from dagster_graphql import DagsterGraphQLClient
 
 from seams.models.model_store import ModelManifest
 from seams.orchestration import ownership, runner
-from tests.conftest import dagster_services
+from tests.support.processes import dagster_services
 
 ADD_PARTITION = """
 mutation Add($repo: RepositorySelector!, $name: String!, $key: String!) {

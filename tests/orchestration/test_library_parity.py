@@ -12,7 +12,7 @@ from seams import OnnxEmbedder, chunk_text
 from seams.models.model_store import ModelManifest
 from seams.orchestration import runner
 from seams.settings import load_settings
-from tests.conftest import copy_samples
+from tests.support.samples import copy_samples
 
 SAMPLES = ("field_notes.md", "history_of_maps.txt", "platform_handbook.md")
 

@@ -26,7 +26,7 @@ from seams.orchestration.definitions import build_definitions
 from seams.orchestration.sensors import build_inbox_sensor, build_seal_schedule, look_at_inbox
 from seams.resources.postgres import PostgresResource
 from seams.settings import InboxSettings, load_settings
-from tests.conftest import copy_samples
+from tests.support.samples import copy_samples
 
 SAMPLES = ("field_notes.md", "history_of_maps.txt")
 SETTINGS = load_settings()

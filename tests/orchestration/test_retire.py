@@ -20,7 +20,7 @@ from seams.orchestration import runner
 from seams.orchestration.cli.search import format_response
 from seams.storage.batches import document_id_for
 from seams.storage.search import search_response
-from tests.conftest import copy_samples
+from tests.support.samples import copy_samples
 
 SAMPLES = ("field_notes.md", "city_notes.txt")
 

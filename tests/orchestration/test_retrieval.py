@@ -29,7 +29,7 @@ from seams.resources.static_embedder import StaticEmbedder
 from seams.settings import ChunkingSettings, RetrievalSettings, SeamsSettings, load_settings
 from seams.storage.batches import register_batch, scan_inbox
 from seams.storage.search import MAX_QUERY_CHARS, search, search_response
-from tests.conftest import fresh_database
+from tests.support.databases import fresh_database
 
 SETTINGS = load_settings()
 DEFAULT_MODE = index_mode(SETTINGS.retrieval.mode, SETTINGS.chunking_config())

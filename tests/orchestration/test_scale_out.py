@@ -17,7 +17,6 @@ import dagster as dg
 import psycopg
 import pytest
 
-from benchmarks.services import redis_server_binary, start_redis, start_workers, stop_group
 from seams.orchestration import runner
 from seams.orchestration.definitions import (
     CELERY_BACKEND_ENV,
@@ -25,7 +24,8 @@ from seams.orchestration.definitions import (
     build_definitions,
 )
 from seams.settings import SeamsSettings, load_settings
-from tests.conftest import register_sample_batches
+from tests.support.processes import redis_server_binary, start_redis, start_workers, stop_group
+from tests.support.samples import register_sample_batches
 
 WORKERS = ("w1", "w2")
 READY_S = 150

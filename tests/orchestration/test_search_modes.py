@@ -18,7 +18,7 @@ from seams.paths import sample_corpus
 from seams.resources import database
 from seams.settings import load_settings
 from seams.storage.batches import register_batch, scan_inbox
-from tests.conftest import keep_environment
+from tests.support.instances import keep_environment
 
 CASES = {  # seams.yaml, the mode the index is built in
     "pooled": ("retrieval: {mode: pooled}\n", "pooled"),

@@ -26,14 +26,12 @@ import dagster as dg
 import pytest
 from dagster_graphql import DagsterGraphQLClient, DagsterGraphQLClientError
 
-from benchmarks.services import stop_group
 from seams.assets.partitions import document_batches
 from seams.models.model_store import ModelManifest
 from seams.orchestration import runner
 from seams.orchestration.definitions import build_definitions
 from seams.orchestration.sync import SYNC_CHECK, SYNCED_ASSETS
 from seams.settings import load_settings
-from tests.conftest import free_port
 
 STALE_BY_PARTITION = """
 query Stale($key: AssetKeyInput!, $partitions: [String!]) {
@@ -94,6 +92,7 @@ import dagster as dg
 
 from seams.orchestration import location  # `defs` must be the one Definitions here
 from seams.orchestration.sync import SYNC_SENSOR, build_sync_sensor
+from tests.support.processes import free_port, stop_group
 
 defs = dg.Definitions(
     assets=location.defs.assets,

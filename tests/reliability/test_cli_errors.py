@@ -25,7 +25,8 @@ from seams.resources import database
 from seams.resources.embedded_server import server_tempdir
 from seams.resources.postgres import PostgresResource
 from seams.storage import schema
-from tests.reliability.conftest import SHORT_DOC, one_error_line, run_seams, seams_env
+from tests.support.cli import one_error_line, run_seams, seams_env
+from tests.support.samples import SHORT_DOC
 
 COMMANDS: dict[str, tuple[str, ...]] = {
     "db start": ("db", "start"),

@@ -22,14 +22,10 @@ import pytest
 from seams.models.model_store import ModelManifest
 from seams.resources.database import DATA_DATABASE, MIN_FREE_BYTES, EmbeddedPostgres
 from seams.resources.embedded_server import server_tempdir
-from tests.reliability.conftest import (
-    invariant_problems,
-    one_error_line,
-    rows,
-    run_seams,
-    seams_env,
-)
 from tests.reliability.test_cli_errors import fill, mount_tmpfs, unmount
+from tests.support.cli import one_error_line, run_seams, seams_env
+from tests.support.databases import rows
+from tests.support.invariants import invariant_problems
 
 SIZE_MB = 400
 

@@ -21,7 +21,6 @@ import pytest
 from seams.resources import embedded_server
 from seams.resources.database import DATA_DATABASE, EmbeddedPostgres, database_url_for
 from seams.resources.embedded_server import planned_socket_folder, server_tempdir, server_user
-from tests.reliability.conftest import run_seams, seams_env
 
 AS_ROOT = os.geteuid() == 0
 
@@ -162,6 +161,7 @@ from seams.orchestration.dagster_internals import InstanceRef
 from seams.resources.database import DAGSTER_DATABASE, DATA_DATABASE, EmbeddedPostgres
 from seams.resources.database import dagster_url, database_url_for
 from seams.resources.postgres import create_schema
+from tests.support.cli import run_seams, seams_env
 
 pgdata, home, go = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3])
 (home / "ready").touch()

@@ -24,7 +24,8 @@ from seams.extraction import ExtractionLimits, extract_document
 from seams.extraction.containers import declared_directory
 from seams.extraction.html_depth import MAX_DEPTH
 from seams.orchestration import runner
-from tests.reliability.conftest import rows, run_path
+from tests.support.databases import rows
+from tests.support.samples import run_path
 
 PARAGRAPH = (
     b"<w:p><w:r><w:t>" + b"all work and no play makes jack a dull boy " * 20 + b"</w:t></w:r></w:p>"

@@ -29,8 +29,9 @@ from seams.resources.database import EmbeddedPostgres, database_url_for
 from seams.resources.embedded_server import server_tempdir
 from seams.resources.postgres import close_pool
 from seams.storage import partition_tables as io_module
-from tests.conftest import copy_samples, current_definitions, export_instance
-from tests.reliability.conftest import SHORT_DOC, advisory_locks, keep_environment, rows, run_path
+from tests.support.databases import advisory_locks, rows
+from tests.support.instances import current_definitions, export_instance, keep_environment
+from tests.support.samples import SHORT_DOC, copy_samples, run_path
 
 SAMPLES = ("field_notes.md", "history_of_maps.txt")
 PASSWORD = "Pw-stop-9f3a"

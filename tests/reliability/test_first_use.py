@@ -23,7 +23,8 @@ import pytest
 
 from seams.resources.database import DATA_DATABASE, EmbeddedPostgres
 from seams.resources.embedded_server import orphaned_servers, server_tempdir
-from tests.reliability.conftest import rows, run_seams, seams_env
+from tests.support.cli import run_seams, seams_env
+from tests.support.databases import rows
 
 DOCS = {
     "a": "# Tides\n\nThe tide rises twice a day along this coast. Fishermen read the tables.\n",

@@ -30,7 +30,9 @@ import pytest
 from seams.models.onnx_runtime import EmbeddingRuntime
 from seams.orchestration import runner
 from seams.settings import load_settings
-from tests.reliability.conftest import invariant_problems, rows, run_path
+from tests.support.databases import rows
+from tests.support.invariants import invariant_problems
+from tests.support.samples import run_path
 
 TINY_FILES = 300
 NO_PUNCTUATION_BYTES = 2_000_000

@@ -24,8 +24,9 @@ from seams.models.model_store import ModelManifest
 from seams.orchestration import runner
 from seams.orchestration.instance import INSTANCE_YAML
 from seams.resources import database
-from tests.conftest import current_definitions, dagster_services, export_instance
-from tests.reliability.conftest import keep_environment, rows
+from tests.support.databases import rows
+from tests.support.instances import current_definitions, export_instance, keep_environment
+from tests.support.processes import dagster_services
 
 LIMIT = 2
 TOPICS = ("tides", "glaciers", "bread", "violins", "orchards", "lighthouses")

@@ -19,7 +19,7 @@ import pytest
 
 from seams.models.model_store import ModelManifest
 from seams.resources.embedded_server import server_tempdir
-from tests.reliability.conftest import SHORT_DOC
+from tests.support.samples import SHORT_DOC
 
 AS_ROOT = os.geteuid() == 0
 

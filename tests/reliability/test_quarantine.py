@@ -18,8 +18,9 @@ from seams.models.model_store import ModelManifest
 from seams.orchestration import runner
 from seams.resources import database
 from seams.storage.quarantine import QUARANTINE_RETRY_TAG
-from tests.reliability.conftest import SHORT_DOC, rows
 from tests.reliability.test_extraction_limits import docx_with_body_of
+from tests.support.databases import rows
+from tests.support.samples import SHORT_DOC
 
 ERRORS = "SELECT source_uri, error FROM seams.extracted_text ORDER BY source_uri"
 

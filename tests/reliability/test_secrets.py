@@ -18,8 +18,8 @@ from seams.models.model_store import ModelManifest
 from seams.orchestration import cli
 from seams.resources import database
 from seams.resources.postgres import close_pool
-from tests.conftest import current_definitions, export_instance
-from tests.reliability.conftest import SHORT_DOC, keep_environment, run_path
+from tests.support.instances import current_definitions, export_instance, keep_environment
+from tests.support.samples import SHORT_DOC, run_path
 
 PASSWORD = "Sekr1t-" + uuid.uuid4().hex[:10]
 

@@ -1,7 +1,7 @@
-"""Local helper processes for the scale-out benchmark and its test: a private Redis and
-`seams worker`s, each in its own process group, and stopping such a group.
-
-Not part of the product: `seams worker` is; this only starts throwaway copies on loopback.
+"""Processes the tests (and the scale-out and UI benchmarks) start: Dagster's webserver and
+daemon, a private Redis and `seams worker`s, each in its own process group on loopback, and
+stopping such a group. Not part of the product: `seams dev` and `seams worker` are; these start
+throwaway copies.
 """
 
 from __future__ import annotations
@@ -14,7 +14,13 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
+
+from dagster_graphql import DagsterGraphQLClient, DagsterGraphQLClientError
+
+from seams.environment import SeamsEnvironment
+from seams.orchestration.instance import workspace_file
 
 READY_S = 180
 """How long a cold `seams worker` may take to say " ready." (model load, Celery start)."""
@@ -57,15 +63,15 @@ def start_redis(work: Path, log: Path | None = None) -> tuple[subprocess.Popen, 
     import redis
 
     server = redis_server_binary()
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     out = log.open("w") if log else subprocess.DEVNULL
+    nothing_kept = ("--save", "", "--appendonly", "no", "--dir", str(work))
     proc = subprocess.Popen(
-        [server, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-         "--dir", str(work)],
-        stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-    )  # fmt: skip
+        [server, "--port", str(port), "--bind", "127.0.0.1", *nothing_kept],
+        stdout=out,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     client = redis.Redis(host="127.0.0.1", port=port)
     deadline = time.monotonic() + 30
     while True:
@@ -118,3 +124,45 @@ def start_workers(
             stop_group(proc)
         raise
     return procs
+
+
+def free_port() -> int:
+    """A free TCP port on the loopback interface."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def dagster_services(logs: Path, *, timeout_s: float = 180) -> Iterator[DagsterGraphQLClient]:
+    """dagster-webserver + dagster-daemon for the `seams` location on a free loopback port, against
+    the instance `export_instance()` set up; yields a GraphQL client once the UI answers."""
+    port = free_port()
+    bin_dir = Path(sys.executable).parent
+    workspace = workspace_file(SeamsEnvironment.from_os().dagster_home)
+    address = ("-h", "127.0.0.1", "-p", str(port))
+    commands = {
+        "webserver": [str(bin_dir / "dagster-webserver"), "-w", str(workspace), *address],
+        "daemon": [str(bin_dir / "dagster-daemon"), "run", "-w", str(workspace)],
+    }
+    procs = {}
+    for name, command in commands.items():
+        log = (logs / f"{name}.log").open("w")
+        procs[name] = subprocess.Popen(
+            command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=os.environ
+        )
+    try:
+        client = DagsterGraphQLClient("127.0.0.1", port_number=port, timeout=60)
+        webserver_log = logs / "webserver.log"
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                client._execute("{ version }")
+                break
+            except DagsterGraphQLClientError:
+                assert procs["webserver"].poll() is None, webserver_log.read_text()[-3000:]
+                assert time.monotonic() < deadline, "the webserver never answered"
+                time.sleep(0.5)
+        yield client
+    finally:
+        stop_group(*procs.values(), grace_s=30)

@@ -1,0 +1,46 @@
+"""Fresh databases on the test server, and reading rows back."""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+from collections.abc import Iterator
+
+import psycopg
+from psycopg import sql
+
+from seams.resources.database import database_url_for
+from seams.resources.postgres import close_pool
+
+
+@contextlib.contextmanager
+def fresh_database(pg_server_url: str) -> Iterator[str]:
+    """A new, empty database (with pgvector) on the test server; dropped on exit."""
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(pg_server_url, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    url = database_url_for(pg_server_url, name)
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+    try:
+        yield url
+    finally:
+        close_pool(url)
+        with psycopg.connect(pg_server_url, autocommit=True) as conn:
+            conn.execute(
+                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+            )
+
+
+def rows(url: str, query: str, *params: object) -> list[tuple]:
+    with psycopg.connect(url) as conn:
+        return conn.execute(query, params).fetchall()
+
+
+def advisory_locks(url: str) -> list[tuple]:
+    """Advisory locks held or awaited in `url`'s database, by anyone."""
+    return rows(
+        url,
+        "SELECT l.pid, l.granted, l.objid FROM pg_locks l JOIN pg_database d ON d.oid = l.database"
+        " WHERE l.locktype = 'advisory' AND d.datname = current_database()",
+    )
