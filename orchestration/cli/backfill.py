@@ -8,7 +8,7 @@ import time
 
 from seams.orchestration import runner
 from seams.orchestration.cli.context import definitions
-from seams.orchestration.cli.terminal import say
+from seams.orchestration.cli.terminal import printable, say
 from seams.orchestration.instance import prepare_instance
 
 
@@ -26,5 +26,6 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps({name: getattr(summary, name) for name in fields}))
     elif summary.batches:
         home = args.environment.dagster_home
-        print(runner.format_summary(runner.summarize(summary, defs=defs), home=home), flush=True)
+        shown = runner.format_summary(runner.summarize(summary, defs=defs), home=home)
+        print(printable(shown, keep="\n"), flush=True)  # the folders' names are the user's
     return 0

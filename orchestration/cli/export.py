@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from seams.orchestration.cli.terminal import printable
 from seams.resources.postgres import PostgresResource
 from seams.storage.export_files import export_chunks, format_for
 from seams.storage.export_rows import ExportRequest
@@ -29,8 +30,9 @@ def run(args: argparse.Namespace) -> int:
         batch_rows=args.batch_rows,
     )
     summary = export_chunks(PostgresResource.for_environment(args.environment), request)
+    where = printable(str(summary.path))  # OUT as typed: it may hold anything
     print(
-        f"seams: wrote {summary.rows} chunk rows to {summary.path} ({summary.format}, "
+        f"seams: wrote {summary.rows} chunk rows to {where} ({summary.format}, "
         f"{summary.batches} batches, {summary.seconds:.2f} s)",
         flush=True,
     )

@@ -22,6 +22,7 @@ from typing import Any
 
 from seams.environment import SeamsEnvironment
 from seams.errors import ConfigError, DiskFullError, InputError, SeamsError, os_error_message
+from seams.orchestration.cli.terminal import printable
 
 EXIT_ERROR = 2
 EXIT_INTERRUPTED = 130
@@ -36,8 +37,10 @@ them, and the command says which extra to add instead of printing an ImportError
 
 
 def print_err(message: str) -> None:
-    """One message on stderr, flushed at once (it may be the command's last words)."""
-    print(message, file=sys.stderr, flush=True)
+    """One message on stderr, flushed at once (it may be the command's last words). It may quote
+    a file name, a query or a line of a document: control characters other than the layout's
+    (newline, tab) are escaped."""
+    print(printable(message, keep="\n\t"), file=sys.stderr, flush=True)
 
 
 def missing_pipeline(exc: ModuleNotFoundError) -> str | None:

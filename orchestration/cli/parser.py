@@ -8,8 +8,57 @@ mistyped flag load neither Dagster nor PostgreSQL's driver.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
+from typing import Any
 
 from seams.storage.export_rows import DEFAULT_BATCH_ROWS, FORMATS
+
+
+class CommandParser(argparse.ArgumentParser):
+    """A command's parser. With `dash_positional`, an argument that starts with '-' but is none
+    of the command's options is its positional argument: `seams search "-queen"` searches for
+    "-queen" (argparse alone would call it an unknown option and the query missing), as
+    `seams search -- "-queen"` does."""
+
+    def __init__(self, *args: Any, dash_positional: bool = False, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.dash_positional = dash_positional
+
+    def parse_known_args(
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        if self.dash_positional and args is not None and "--" not in args:
+            args = list(args)
+            for i, token in enumerate(args):
+                if self._is_dash_word(token):  # moved after `--`: positional, whatever it says
+                    args = [*args[:i], *args[i + 1 :], "--", token]
+                    break
+        return super().parse_known_args(args, namespace)
+
+    def _is_dash_word(self, token: str) -> bool:
+        """True for '-queen', '--queen', '-hello'; False for this command's options, their
+        abbreviations and attached values (`--js`, `--budget=9`, `-k5`) and negative numbers."""
+        if not token.startswith("-") or token in ("-", "--"):
+            return False
+        if self._negative_number_matcher.match(token):
+            return False
+        options = self._option_string_actions
+        if token in options:
+            return False
+        if token.startswith("--"):
+            name = token.split("=", 1)[0]
+            return not any(option.startswith(name) for option in options)
+        action = options.get(token[:2])
+        if action is None:
+            return True
+        if action.nargs == 0:  # `-hello` is no `-h`: flags take no attached value
+            return True
+        value = token[2:].removeprefix("=")
+        try:
+            (action.type or str)(value)
+        except (TypeError, ValueError):
+            return True  # `-kitten` is no `-k` with a number
+        return False
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -24,7 +73,9 @@ def build_parser() -> argparse.ArgumentParser:
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub = parser.add_subparsers(
+        dest="command", required=True, metavar="COMMAND", parser_class=CommandParser
+    )
 
     db = sub.add_parser("db", help="start, stop or inspect PostgreSQL; print its URL")
     db.add_argument(
@@ -51,7 +102,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     backfill.add_argument("--json", action="store_true", help="print a JSON summary")
 
-    search = sub.add_parser("search", help="search the current chunks (top-k, with context)")
+    search = sub.add_parser(
+        "search", help="search the current chunks (top-k, with context)", dash_positional=True
+    )
     search.add_argument("query", help="what to look for")
     search.add_argument("-k", type=int, default=5, help="how many chunks (default 5)")
     search.add_argument("--json", action="store_true", help="print JSON")

@@ -9,7 +9,7 @@ from pathlib import Path
 from seams.errors import InputError
 from seams.orchestration import runner
 from seams.orchestration.cli.context import definitions
-from seams.orchestration.cli.terminal import say
+from seams.orchestration.cli.terminal import printable, say
 from seams.orchestration.instance import prepare_instance
 from seams.storage.quarantine import QUARANTINE_RETRY_TAG
 
@@ -56,5 +56,6 @@ def run(args: argparse.Namespace) -> int:
         )  # fmt: skip
     summary.seconds = time.perf_counter() - started
     home = args.environment.dagster_home
-    print(runner.format_summary(runner.summarize(summary, defs=defs), home=home), flush=True)
+    shown = runner.format_summary(runner.summarize(summary, defs=defs), home=home)
+    print(printable(shown, keep="\n"), flush=True)  # the folders' names are the user's
     return 0

@@ -13,12 +13,15 @@ import json
 from seams.errors import InputError, SeamsError
 from seams.models.model_store import load_manifest
 from seams.orchestration.cli.context import definitions
+from seams.orchestration.cli.terminal import printable, printable_json
 from seams.orchestration.runner import seams_command
+from seams.storage.query_text import validate_query
 from seams.storage.search import SearchHit, SearchResponse, search_response
 
 
 def run(args: argparse.Namespace) -> int:
     """Top-k chunks for a query, with their parent section and neighbouring chunks."""
+    query = validate_query(args.query)  # before the definitions, the model and the database
     resources = definitions(args).resources
     try:  # a fresh install has no model and nothing indexed: say what to run
         load_manifest(resources["embedder"].resolved_model_dir())
@@ -29,12 +32,12 @@ def run(args: argparse.Namespace) -> int:
         ) from exc
     retrieval = args.settings.retrieval
     response = search_response(
-        resources["postgres"], resources["embedder"], args.query, args.k,
+        resources["postgres"], resources["embedder"], query, args.k,
         search=args.search or retrieval.search, lexical_weight=retrieval.lexical_weight,
         sentence_weight=retrieval.sentence_weight, budget=args.budget,
     )  # fmt: skip
     if args.json:
-        print(json.dumps(response.to_dict(), ensure_ascii=False))
+        print(printable_json(json.dumps(response.to_dict(), ensure_ascii=False)))
     else:
         print(format_response(response))
     return 0
@@ -43,8 +46,9 @@ def run(args: argparse.Namespace) -> int:
 def format_response(response: SearchResponse, *, width: int = 100) -> str:
     """Human-readable hits for `seams search` (the --json output is `response.to_dict()`): each
     hit says which parts matched it (dense, lexical and the query words it contains) with both
-    component scores; with a budget, the merged spans follow."""
-    lines = [f"note: {n}" for n in response.notes]
+    component scores; with a budget, the merged spans follow. Text from the documents (file
+    names, section titles, chunk text) and the query shows its control characters escaped."""
+    lines = [f"note: {printable(n)}" for n in response.notes]
     for hit in response.hits:
         pages = ""
         if hit.pages:
@@ -53,8 +57,8 @@ def format_response(response: SearchResponse, *, width: int = 100) -> str:
         parent = hit.context.parent
         where = f"{parent.kind} '{parent.title}'" if parent.title else parent.kind
         lines.append(
-            f"{hit.rank}. {hit.score:.3f}  {hit.file_name}{pages}  "
-            f"[chunk {hit.chunk_index + 1}/{hit.total_chunks}, {where}, "
+            f"{hit.rank}. {hit.score:.3f}  {printable(hit.file_name)}{pages}  "
+            f"[chunk {hit.chunk_index + 1}/{hit.total_chunks}, {printable(where)}, "
             f"chunks {parent.first_chunk_index + 1}-{parent.last_chunk_index + 1}]"
         )
         lines.append(f"   {_matched(hit)}")
@@ -82,13 +86,15 @@ def _matched(hit: SearchHit) -> str:
     if hit.lexical_score is not None:
         parts.append(f"bm25 {hit.lexical_score:.2f}")
     if hit.matched_terms:
-        parts.append("words: " + " ".join(hit.matched_terms))
+        parts.append("words: " + printable(" ".join(hit.matched_terms)))
     return "; ".join(parts)
 
 
 def _snippet(text: str, width: int) -> str:
+    """`text` on one line (whitespace runs as one space), cut at a word boundary to `width`,
+    then its other control characters escaped (a cut never splits an escape)."""
     snippet = " ".join(text.split())
     if len(snippet) > width - 3:  # cut at a word boundary
         cut = snippet.rfind(" ", 0, width - 6)
         snippet = snippet[: cut if cut > 0 else width - 6] + "..."
-    return snippet
+    return printable(snippet)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import argparse
+import importlib
 import json
 import os
 import shutil
@@ -25,6 +27,16 @@ def test_help_lists_every_command() -> None:
     text = build_parser().format_help()
     for command in ("db", "dev"):
         assert command in text
+
+
+def test_every_command_has_its_module() -> None:
+    """`main` runs `seams.orchestration.cli.<command>.run`: a command the parser offers without
+    its module would fail only when someone types it."""
+    parser = build_parser()
+    (sub,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    for command in sub.choices:
+        module = importlib.import_module(f"seams.orchestration.cli.{command}")
+        assert callable(module.run), command
 
 
 def _graphql(port: int, query: str) -> dict:
