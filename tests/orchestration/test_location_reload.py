@@ -21,12 +21,13 @@ from seams.resources.database import DatabaseUrls
 LOAD_LOCATION = """
 import json
 from seams.orchestration.location import SETTINGS_METADATA, defs
+text = lambda entry: str(getattr(entry, "value", entry))  # raw, or a MetadataValue
 graph = defs.resolve_asset_graph()
 print(json.dumps({
     "versions": {k.to_user_string(): graph.get(k).code_version for k in graph.get_all_asset_keys()},
-    "asset_settings": sorted({str(graph.get(k).metadata[SETTINGS_METADATA].value)
+    "asset_settings": sorted({text(graph.get(k).metadata[SETTINGS_METADATA])
                               for k in graph.get_all_asset_keys()}),
-    "settings": defs.metadata[SETTINGS_METADATA].value,
+    "settings": text(defs.metadata[SETTINGS_METADATA]),
 }))
 """
 

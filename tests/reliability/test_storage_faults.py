@@ -193,7 +193,8 @@ def test_a_busy_pool_still_waits_for_a_connection_when_the_server_answers(
     monkeypatch.setattr(postgres_module, "POOL_TIMEOUT_S", 20.0)
     url = own_server.url(database.DATA_DATABASE)
     assert url is not None
-    url += "?application_name=seams-busy-pool"  # a pool of its own, one connection at most
+    separator = "&" if "?" in url else "?"  # a pool of its own, one connection at most
+    url += f"{separator}application_name=seams-busy-pool"
     resource = PostgresResource(url=url, max_connections=1)
     got: list[object] = []
     try:
