@@ -140,8 +140,13 @@ unsynced, and `seams backfill` recomputes exactly those (see [Operations](operat
 ENVIRONMENT = (
     ("`SEAMS_CONFIG`", "the settings file to read"),
     (
+        "`SEAMS_PROJECT_DIR`",
+        "the folder whose `seams.yaml` and `.seams` count (default: the working directory); "
+        "`seams dev` hands its own to the UI's processes",
+    ),
+    (
         "`SEAMS_DATA_DIR`",
-        "where data lives; else `./.seams` in a folder holding a `seams.yaml` (or a `.seams`), "
+        "where data lives; else `./.seams` when that folder exists (settings never move the data), "
         "else `$XDG_DATA_HOME/seams` (`~/.local/share/seams`)",
     ),
     (

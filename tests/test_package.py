@@ -49,7 +49,8 @@ def test_outside_a_project_the_data_dir_is_per_user_and_the_settings_packaged(
     assert SeamsEnvironment.from_os().config_path is None and load_settings() == SeamsSettings()
 
     (tmp_path / "seams.yaml").write_text("embedder: {batch_size: 8}\n", encoding="utf-8")
-    # a project folder keeps its data beside it
+    assert SeamsEnvironment.from_os().data_dir == data_dir  # a seams.yaml never moves the data
+    (tmp_path / ".seams").mkdir()  # a folder keeps its data beside it once it has one
     assert SeamsEnvironment.from_os().data_dir == tmp_path / ".seams"
     assert load_settings().embedder.batch_size == 8
 
