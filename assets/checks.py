@@ -12,6 +12,7 @@ check's history jump between run sizes. `batch_check_specs` partitions a check l
 
 from __future__ import annotations
 
+import json
 import re
 import warnings
 from collections.abc import Iterable, Iterator, Mapping
@@ -78,17 +79,24 @@ def evaluated_per_batch(
 
     Dagster 1.13 gives an `AssetCheckResult` the step's partition only when the step has exactly
     one; in a ranged run it would have none. So the results are yielded as evaluations naming
-    their batch (a failed blocking one still stops the step, after every batch was reported),
-    plus the empty output each selected check needs so downstream steps may depend on it.
+    their batch and the batch's materialization they judged (`latest_materialization_of`: call
+    this after the step's output, so that is this step's), a failed blocking one still stopping
+    the step after every batch was reported, plus the empty output each selected check needs so
+    downstream steps may depend on it.
     """
     specs = context.assets_def.check_specs_by_output_name
     output_of = {spec.key: name for name, spec in specs.items()}
     selected = context.selected_asset_check_keys
+    targets: dict[tuple[dg.AssetKey, str], object | None] = {}
     for batch, batch_results in results:
         for result in batch_results:
             key = dg.AssetCheckKey(result.asset_key or context.asset_key, result.check_name)
             if key not in selected:
                 continue
+            if (key.asset_key, batch) not in targets:
+                targets[(key.asset_key, batch)] = latest_materialization_of(
+                    context.instance, key.asset_key, batch
+                )
             yield dg.AssetCheckEvaluation(
                 asset_key=key.asset_key,
                 check_name=key.name,
@@ -98,10 +106,45 @@ def evaluated_per_batch(
                 description=result.description,
                 blocking=specs[output_of[key]].blocking,
                 partition=batch,
+                target_materialization_data=targets[(key.asset_key, batch)],
             )
     for key in sorted(selected, key=lambda k: k.name):
         if key in output_of:
             yield dg.Output(None, output_name=output_of[key])
+
+
+TARGET_TYPE = "AssetCheckEvaluationTargetMaterializationData"
+
+
+def latest_materialization_of(
+    instance: dg.DagsterInstance, asset_key: dg.AssetKey, batch: str
+) -> object | None:
+    """The latest materialization of `asset_key`'s partition `batch`, as the target an evaluation
+    of that partition names (None: never materialized).
+
+    The UI counts a partition's check result only while it targets the partition's latest
+    materialization: an evaluation without a target, recorded after the step materialized the
+    batch, shows as "Missing" on the check's Partitions tab although it passed. Dagster fills the
+    target for an `AssetCheckResult` only in a single-partition step; here it is named the same
+    way (the partition's newest materialization record). Its type is not exported, so the
+    value is built from its serialized form, the one Dagster's event log stores and reads back.
+    """
+    found = instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=asset_key, asset_partitions=[batch]), limit=1
+    ).records
+    if not found:
+        return None
+    record = found[0]
+    return dg.deserialize_value(
+        json.dumps(
+            {
+                "__class__": TARGET_TYPE,
+                "storage_id": record.storage_id,
+                "run_id": record.run_id,
+                "timestamp": record.timestamp,
+            }
+        )
+    )
 
 
 def exact_slices(texts: dict[tuple[str, str], str], chunks: pd.DataFrame) -> list[str]:

@@ -28,13 +28,13 @@ from seams.assets.retrieval import RETRIEVAL_GROUP, build_index_asset
 from seams.assets.versions import StageParts
 from seams.environment import CELERY_BACKEND_ENV, CELERY_BROKER_ENV, SeamsEnvironment
 from seams.errors import ConfigError
-from seams.orchestration.jobs import chunk_batches_job
+from seams.orchestration.jobs import build_backfill_unsynced_job, chunk_batches_job
 from seams.orchestration.sensors import build_inbox_sensor, build_seal_schedule
 from seams.orchestration.sync import build_sync_check, build_sync_sensor
-from seams.resources.embedder import OnnxEmbedder
+from seams.resources.embedder import OnnxEmbedderResource
 from seams.resources.io_manager import PostgresIOManager
 from seams.resources.postgres import PostgresResource
-from seams.resources.static_embedder import StaticEmbedder
+from seams.resources.static_embedder import StaticEmbedderResource
 from seams.settings import BackfillSettings, ExecutionSettings, SeamsSettings
 
 __all__ = ["CELERY_BACKEND_ENV", "CELERY_BROKER_ENV", "build_definitions", "celery_config"]
@@ -51,8 +51,8 @@ def build_resources(
     return {
         "postgres": postgres,
         "io_manager": PostgresIOManager(postgres=postgres),
-        "embedder": OnnxEmbedder.for_environment(environment, settings.embedder),
-        "static_embedder": StaticEmbedder.for_environment(environment),
+        "embedder": OnnxEmbedderResource.for_environment(environment, settings.embedder),
+        "static_embedder": StaticEmbedderResource.for_environment(environment),
     }
 
 
@@ -149,10 +149,16 @@ def build_definitions(
     """
     environment = environment or SeamsEnvironment.from_os()
     inbox = settings.inbox.for_environment(environment)
-    return dg.Definitions(
+
+    def this_location() -> dg.Definitions:
+        """What `in_sync` and `backfill_unsynced` judge staleness against in every run (one that
+        holds only the check too): these definitions, the whole code location."""
+        return location
+
+    location = dg.Definitions(
         assets=build_assets(settings),
-        asset_checks=[build_sync_check()],
-        jobs=[chunk_batches_job],
+        asset_checks=[build_sync_check(this_location)],
+        jobs=[chunk_batches_job, build_backfill_unsynced_job(this_location)],
         sensors=[
             build_inbox_sensor(inbox),
             build_sync_sensor(),
@@ -162,3 +168,4 @@ def build_definitions(
         resources=build_resources(settings, environment),
         executor=build_executor(settings.execution),
     )
+    return location

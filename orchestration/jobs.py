@@ -1,10 +1,14 @@
-"""Jobs: one partitioned job that runs every per-batch step of a document batch."""
+"""Jobs: one partitioned job that runs every per-batch step of a document batch, and the one-click
+backfill of what a settings change left unsynced."""
+
+from collections.abc import Callable, Iterator
 
 import dagster as dg
 
-from seams.assets.partitions import PIPELINE_GROUP
+from seams.assets.partitions import PIPELINE_GROUP, document_batches
 from seams.assets.retrieval import RETRIEVAL_GROUP
-from seams.orchestration.sync import SYNC_CHECK_KEYS
+from seams.orchestration import launch, runner
+from seams.orchestration.sync import BACKFILL_JOB, LISTED_BATCHES, SYNC_CHECK_KEYS
 
 chunk_batches_job = dg.define_asset_job(
     name="chunk_batches",
@@ -13,3 +17,69 @@ chunk_batches_job = dg.define_asset_job(
     - dg.AssetSelection.checks(*SYNC_CHECK_KEYS),
     description="Extract, segment, embed, cut, assemble and index the chunks of a batch.",
 )
+
+REQUESTED_BY_RUN_TAG = "seams/requested_by_run"
+"""Tag on the backfill `backfill_unsynced` requests: the run that requested it."""
+
+
+def build_backfill_unsynced_job(location: Callable[[], dg.Definitions]) -> dg.JobDefinition:
+    """`backfill_unsynced`: the UI's one click after a settings change.
+
+    Dagster's "Materialize unsynced" does not see unsynced partitions, and "Materialize -> all
+    partitions" recomputes every batch of every selected asset. This job requests one asset
+    backfill of exactly the unsynced assets of exactly the unsynced batches, judged against
+    `location()` (the code location's definitions, as `in_sync` judges) and planned as `seams
+    backfill` plans it; the daemon runs it (Runs -> Backfills), its runs launched by
+    `backfill_unsynced`.
+    """
+
+    @dg.op(
+        name="request_unsynced_backfill",
+        description="Requests one backfill of exactly the unsynced batches and assets.",
+    )
+    def request_unsynced_backfill(context: dg.OpExecutionContext) -> Iterator[dg.Output]:
+        partitions = context.instance.get_dynamic_partitions(document_batches.name)
+        defs = location()
+        unsynced = runner.unsynced_assets(context.instance, partitions, defs=defs)
+        stale = {batch: keys for batch, keys in unsynced.items() if keys}
+        if not stale:
+            context.log.info(f"all {len(partitions)} batch(es) are up to date: nothing to backfill")
+            yield dg.Output(None, metadata={"backfill": "none", "unsynced_batches": 0})
+            return
+        backfill = launch.request_backfill(
+            context.instance,
+            defs,
+            stale,
+            started_by=BACKFILL_JOB,
+            tags={REQUESTED_BY_RUN_TAG: context.run_id},
+        )
+        listed = [
+            f"- {batch}: {', '.join(key.to_user_string() for key in keys)}"
+            for batch, keys in list(stale.items())[:LISTED_BATCHES]
+        ]
+        if len(stale) > LISTED_BATCHES:
+            listed.append(f"- ... and {len(stale) - LISTED_BATCHES} more")
+        context.log.info(
+            f"backfill {backfill.backfill_id} requested: {len(stale)} of {len(partitions)} "
+            "batch(es); the daemon launches its runs (Runs -> Backfills)"
+        )
+        yield dg.Output(
+            None,
+            metadata={
+                "backfill": backfill.backfill_id,
+                "unsynced_batches": len(stale),
+                "batches": len(partitions),
+                "unsynced": dg.MetadataValue.md("\n".join(listed)),
+            },
+        )
+
+    @dg.job(
+        name=BACKFILL_JOB,
+        description="After a settings change: one backfill of exactly the unsynced batches of "
+        "exactly the unsynced assets (what `seams backfill` does). Launch it from the Launchpad; "
+        "the backfill shows under Runs -> Backfills.",
+    )
+    def backfill_unsynced() -> None:
+        request_unsynced_backfill()
+
+    return backfill_unsynced

@@ -56,6 +56,9 @@ from seams.resources.database import URL_ENV
 Report = Callable[[str], None]
 STARTED_BY_TAG = "seams/started_by"
 """Tag on backfills Seams created: the command that made it (`seams run`, `seams backfill`)."""
+LAUNCHED_BY_TAG = "user"
+"""The tag the UI's "Launched by" column shows (else "Manually launched"); Seams' backfills and
+their runs carry the command or job that started them there."""
 FINISHED = (
     BulkActionStatus.COMPLETED,
     BulkActionStatus.COMPLETED_SUCCESS,
@@ -97,11 +100,26 @@ def create_backfill(
         graph,
         wanted,
         timestamp=time.time(),
-        tags={**(tags or {}), STARTED_BY_TAG: started_by},
+        tags={**(tags or {}), STARTED_BY_TAG: started_by, LAUNCHED_BY_TAG: started_by},
         title=f"{started_by}: {len(targets)} batch(es)",
         description=", ".join(sorted(targets)),
         run_config=run_config,
     )
+
+
+def request_backfill(
+    instance: dg.DagsterInstance,
+    defs: dg.Definitions,
+    targets: Mapping[str, Sequence[dg.AssetKey]],
+    *,
+    started_by: str,
+    tags: Mapping[str, str] | None = None,
+) -> PartitionBackfill:
+    """One asset backfill of `targets`, added to the instance as requested: the daemon (`seams
+    dev`) plans and launches its runs, as it does a backfill launched from the UI."""
+    backfill = create_backfill(instance, defs, targets, started_by=started_by, tags=tags)
+    instance.add_backfill(backfill)
+    return backfill
 
 
 def workspace_asset_graph(defs: dg.Definitions):
@@ -190,7 +208,8 @@ def run_backfill_here(
     distributed: bool = False,
 ) -> BackfillOutcome:
     """Execute `backfill` (from `create_backfill`) here, iteration by iteration, as the daemon
-    would; it is registered in the instance as its first run starts (see the module doc).
+    would; it is registered in the instance as its first run starts (see the module doc), unless
+    it is there already (a requested one, see `request_backfill`).
 
     `distributed`: each run executes through the location's executor (Celery: its steps go to
     the workers) from the reconstructable job the workers load too, instead of in-process, and
@@ -203,7 +222,7 @@ def run_backfill_here(
     backfill_id = backfill.backfill_id
     outcome = BackfillOutcome(backfill_id)
     progress = _Progress(report, total=len(dagster_internals.backfill_partitions(backfill, graph)))
-    registered = False
+    registered = instance.get_backfill(backfill_id) is not None
     while True:
         if registered:
             backfill = _get(instance, backfill_id)

@@ -23,7 +23,7 @@ instance's verdict, which Dagster exposes only through its internals (`dagster_i
 
 import hashlib
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
 import dagster as dg
 
@@ -47,9 +47,12 @@ SYNC_DESCRIPTION = (
     "per-partition unsynced status). Fails (warning) after a settings change until a backfill "
     "recomputes the unsynced batches."
 )
+BACKFILL_JOB = "backfill_unsynced"
+"""The job that backfills exactly the unsynced batches of exactly the unsynced assets."""
 ADVICE = (
-    "select the assets with a failed in_sync check -> Materialize -> all partitions "
-    "(or run `seams backfill`)"
+    f"Jobs -> {BACKFILL_JOB} -> Launchpad -> Launch Run: one backfill of exactly the unsynced "
+    'batches and assets (the same as `seams backfill`). Dagster\'s own "Materialize unsynced" '
+    "does not see unsynced partitions."
 )
 
 SYNC_CHECK_KEYS = tuple(dg.AssetCheckKey(dg.AssetKey(name), SYNC_CHECK) for name in SYNCED_ASSETS)
@@ -78,6 +81,13 @@ def _metadata(stale: list[str], total: int) -> dict[str, object]:
     return metadata
 
 
+def _verdict(stale: list[str], total: int) -> str | None:
+    """The result's one line, what to click included (None when in sync)."""
+    if not stale:
+        return None
+    return f"{len(stale)} of {total} batch(es) unsynced: launch the job {BACKFILL_JOB}"
+
+
 def sync_evaluation(
     key: dg.AssetKey, stale: list[str], total: int, latest: object | None = None
 ) -> dg.AssetCheckEvaluation:
@@ -96,7 +106,7 @@ def sync_evaluation(
         passed=not stale,
         metadata=_metadata(stale, total),
         severity=dg.AssetCheckSeverity.WARN,
-        description=f"{len(stale)} of {total} batch(es) unsynced" if stale else None,
+        description=_verdict(stale, total),
         target_materialization_data=target,
     )
 
@@ -122,8 +132,14 @@ def latest_materializations(
     return found
 
 
-def build_sync_check() -> dg.AssetChecksDefinition:
-    """`in_sync` on every per-batch asset, executable from the UI (the sensor reports it too)."""
+def build_sync_check(location: Callable[[], dg.Definitions]) -> dg.AssetChecksDefinition:
+    """`in_sync` on every per-batch asset, executable from the UI (the sensor reports it too).
+
+    It judges against the asset graph of `location()`, the definitions of the whole code
+    location (as the sensor judges against its repository), never the graph of the run it is
+    in: a run that executes only the check (the Checks tab's "Execute") holds the assets as
+    unexecutable stubs, on which nothing is ever unsynced.
+    """
 
     @dg.multi_asset_check(
         specs=[
@@ -139,8 +155,7 @@ def build_sync_check() -> dg.AssetChecksDefinition:
         selected = {check.asset_key for check in context.selected_asset_check_keys}
         partitions = context.instance.get_dynamic_partitions(document_batches.name)
         try:
-            # The job's asset layer holds the whole graph, in a UI run, a backfill or in-process.
-            graph = context.op_execution_context.job_def.asset_layer.asset_graph
+            graph = location().resolve_asset_graph()
             stale = unsynced_partitions(context.instance, graph, partitions)
         except Exception as exc:  # a check that cannot look must not fail the run it is in
             context.log.warning(f"in_sync could not be evaluated: {exc}")
@@ -164,6 +179,7 @@ def build_sync_check() -> dg.AssetChecksDefinition:
                 passed=not batches,
                 severity=dg.AssetCheckSeverity.WARN,
                 metadata=_metadata(batches, len(partitions)),
+                description=_verdict(batches, len(partitions)),
             )
 
     return in_sync
