@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.seams-installed
 
-.PHONY: install demo test lint format bench
+.PHONY: install demo test test-fast lint format bench
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -23,8 +23,16 @@ demo: install
 # fills the idle core of a 2-core machine (CI: 14 min against 20-22 serially; 4 workers: 20).
 PYTEST_WORKERS ?= 2
 
+XDIST = $(if $(filter-out 0,$(PYTEST_WORKERS)),-n $(PYTEST_WORKERS) --dist worksteal)
+
 test: install
-	$(BIN)/python -m pytest $(if $(filter-out 0,$(PYTEST_WORKERS)),-n $(PYTEST_WORKERS) --dist worksteal)
+	$(BIN)/python -m pytest $(XDIST)
+
+# The inner loop: everything but the tests marked `slow`, which start Dagster's webserver and
+# daemon, Celery workers and Redis, or whole `seams run`s and `seams dev` in child processes.
+# PostgreSQL and the model export are still real (started and made once per run).
+test-fast: install
+	$(BIN)/python -m pytest -m "not slow" $(XDIST)
 
 bench: install
 	$(BIN)/python -m pip install -q torch==2.13.0 -e '.[pipeline,export,bench]'

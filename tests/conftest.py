@@ -21,7 +21,7 @@ from seams.models.model_store import ModelManifest
 from seams.resources import database
 from seams.resources.database import EmbeddedPostgres
 from seams.resources.embedded_server import server_tempdir
-from tests.support import ast_parse
+from tests.support import ast_parse, processes
 from tests.support.databases import fresh_database
 from tests.support.instances import current_definitions, keep_environment, open_instance
 
@@ -113,6 +113,15 @@ def defs(instance: dg.DagsterInstance) -> dg.Definitions:
     """The definitions of this test's environment: built after `instance` chose its database
     and exported its variables."""
     return current_definitions()
+
+
+@pytest.fixture(autouse=True)
+def services_only_in_slow_tests(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Tests not marked `slow` may not start Dagster's webserver and daemon or Celery workers
+    (`tests.support.processes` refuses): `make test-fast` runs exactly the unmarked ones."""
+    processes.services_allowed = request.node.get_closest_marker("slow") is not None
+    yield
+    processes.services_allowed = True
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -22,6 +22,19 @@ from dagster_graphql import DagsterGraphQLClient, DagsterGraphQLClientError
 from seams.environment import SeamsEnvironment
 from seams.orchestration.instance import workspace_file
 
+#: False while a test not marked `slow` runs (`tests/conftest.py` sets it): Dagster's webserver
+#: and daemon and Celery workers take tens of seconds, and `make test-fast` leaves out exactly
+#: the tests marked `slow`, so one that starts them unmarked fails at once instead.
+services_allowed = True
+
+
+def _require_slow(what: str) -> None:
+    if not services_allowed:
+        raise AssertionError(
+            f"this test starts {what}: mark it @pytest.mark.slow (make test-fast leaves those out)"
+        )
+
+
 READY_S = 180
 """How long a cold `seams worker` may take to say " ready." (model load, Celery start)."""
 
@@ -96,6 +109,7 @@ def start_workers(
 ) -> list[subprocess.Popen]:
     """`seams worker -n NAME -c 1` per name, each logging to `work/worker_NAME.log`, returned once
     all say " ready."; a worker that exits or a slow start raises RuntimeError (all stopped)."""
+    _require_slow("Celery workers")
     procs, logs = [], []
     try:
         for name in names:
@@ -137,6 +151,7 @@ def free_port() -> int:
 def dagster_services(logs: Path, *, timeout_s: float = 180) -> Iterator[DagsterGraphQLClient]:
     """dagster-webserver + dagster-daemon for the `seams` location on a free loopback port, against
     the instance `export_instance()` set up; yields a GraphQL client once the UI answers."""
+    _require_slow("Dagster's webserver and daemon")
     port = free_port()
     bin_dir = Path(sys.executable).parent
     workspace = workspace_file(SeamsEnvironment.from_os().dagster_home)
