@@ -134,8 +134,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     balanced by slow test *functions*, not items: the 24 short cases of one parametrized slow
     test would otherwise count as 24 long tests and send every other slow module to the other
     worker. A module's slow tests stay together (they often share a costly module-scoped
-    fixture). The order is deterministic, so every worker collects the same list (xdist checks
-    that).
+    fixture). The first share starts with tests that need the ONNX export (its worker makes it);
+    the others start with slow modules that need no export (the static model's distillation,
+    first use from an empty data dir), so their workers work instead of waiting for the export's
+    lock. The order is deterministic, so every worker collects the same list (xdist checks that).
     """
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))  # set on xdist workers
     fast = [item for item in items if not item.get_closest_marker("slow")]
@@ -149,6 +151,13 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         lightest = min(range(workers), key=weights.__getitem__)
         shares[lightest].extend(module_items)
         weights[lightest] += len({getattr(i, "originalname", i.name) for i in module_items})
+    needs_export = {
+        module
+        for module, module_items in by_module.items()
+        if any("exported_model" in getattr(i, "fixturenames", ()) for i in module_items)
+    }
+    for share in shares[1:]:  # stable: modules keep their order and stay together
+        share.sort(key=lambda item: item.nodeid.split("::")[0] in needs_export)
     for i, share in enumerate(shares):  # the scheduler's split: len(pending) // nodes_remaining
         size = (len(items) - sum(map(len, shares[:i]))) // (workers - i) if i < workers - 1 else 0
         if i < workers - 1:
