@@ -14,9 +14,9 @@ from seams.assets.frames import (
     candidates_from,
     carry,
     document_text,
-    embedded_matrix,
-    embedding_matrix,
     frame,
+    stored_candidate_vectors,
+    stored_text_vectors,
     verdicts,
 )
 from seams.assets.partitions import BATCH_ASSET_DEFAULTS
@@ -54,7 +54,7 @@ def build_boundaries_asset(
         columns: dict[str, list] = {name: [] for name in VERDICT_COLUMNS}
         for _key, group in by_document(candidate_embeddings):
             candidates = candidates_from(group)
-            vectors = embedded_matrix(group, config)
+            vectors = stored_text_vectors(group, config)
             if vectors is not None:
                 method = "semantic"
                 similarities = gap_similarities(vectors, len(candidates), config)
@@ -62,7 +62,11 @@ def build_boundaries_asset(
                 method = "jaccard"
                 similarities = jaccard_similarities(document_text(group), candidates, config)
             found = detect_boundaries(
-                similarities, candidates, config, method=method, vectors=embedding_matrix(group)
+                similarities,
+                candidates,
+                config,
+                method=method,
+                vectors=stored_candidate_vectors(group),
             )
             for name, values in verdicts(found, len(candidates)).items():
                 columns[name].extend(values)

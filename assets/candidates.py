@@ -14,7 +14,7 @@ from seams.assets.partitions import BATCH_ASSET_DEFAULTS
 from seams.assets.versions import StageParts, code_version
 from seams.chunking import ChunkingConfig, segment
 from seams.chunking.pages import PageIndex
-from seams.resources.embedder import OnnxEmbedder
+from seams.resources.embedder import OnnxEmbedderResource
 
 SEGMENTATION_VERSION = "2"
 
@@ -35,7 +35,9 @@ def build_candidates_asset(
         "with exact character offsets and token counts (the embedding model's tokenizer).",
     )
     def sentence_candidates(
-        context: dg.AssetExecutionContext, embedder: OnnxEmbedder, extracted_text: pd.DataFrame
+        context: dg.AssetExecutionContext,
+        embedder: OnnxEmbedderResource,
+        extracted_text: pd.DataFrame,
     ) -> pd.DataFrame:
         rows = []
         for doc in extracted_text.itertuples(index=False):

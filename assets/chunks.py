@@ -36,15 +36,15 @@ from seams.assets.frames import (
     candidates_from,
     chunk_rows,
     document_text,
-    embedding_matrix,
     frame,
     run_batches,
+    stored_candidate_vectors,
 )
 from seams.assets.partitions import BATCH_ASSET_DEFAULTS, document_batches
 from seams.assets.versions import StageParts, code_version
 from seams.chunking import Chunk, ChunkingConfig, assemble_chunks
 from seams.chunking.tokens import counter_name, resolve_token_counter
-from seams.resources.embedder import OnnxEmbedder
+from seams.resources.embedder import OnnxEmbedderResource
 from seams.resources.postgres import PostgresResource
 from seams.storage.batches import batch_sources
 
@@ -79,7 +79,7 @@ def build_chunks_asset(
     )
     def chunks(
         context: dg.AssetExecutionContext,
-        embedder: OnnxEmbedder,
+        embedder: OnnxEmbedderResource,
         postgres: PostgresResource,
         semantic_boundaries: pd.DataFrame,
     ) -> Iterator[dg.Output | dg.AssetCheckEvaluation]:
@@ -89,7 +89,7 @@ def build_chunks_asset(
             group = group.sort_values("candidate_index")
             first = group.iloc[0]
             text, candidates = document_text(group), candidates_from(group)
-            vectors = embedding_matrix(group)
+            vectors = stored_candidate_vectors(group)
             made = assemble_chunks(
                 text,
                 candidates,
@@ -112,10 +112,10 @@ def build_chunks_asset(
             rows.extend(chunk_rows(key[0], with_pages(made, group), lineage))
             texts[key], files[key[1]] = text, file_name(first["source_uri"])
         df = frame("chunks", rows)
-        parts = list(by_batch(df, run_batches(context)))
+        batch_frames = list(by_batch(df, run_batches(context)))
         with postgres.connection() as conn:  # batch keys are stamps: say where each came from
-            sources = batch_sources(conn, [batch for batch, _ in parts])
-        for batch, part in parts:  # each batch's materialization describes that batch only
+            sources = batch_sources(conn, [batch for batch, _ in batch_frames])
+        for batch, part in batch_frames:  # each batch's materialization describes that batch only
             metadata = chunk_metadata(part, config, files)
             if batch in sources:
                 metadata = {"source": sources[batch].folder, "files": sources[batch].files,
@@ -125,7 +125,10 @@ def build_chunks_asset(
         yield dg.Output(df)
         yield from checks.evaluated_per_batch(
             context,
-            ((batch, chunk_checks(part, _of_batch(texts, batch), config)) for batch, part in parts),
+            (
+                (batch, chunk_checks(part, _of_batch(texts, batch), config))
+                for batch, part in batch_frames
+            ),
         )
 
     return chunks

@@ -42,9 +42,9 @@ from seams.assets.versions import StageParts, code_version
 from seams.chunking import ChunkingConfig, embedding_texts
 from seams.chunking.similarity import expected_rows
 from seams.errors import EmbeddingError
-from seams.resources.embedder import OnnxEmbedder
+from seams.resources.embedder import OnnxEmbedderResource
 from seams.resources.postgres import PostgresResource
-from seams.resources.static_embedder import StaticEmbedder
+from seams.resources.static_embedder import StaticEmbedderResource
 from seams.storage.embedding_cache import CacheStats, EmbeddingCache
 
 EMBEDDING_VERSION = "2"
@@ -75,8 +75,8 @@ def build_embeddings_asset(
     )
     def candidate_embeddings(
         context: dg.AssetExecutionContext,
-        embedder: OnnxEmbedder,
-        static_embedder: StaticEmbedder,
+        embedder: OnnxEmbedderResource,
+        static_embedder: StaticEmbedderResource,
         postgres: PostgresResource,
         sentence_candidates: pd.DataFrame,
     ) -> Iterator[dg.Output | dg.AssetCheckEvaluation]:

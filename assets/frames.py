@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from seams.chunking import Boundary, Candidate, Chunk, candidate_vectors
+from seams.storage.partition_tables import stack_vectors
 from seams.storage.schema import ASSET_TABLES, BATCH_KEY
 
 if TYPE_CHECKING:
@@ -168,13 +169,15 @@ def boundaries_from(group: pd.DataFrame) -> list[Boundary]:
     ]
 
 
-def embedding_matrix(group: pd.DataFrame) -> np.ndarray | None:
-    """The document's embeddings in row order, or None when the model gave none (fallback)."""
+def stored_candidate_vectors(group: pd.DataFrame) -> np.ndarray | None:
+    """One document's stored `embedding` column, one row per candidate in candidate order (what
+    `chunking.candidate_vectors` gave when it was embedded); None when the model gave none
+    (fallback)."""
     group = group.sort_values("candidate_index")
     values = list(group["embedding"])
     if not values or any(v is None for v in values):
         return None
-    return np.vstack([np.asarray(v, dtype=np.float32) for v in values])
+    return stack_vectors(values)
 
 
 def chunk_rows(batch_key: str, chunks: Sequence[Chunk], lineage: dict[str, str]) -> list[dict]:
@@ -194,18 +197,17 @@ CHUNK_FIELDS = (
 )  # fmt: skip
 
 
-def embedded_matrix(group: pd.DataFrame, config: Any) -> np.ndarray | None:
+def stored_text_vectors(group: pd.DataFrame, config: Any) -> np.ndarray | None:
     """One document's vectors in `embedding_texts` order (what `gap_similarities` reads), rebuilt
     from its carried `candidate_embeddings` rows; None when the model gave none (fallback).
 
     Text windows: row j < n is the window ending at candidate j (`window_before`), row j >= n the
     forward window of candidate j - w + 1 (`embedding`), clipped at the document's start.
     """
-    forward = embedding_matrix(group)
+    forward = stored_candidate_vectors(group)
     if forward is None or config.window_mode != "text":
         return forward
-    group = group.sort_values("candidate_index")
-    backward = np.vstack([np.asarray(v, dtype=np.float32) for v in group["window_before"]])
+    backward = stack_vectors(group.sort_values("candidate_index")["window_before"])
     n, w = len(forward), config.window_size
     tail = [forward[max(0, j - w + 1)] for j in range(n, n + w - 1)]
     return np.vstack([backward, *tail]) if tail else backward
@@ -213,7 +215,7 @@ def embedded_matrix(group: pd.DataFrame, config: Any) -> np.ndarray | None:
 
 def per_candidate(vectors: np.ndarray | None, n: int, config: Any) -> tuple[list, list]:
     """The `embedding` and `window_before` columns of one document's `n` candidates, from the
-    vectors of its `embedding_texts` (inverse of `embedded_matrix`)."""
+    vectors of its `embedding_texts` (inverse of `stored_text_vectors`)."""
     if vectors is None:
         return [None] * n, [None] * n
     forward = candidate_vectors(vectors, n, config)

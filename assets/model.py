@@ -17,8 +17,8 @@ from seams.errors import SeamsError
 from seams.models.distill import distill_static_model
 from seams.models.model_export import export_model
 from seams.models.model_store import ModelManifest, load_static_manifest
-from seams.resources.embedder import OnnxEmbedder
-from seams.resources.static_embedder import StaticEmbedder
+from seams.resources.embedder import OnnxEmbedderResource
+from seams.resources.static_embedder import StaticEmbedderResource
 
 MODEL_GROUP = "model"
 MODEL_VERSION = "1"
@@ -36,7 +36,9 @@ def build_model_asset(variant: str) -> dg.AssetsDefinition:
         "verifies and reuses them. Its data version is the ONNX model file's sha256.",
     )
     def embedding_model(
-        context: dg.AssetExecutionContext, embedder: OnnxEmbedder, static_embedder: StaticEmbedder
+        context: dg.AssetExecutionContext,
+        embedder: OnnxEmbedderResource,
+        static_embedder: StaticEmbedderResource,
     ) -> dg.MaterializeResult:
         # Into the folders the resources read (under the entry point's data dir).
         manifest = export_model(embedder.resolved_model_dir())

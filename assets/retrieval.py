@@ -34,9 +34,9 @@ from seams.assets.frames import (
     by_document,
     candidates_from,
     document_text,
-    embedding_matrix,
     frame,
     run_batches,
+    stored_candidate_vectors,
 )
 from seams.assets.partitions import BATCH_ASSET_DEFAULTS
 from seams.assets.versions import StageParts, code_version
@@ -49,11 +49,11 @@ from seams.models.chunk_vectors import (
     late_vectors,
     pooled_vectors,
 )
-from seams.resources.embedder import OnnxEmbedder
+from seams.resources.embedder import OnnxEmbedderResource
 from seams.resources.postgres import PostgresResource
 from seams.storage.embedding_cache import EmbeddingCache
-from seams.storage.lexical import DEFAULT_TEXT_SEARCH_CONFIG, check_config
 from seams.storage.schema import EMBEDDING_DIM
+from seams.storage.search import DEFAULT_TEXT_SEARCH_CONFIG, check_config
 
 RETRIEVAL_GROUP = "retrieval"
 INDEX_VERSION = "2"
@@ -100,7 +100,7 @@ def build_index_asset(
 
     def index(
         context: dg.AssetExecutionContext,
-        embedder: OnnxEmbedder,
+        embedder: OnnxEmbedderResource,
         postgres: PostgresResource,
         chunks: pd.DataFrame,
         candidates: pd.DataFrame | None,
@@ -153,7 +153,7 @@ def build_index_asset(
         @dg.asset(**attributes)
         def chunk_index(
             context: dg.AssetExecutionContext,
-            embedder: OnnxEmbedder,
+            embedder: OnnxEmbedderResource,
             postgres: PostgresResource,
             chunks: pd.DataFrame,
         ) -> pd.DataFrame:
@@ -164,7 +164,7 @@ def build_index_asset(
     @dg.asset(**attributes)
     def chunk_index(  # the mode that reads candidates too
         context: dg.AssetExecutionContext,
-        embedder: OnnxEmbedder,
+        embedder: OnnxEmbedderResource,
         postgres: PostgresResource,
         chunks: pd.DataFrame,
         semantic_boundaries: pd.DataFrame,
@@ -178,7 +178,7 @@ def _chunk_vectors(
     mode: RetrievalMode,
     chunks: pd.DataFrame,
     candidates: pd.DataFrame | None,
-    embedder: OnnxEmbedder,
+    embedder: OnnxEmbedderResource,
     postgres: PostgresResource,
     model_id: str,
     late_overlap_tokens: int,
@@ -212,7 +212,7 @@ def _pooled(chunks: pd.DataFrame, candidates: pd.DataFrame) -> tuple[np.ndarray,
     keep = np.zeros(len(chunks), bool)
     positions = {key: group.index.to_numpy() for key, group in by_document(chunks)}
     for key, group in by_document(candidates):
-        rows, vectors = positions.get(key), embedding_matrix(group)
+        rows, vectors = positions.get(key), stored_candidate_vectors(group)
         if rows is None or vectors is None:
             continue
         found = candidates_from(group)
@@ -230,7 +230,7 @@ def _pooled(chunks: pd.DataFrame, candidates: pd.DataFrame) -> tuple[np.ndarray,
 def _late(
     chunks: pd.DataFrame,
     candidates: pd.DataFrame,
-    embedder: OnnxEmbedder,
+    embedder: OnnxEmbedderResource,
     postgres: PostgresResource,
     model_id: str,
     overlap_tokens: int,

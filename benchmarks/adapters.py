@@ -188,8 +188,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="write the results here")
     args = parser.parse_args(argv)
 
-    from seams.resources.embedder import OnnxEmbedder
-    from seams.resources.static_embedder import StaticEmbedder
+    from seams.models.embedders import OnnxEmbedder, StaticEmbedder
 
     text = prose(args.words)
     settings = [

@@ -301,7 +301,7 @@ def main(argv: list[str] | None = None) -> int:
     results["non_model_path"] = part_one(prose(args.copies), config, model, args.runs)
     if model is not None:
         if args.embedder == "onnx":
-            from seams.resources.embedder import OnnxEmbedder
+            from seams.models.embedders import OnnxEmbedder
 
             onnx = OnnxEmbedder(model_dir=str(args.onnx_model_dir) if args.onnx_model_dir else None)
             embed, label = onnx.embed, "onnxruntime OnnxEmbedder"

@@ -32,8 +32,8 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from seams.models.embedders import OnnxEmbedder  # noqa: E402
 from seams.models.model_export import export_model, packaged_model_dir  # noqa: E402
-from seams.resources.embedder import OnnxEmbedder  # noqa: E402
 
 DEFAULT_JSON = REPO / "benchmarks" / "results" / "embedding.json"
 BATCH_SIZES = (16, 32, 64)

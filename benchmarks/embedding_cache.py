@@ -39,9 +39,9 @@ def main() -> int:
     from psycopg import sql
 
     from benchmarks.synthetic import document
+    from seams.models.embedders import OnnxEmbedder
     from seams.models.model_export import export_model
     from seams.resources.database import EmbeddedPostgres, database_url_for
-    from seams.resources.embedder import OnnxEmbedder
     from seams.resources.postgres import PostgresResource
     from seams.storage.embedding_cache import EmbeddingCache
 

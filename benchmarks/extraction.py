@@ -74,8 +74,8 @@ def bare_pypdf(content: bytes) -> list[str]:
 
 def load_embedders(model_dir: str | None) -> tuple[dict[str, Any], str]:
     """{variant: OnnxEmbedder} for the exported variants, and where the model came from."""
+    from seams.models.embedders import OnnxEmbedder
     from seams.models.model_export import export_model
-    from seams.resources.embedder import OnnxEmbedder
 
     if model_dir is None:
         data_dir = tempfile.mkdtemp(prefix="seams-bench-")
@@ -121,7 +121,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
         return go
 
-    counter = next(iter(embedders.values())).token_count if embedders else None
+    counter = next(iter(embedders.values())).count_tokens if embedders else None
     contenders["extract + chunk_text, no model (Jaccard)"] = end_to_end(None, counter)
     for variant, embedder in embedders.items():
         embedder.embed(["warm up"])  # session start-up is a one-off per process, not per doc

@@ -65,10 +65,9 @@ TARGET_SECONDS_PER_10K = 0.1
 def provision() -> tuple[object, object]:
     """(OnnxEmbedder, StaticEmbedder) on one thread, exporting/distilling first if missing."""
     from seams.models.distill import distill_static_model
+    from seams.models.embedders import OnnxEmbedder, StaticEmbedder
     from seams.models.model_export import export_model
     from seams.models.model_store import default_model_dir, default_static_dir
-    from seams.resources.embedder import OnnxEmbedder
-    from seams.resources.static_embedder import StaticEmbedder
 
     if not (default_model_dir() / "manifest.json").is_file():
         export_model(quantize=False)

@@ -39,10 +39,10 @@ from seams.orchestration.definitions import build_assets  # noqa: E402
 from seams.paths import sample_corpus  # noqa: E402
 from seams.resources.database import EmbeddedPostgres, database_url_for  # noqa: E402
 from seams.resources.embedded_server import server_tempdir  # noqa: E402
-from seams.resources.embedder import OnnxEmbedder  # noqa: E402
+from seams.resources.embedder import OnnxEmbedderResource  # noqa: E402
 from seams.resources.io_manager import PostgresIOManager  # noqa: E402
 from seams.resources.postgres import PostgresResource, close_pool  # noqa: E402
-from seams.resources.static_embedder import StaticEmbedder  # noqa: E402
+from seams.resources.static_embedder import StaticEmbedderResource  # noqa: E402
 from seams.settings import SeamsSettings  # noqa: E402
 from seams.storage.batches import register_batch, scan_inbox  # noqa: E402
 
@@ -70,7 +70,8 @@ def run_once(server_url: str, folder: Path, *, lexical: bool) -> tuple[float, fl
             files, _ = scan_inbox(folder)
             key = register_batch(conn, files, source="bench")
         resources = {"postgres": postgres, "io_manager": PostgresIOManager(postgres=postgres),
-                     "embedder": OnnxEmbedder(), "static_embedder": StaticEmbedder()}  # fmt: skip
+                     "embedder": OnnxEmbedderResource(),
+                     "static_embedder": StaticEmbedderResource()}  # fmt: skip
         with dg.DagsterInstance.ephemeral() as instance:
             instance.add_dynamic_partitions(document_batches.name, [key])
             started = time.perf_counter()

@@ -263,8 +263,8 @@ def use_model_exports() -> None:
 def onnx_embedder(threads: int):
     """Seams' `OnnxEmbedder` (fp32, what the pipeline runs) on the shared export."""
     use_model_exports()
+    from seams.models.embedders import OnnxEmbedder
     from seams.models.model_export import export_model
-    from seams.resources.embedder import OnnxEmbedder
 
     with _quiet():
         export_model()
@@ -280,7 +280,7 @@ def fast_system() -> System | None:
         return None
     try:
         from seams.models.distill import distill_static_model
-        from seams.resources.static_embedder import StaticEmbedder
+        from seams.models.embedders import StaticEmbedder
     except ImportError as exc:
         log.warning("ChunkingConfig has a fast preset but %s: not measured", exc)
         return None
@@ -304,7 +304,7 @@ def speed_systems(model, encode: Encode, threads: int) -> list[System]:
 
     onnx = onnx_embedder(threads)
     systems = [
-        seams_system("seams", "Seams (OnnxEmbedder fp32)", onnx.embed, onnx.token_count),
+        seams_system("seams", "Seams (OnnxEmbedder fp32)", onnx.embed, onnx.count_tokens),
         seams_system(
             "seams_st",
             "Seams (same sentence-transformers encode as peers)",

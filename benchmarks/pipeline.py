@@ -52,11 +52,11 @@ def main() -> int:
 
     from seams.chunking import chunk_text
     from seams.environment import SeamsEnvironment
+    from seams.models.embedders import OnnxEmbedder
     from seams.models.model_export import export_model
     from seams.orchestration import runner
     from seams.orchestration.definitions import build_definitions
     from seams.orchestration.instance import prepare_instance
-    from seams.resources.embedder import OnnxEmbedder
     from seams.settings import load_settings
 
     environment = SeamsEnvironment.from_os()
@@ -73,7 +73,7 @@ def main() -> int:
             made += len(
                 chunk_text(
                     text, document_id=f"doc{number}", embed=embedder.embed,
-                    token_counter=embedder.token_count,
+                    token_counter=embedder.count_tokens,
                 )
             )  # fmt: skip
         return time.perf_counter() - started, made

@@ -367,7 +367,7 @@ class CachedOnnxEmbedder(CachedEmbedder):
         return self(list(texts))
 
     def token_count(self, texts: list[str]) -> list[int]:
-        return self.onnx.token_count(list(texts))
+        return self.onnx.count_tokens(list(texts))
 
     @property
     def count_tokens(self) -> Callable[[list[str]], list[int]]:
@@ -405,7 +405,7 @@ def _models_dir() -> Path | None:
 
 def onnx_embedder() -> Any:
     """Seams' fp32 `OnnxEmbedder` on the exported all-MiniLM-L6-v2 (`seams model export`)."""
-    from seams.resources.embedder import OnnxEmbedder
+    from seams.models.embedders import OnnxEmbedder
 
     models = _models_dir()
     return OnnxEmbedder(model_dir=str(models / "all-MiniLM-L6-v2") if models else None)
@@ -413,7 +413,7 @@ def onnx_embedder() -> Any:
 
 def static_embedder() -> Any:
     """Seams' static boundary model (the `fast` preset's)."""
-    from seams.resources.static_embedder import StaticEmbedder
+    from seams.models.embedders import StaticEmbedder
 
     models = _models_dir()
     return StaticEmbedder(model_dir=str(models / "all-MiniLM-L6-v2-static") if models else None)

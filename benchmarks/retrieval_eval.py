@@ -68,7 +68,7 @@ from topic_shift import (  # noqa: E402
 
 from seams.chunking import ChunkingConfig, chunk_text  # noqa: E402
 from seams.models.chunk_vectors import late_vectors  # noqa: E402
-from seams.resources.embedder import OnnxEmbedder  # noqa: E402
+from seams.models.embedders import OnnxEmbedder  # noqa: E402
 
 SEED = 20261122
 TOPICS = ROOT / "benchmarks" / "corpus" / "topics"
@@ -192,7 +192,7 @@ def ours(
     def run(text: str) -> list[Span]:
         made = chunk_text(text, document_id="eval", config=config,
                           embed=boundary_embed or embedder.embed,
-                          token_counter=embedder.token_count)  # fmt: skip
+                          token_counter=embedder.count_tokens)  # fmt: skip
         return [(c.start_char, c.end_char) for c in made]
 
     return run
@@ -200,7 +200,7 @@ def ours(
 
 def fixed(size: int, embedder: OnnxEmbedder) -> Callable[[str], list[Span]]:
     def run(text: str) -> list[Span]:
-        return _spans_from_starts(text, fixed_size_starts(text, embedder.token_count, size))
+        return _spans_from_starts(text, fixed_size_starts(text, embedder.count_tokens, size))
 
     return run
 
@@ -232,7 +232,7 @@ def embed_pooled(embedder: OnnxEmbedder, docs, spans_by_doc) -> np.ndarray:
 
     out = []
     for d in docs:
-        candidates = segment(d.text, ChunkingConfig(), embedder.token_count)
+        candidates = segment(d.text, ChunkingConfig(), embedder.count_tokens)
         vectors = embedder.embed([d.text[c.start_char : c.end_char] for c in candidates])
         out.append(
             pooled_vectors(
@@ -338,7 +338,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ]
     if args.systems is None or "seams fast" in args.systems:
         from seams.models.distill import distill_static_model
-        from seams.resources.static_embedder import StaticEmbedder
+        from seams.models.embedders import StaticEmbedder
 
         distill_static_model()
         fast = ours(ChunkingConfig.preset("fast"), embedder, StaticEmbedder().embed)
@@ -354,7 +354,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         spans_by_doc = {d.name: chunker(d.text) for d in docs}
         chunk_seconds = time.perf_counter() - t0
         refs = [(d.name, s) for d in docs for s in spans_by_doc[d.name]]
-        tokens = embedder.token_count([docs_by_name_text(docs, doc)[a:b] for doc, (a, b) in refs])
+        tokens = embedder.count_tokens([docs_by_name_text(docs, doc)[a:b] for doc, (a, b) in refs])
         for mode in modes:
             t1 = time.perf_counter()
             vectors = MODES[mode](embedder, docs, spans_by_doc)

@@ -1,25 +1,24 @@
 """The embedders as plain classes: `OnnxEmbedder` and `StaticEmbedder` (contract names).
 
 What a library user calls (`from seams import OnnxEmbedder`) and what the pipeline's Dagster
-resources are made of: `seams.resources.OnnxEmbedder` is this class plus Dagster's
+resources are made of: `seams.resources.OnnxEmbedderResource` is this class plus Dagster's
 `ConfigurableResource`, with the same fields and methods. Nothing here imports Dagster, so
 `chunk_text(..., embed=OnnxEmbedder())` works in an install without the pipeline.
 
 `OnnxEmbedder` runs `seams.models.onnx_runtime` (sessions, windows, pooling) and adds
 configuration, the verified model folder of the data dir, lineage (`model_id`) and the chunker's
-token counter. `StaticEmbedder` has the same interface over `seams.models.static_runtime`
-(numpy lookups over MiniLM's tokenizer, ~100x cheaper); both count tokens with MiniLM's
-tokenizer, so their `token_count`s agree.
+token counter (`count_tokens`). `StaticEmbedder` has the same interface over
+`seams.models.static_runtime` (numpy lookups over MiniLM's tokenizer, ~100x cheaper); both count
+tokens with MiniLM's tokenizer, so their `count_tokens` agree.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal, Self
+from typing import Any, Literal, Self
 
 import numpy as np
 from pydantic import BaseModel, Field
-from tokenizers import Tokenizer
 
 from seams.chunking.tokens import TokenizerCounter, shared_token_counter
 from seams.errors import ConfigError, EmbeddingError
@@ -38,9 +37,29 @@ from seams.models.onnx_runtime import (
     SPECIAL_TOKENS,
     EmbeddingRuntime,
     load_runtime,
-    load_tokenizer,
 )
 from seams.models.static_runtime import StaticRuntime, load_static_runtime
+
+
+class CheckedCounter:
+    """An embedder's token counter: the process-wide `TokenizerCounter` of its `tokenizer.json`
+    behind the embedder's own input check, so a str or a non-str item is an `InputError` naming
+    it (a bare counter would count a str's characters). Everything else (`name`, the word cache)
+    is the shared counter's."""
+
+    __slots__ = ("_counter",)
+
+    def __init__(self, counter: TokenizerCounter) -> None:
+        self._counter = counter
+
+    def __call__(self, texts: list[str], /) -> list[int]:
+        check_texts(texts)
+        return self._counter(texts)
+
+    def __getattr__(self, attribute: str) -> Any:
+        if attribute == "_counter":  # not set yet (copy, pickle): never recurse
+            raise AttributeError(attribute)
+        return getattr(self._counter, attribute)
 
 
 class OnnxEmbedder(BaseModel):
@@ -78,27 +97,16 @@ class OnnxEmbedder(BaseModel):
 
     __call__ = embed
 
-    def token_count(self, texts: list[str]) -> list[int]:
-        """Word pieces per text, without [CLS]/[SEP]: the chunker's `tokens` size unit."""
-        check_texts(texts)
-        encodings = self._tokenizer().encode_batch(list(texts), add_special_tokens=False)
-        return [len(e.ids) for e in encodings]
-
     @property
-    def count_tokens(self) -> TokenizerCounter:
-        """The chunker's token counter for this model (the `Embedder` protocol): the same counts
-        as `token_count`, memoised per word (~6x faster on prose), named after the sha256 of
-        `tokenizer.json` so chunk lineage says which tokenizer sized it."""
+    def count_tokens(self) -> CheckedCounter:
+        """The chunker's token counter for this model (the `Embedder` protocol): word pieces per
+        text without [CLS]/[SEP] (the chunker's `tokens` size unit), memoised per word (~6x
+        faster on prose), named after the sha256 of `tokenizer.json` so chunk lineage says which
+        tokenizer sized it. Only the tokenizer is verified: a broken ONNX graph must not stop
+        segmentation (the embedding step then falls back to lexical boundaries)."""
         manifest = load_manifest(self.resolved_model_dir(), verify=False)
         verify_file(manifest.tokenizer_path, manifest.tokenizer_sha256)
-        return shared_token_counter(manifest.tokenizer_path)
-
-    def _tokenizer(self) -> Tokenizer:
-        """The verified tokenizer alone: a broken ONNX graph must not stop segmentation (the
-        embedding step then falls back to lexical boundaries)."""
-        manifest = load_manifest(self.resolved_model_dir(), verify=False)
-        verify_file(manifest.tokenizer_path, manifest.tokenizer_sha256)
-        return load_tokenizer(manifest.tokenizer_path, manifest.tokenizer_sha256)
+        return CheckedCounter(shared_token_counter(manifest.tokenizer_path))
 
     def for_model(self, model_id: str) -> Self:
         """This embedder running the exported variant whose sha256 is `model_id` (what a chunk
@@ -172,7 +180,7 @@ class OnnxEmbedder(BaseModel):
 
 class StaticEmbedder(BaseModel):
     """Static sentence embeddings for boundary detection (contract): `embed(texts) -> (n, 256)`
-    float32 unit rows, `token_count`, `model_id` -- the interface of `OnnxEmbedder`.
+    float32 unit rows, `count_tokens`, `model_id` -- the interface of `OnnxEmbedder`.
 
     ~100x cheaper than the transformer (design.md section 9) and deterministic: a text's vector
     does not depend on what it is batched with. Usable as `chunk_text(..., embed=StaticEmbedder())`
@@ -192,16 +200,12 @@ class StaticEmbedder(BaseModel):
 
     __call__ = embed
 
-    def token_count(self, texts: list[str]) -> list[int]:
-        """Word pieces per text, without [CLS]/[SEP]: the chunker's `tokens` size unit."""
-        check_texts(texts)
-        return [len(ids) for ids in self._runtime().token_ids(texts)]
-
     @property
-    def count_tokens(self) -> TokenizerCounter:
-        """The chunker's token counter (the `Embedder` protocol): MiniLM's tokenizer, memoised
-        per word; the same counter, and name, as `OnnxEmbedder.count_tokens`."""
-        return shared_token_counter(self.manifest.tokenizer_path)
+    def count_tokens(self) -> CheckedCounter:
+        """The chunker's token counter (the `Embedder` protocol): word pieces per text without
+        [CLS]/[SEP], MiniLM's tokenizer memoised per word; the same counter, and name, as
+        `OnnxEmbedder.count_tokens`."""
+        return CheckedCounter(shared_token_counter(self.manifest.tokenizer_path))
 
     @property
     def model_id(self) -> str:

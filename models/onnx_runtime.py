@@ -12,8 +12,8 @@ embedding is the mean of all windows' token embeddings (see `_pool`). `long_text
 gives sentence-transformers' behaviour instead.
 
 A session is loaded once per process and shared (`load_runtime`): Dagster builds resources for
-every run, and loading costs ~0.3 s and 90 MB. The Dagster resource over it is
-`seams.resources.OnnxEmbedder`; the exporter and late chunking use the runtime directly.
+every run, and loading costs ~0.3 s and 90 MB. `seams.models.embedders.OnnxEmbedder` (and the
+pipeline's resource over it) runs it; the exporter and late chunking use the runtime directly.
 """
 
 from __future__ import annotations
@@ -192,7 +192,6 @@ def _pool(sums: np.ndarray, pieces: _Pieces, n_texts: int) -> np.ndarray:
 
 _runtimes: dict[tuple[object, ...], EmbeddingRuntime] = {}
 _runtimes_lock = threading.Lock()
-_tokenizers: dict[tuple[str, str], Tokenizer] = {}
 
 
 def load_runtime(
@@ -234,16 +233,6 @@ def clear_runtime_cache() -> None:
     """Forget loaded sessions (tests; or to free memory in a long-lived process)."""
     with _runtimes_lock:
         _runtimes.clear()
-        _tokenizers.clear()
-
-
-def load_tokenizer(path: Path, sha256: str) -> Tokenizer:
-    """The tokenizer in `path` (already verified against `sha256`), loaded once per process."""
-    key = (str(path), sha256)
-    with _runtimes_lock:
-        if key not in _tokenizers:
-            _tokenizers[key] = _open_tokenizer(path)
-        return _tokenizers[key]
 
 
 def _open_session(path: Path, threads: int, providers: list[str]) -> ort.InferenceSession:

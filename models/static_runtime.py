@@ -14,7 +14,7 @@ words' token vectors, and each distinct word is tokenized and summed once per pr
 with characters where `str.split` and the tokenizer may disagree about word boundaries are
 tokenized whole. There is no window: long texts average all their tokens.
 
-The Dagster resource over it is `seams.resources.StaticEmbedder`.
+`seams.models.embedders.StaticEmbedder` (and the pipeline's resource over it) runs it.
 """
 
 from __future__ import annotations

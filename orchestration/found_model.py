@@ -16,12 +16,14 @@ from seams.orchestration.dagster_internals import (
     DATA_VERSION_IS_USER_PROVIDED_TAG,
     DATA_VERSION_TAG,
 )
-from seams.resources.embedder import OnnxEmbedder
-from seams.resources.static_embedder import StaticEmbedder
+from seams.resources.embedder import OnnxEmbedderResource
+from seams.resources.static_embedder import StaticEmbedderResource
 
 
 def record_found_model(
-    instance: dg.DagsterInstance, embedder: OnnxEmbedder, static_embedder: StaticEmbedder
+    instance: dg.DagsterInstance,
+    embedder: OnnxEmbedderResource,
+    static_embedder: StaticEmbedderResource,
 ) -> bool:
     """Report `embedding_model` materialized when a verified model is in the embedder's folder
     but the instance's latest materialization (if any) is of another model file. True when

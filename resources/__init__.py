@@ -1,10 +1,10 @@
 """Resources: PostgreSQL (embedded or external), the embedders, the IO manager.
 
-`resources.OnnxEmbedder` and `resources.StaticEmbedder` are contract names; the other modules are
-imported where needed.
+`OnnxEmbedderResource` and `StaticEmbedderResource` are the library's `seams.OnnxEmbedder` and
+`seams.StaticEmbedder` as Dagster resources; the other modules are imported where needed.
 """
 
-from seams.resources.embedder import OnnxEmbedder
-from seams.resources.static_embedder import StaticEmbedder
+from seams.resources.embedder import OnnxEmbedderResource
+from seams.resources.static_embedder import StaticEmbedderResource
 
-__all__ = ["OnnxEmbedder", "StaticEmbedder"]
+__all__ = ["OnnxEmbedderResource", "StaticEmbedderResource"]

@@ -1,9 +1,10 @@
-"""`OnnxEmbedder` (contract): the sentence embedder as a Dagster resource.
+"""`OnnxEmbedderResource`: the sentence embedder as a Dagster resource.
 
-`seams.models.embedders.OnnxEmbedder` (onnxruntime, `tokenizers` and numpy only) with Dagster's
-`ConfigurableResource` mixed in: the same fields, methods and results, configurable from the
-code location and Dagster run config. Seams builds it one way, `for_environment`: the model
-folder under the entry point's data dir, the knobs from seams.yaml's `embedder` section.
+`seams.models.embedders.OnnxEmbedder` (the library class: onnxruntime, `tokenizers` and numpy
+only) with Dagster's `ConfigurableResource` mixed in: the same fields, methods and results,
+configurable from the code location and Dagster run config. Seams builds it one way,
+`for_environment`: the model folder under the entry point's data dir, the knobs from seams.yaml's
+`embedder` section.
 """
 
 from __future__ import annotations
@@ -16,14 +17,14 @@ from seams.models.model_store import default_model_dir
 from seams.settings import EmbedderSettings
 
 
-class OnnxEmbedder(dg.ConfigurableResource, embedders.OnnxEmbedder):
-    """Sentence embeddings for Seams (contract): `embed(texts) -> (n, 384) float32` unit rows;
-    see `seams.models.embedders.OnnxEmbedder` for the fields and their meaning."""
+class OnnxEmbedderResource(dg.ConfigurableResource, embedders.OnnxEmbedder):
+    """Sentence embeddings for the pipeline: `embed(texts) -> (n, 384) float32` unit rows; see
+    `seams.models.embedders.OnnxEmbedder` for the fields and their meaning."""
 
     @classmethod
     def for_environment(
         cls, environment: SeamsEnvironment, settings: EmbedderSettings
-    ) -> OnnxEmbedder:
+    ) -> OnnxEmbedderResource:
         """The pipeline's embedder: the exported model under `environment`'s data dir, run as
         `settings` (seams.yaml's `embedder` section) says."""
         return cls(

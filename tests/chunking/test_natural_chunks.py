@@ -14,8 +14,8 @@ import re
 import pytest
 
 from seams.chunking import ChunkingConfig, chunk_text
+from seams.models.embedders import OnnxEmbedder
 from seams.models.model_store import ModelManifest
-from seams.resources.embedder import OnnxEmbedder
 
 SOURDOUGH = """\
 Sourdough bread starts with a starter, a paste of flour and water in which wild yeasts and \

@@ -42,7 +42,7 @@ from seams.models.onnx_runtime import (
     select_providers,
     split_windows,
 )
-from seams.resources.embedder import OnnxEmbedder
+from seams.resources.embedder import OnnxEmbedderResource
 
 REPO = Path(__file__).resolve().parents[2]
 DIMS = 384
@@ -91,8 +91,8 @@ def st_model():  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture()
-def embedder(exported: ModelManifest) -> OnnxEmbedder:
-    return OnnxEmbedder(model_dir=str(exported.directory))
+def embedder(exported: ModelManifest) -> OnnxEmbedderResource:
+    return OnnxEmbedderResource(model_dir=str(exported.directory))
 
 
 @pytest.fixture(scope="session")
@@ -154,7 +154,7 @@ def test_split_windows_are_near_equal_and_lose_nothing(n: int) -> None:
 def test_missing_model_names_the_path_and_the_fix(tmp_path: Path) -> None:
     missing = tmp_path / "nowhere"
     with pytest.raises(EmbeddingError, match="seams model export") as err:
-        OnnxEmbedder(model_dir=str(missing)).embed(["hello"])
+        OnnxEmbedderResource(model_dir=str(missing)).embed(["hello"])
     assert str(missing) in str(err.value)
 
 
@@ -163,7 +163,7 @@ def test_default_model_dir_follows_seams_data_dir(
 ) -> None:
     monkeypatch.setenv("SEAMS_DATA_DIR", str(tmp_path))
     with pytest.raises(EmbeddingError) as err:
-        OnnxEmbedder().embed(["hello"])
+        OnnxEmbedderResource().embed(["hello"])
     assert str(tmp_path / "models" / "all-MiniLM-L6-v2") in str(err.value)
 
 
@@ -178,7 +178,7 @@ def test_model_file_that_differs_from_manifest_is_corrupt(tmp_path: Path) -> Non
     _fake_export(tmp_path)
     (tmp_path / "model.onnx").write_bytes(b"truncated")
     with pytest.raises(EmbeddingError, match=r"corrupt.*seams model export") as err:
-        OnnxEmbedder(model_dir=str(tmp_path)).embed(["hello"])
+        OnnxEmbedderResource(model_dir=str(tmp_path)).embed(["hello"])
     assert str(tmp_path / "model.onnx") in str(err.value)
 
 
@@ -193,32 +193,30 @@ def test_deleted_model_file_is_named(tmp_path: Path) -> None:
 def test_model_onnxruntime_cannot_parse_is_an_embedding_error(tmp_path: Path) -> None:
     _fake_export(tmp_path, b"\x00garbage that matches its own manifest")
     with pytest.raises(EmbeddingError, match=r"cannot load the model file.*seams model export"):
-        OnnxEmbedder(model_dir=str(tmp_path)).embed(["hello"])
+        OnnxEmbedderResource(model_dir=str(tmp_path)).embed(["hello"])
 
 
 def test_absent_int8_variant_says_why(tmp_path: Path) -> None:
     _fake_export(tmp_path)
     with pytest.raises(EmbeddingError, match=r"'int8'.*rejected.*0\.963.*fp32"):
-        _ = OnnxEmbedder(model_dir=str(tmp_path), variant="int8").model_id
+        _ = OnnxEmbedderResource(model_dir=str(tmp_path), variant="int8").model_id
 
 
-@pytest.mark.parametrize(
-    ("texts", "match"),
-    [
-        (["ok", 3, "fine"], r"texts\[1\] is int"),
-        (["ok", None], r"texts\[1\] is NoneType"),
-        ([b"bytes"], r"texts\[0\] is bytes"),
-        ("a whole string", "list of str"),
-    ],
-)
+BAD_TEXTS = [
+    (["ok", 3, "fine"], r"texts\[1\] is int"),
+    (["ok", None], r"texts\[1\] is NoneType"),
+    ([b"bytes"], r"texts\[0\] is bytes"),
+    ("a whole string", "list of str"),
+]
+
+
+@pytest.mark.parametrize(("texts", "match"), BAD_TEXTS)
 def test_bad_inputs_raise_input_error_before_touching_the_model(
     tmp_path: Path, texts: object, match: str
 ) -> None:
-    resource = OnnxEmbedder(model_dir=str(tmp_path / "absent"))
+    resource = OnnxEmbedderResource(model_dir=str(tmp_path / "absent"))
     with pytest.raises(InputError, match=match):
         resource.embed(texts)  # type: ignore[arg-type]
-    with pytest.raises(InputError, match=match):
-        resource.token_count(texts)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(
@@ -227,7 +225,7 @@ def test_bad_inputs_raise_input_error_before_touching_the_model(
 )
 def test_bad_config_names_the_field(tmp_path: Path, field: str, value: int) -> None:
     with pytest.raises(ConfigError, match=field):
-        OnnxEmbedder(model_dir=str(tmp_path), **{field: value}).embed(["x"])
+        OnnxEmbedderResource(model_dir=str(tmp_path), **{field: value}).embed(["x"])
 
 
 def test_inference_failure_is_an_embedding_error(tokenizer: Tokenizer) -> None:
@@ -309,12 +307,12 @@ def test_export_replaces_a_corrupt_export(exported: ModelManifest, tmp_path: Pat
 
 @pytest.mark.export
 def test_fidelity_matches_sentence_transformers(
-    embedder: OnnxEmbedder, st_model, tokenizer: Tokenizer
+    embedder: OnnxEmbedderResource, st_model, tokenizer: Tokenizer
 ) -> None:
     rng = random.Random(3)
     texts = fidelity_sentences(240, seed=11) + EXTRA_TEXTS
     texts += [_words_text(rng, n) for n in (80, 140, 180)]
-    counts = embedder.token_count(texts)
+    counts = embedder.count_tokens(texts)
     assert sum(c > 60 for c in counts) >= 3 and max(counts) <= 254  # all within one window
     assert len(texts) >= 250
 
@@ -331,15 +329,15 @@ def test_truncate_mode_matches_sentence_transformers_on_long_texts(
     rng = random.Random(5)
     long_texts = [_words_text(rng, n) for n in (300, 600, 1200)]
     long_texts.append(" ".join(fidelity_sentences(60, seed=2)))
-    resource = OnnxEmbedder(model_dir=str(exported.directory), long_text="truncate")
-    assert min(resource.token_count(long_texts)) > 256
+    resource = OnnxEmbedderResource(model_dir=str(exported.directory), long_text="truncate")
+    assert min(resource.count_tokens(long_texts)) > 256
     ours = resource.embed(long_texts)
     theirs = st_model.encode(long_texts, normalize_embeddings=True)
     assert np.einsum("nd,nd->n", ours, theirs).min() >= 0.999
 
 
 @pytest.mark.export
-def test_long_text_windows_let_the_tail_count(embedder: OnnxEmbedder, st_model) -> None:
+def test_long_text_windows_let_the_tail_count(embedder: OnnxEmbedderResource, st_model) -> None:
     """A text whose second half is about something else must not lose that half."""
     cooking = " ".join(
         "Whisk the eggs with sugar, fold in the flour and bake the sponge cake for "
@@ -352,10 +350,11 @@ def test_long_text_windows_let_the_tail_count(embedder: OnnxEmbedder, st_model) 
         for _ in range(12)
     )
     text = f"{cooking} {astronomy}"
-    assert embedder.token_count([text])[0] > 256
+    assert embedder.count_tokens([text])[0] > 256
 
     windowed = embedder.embed([text])[0]
-    truncated = OnnxEmbedder(model_dir=embedder.model_dir, long_text="truncate").embed([text])[0]
+    truncating = OnnxEmbedderResource(model_dir=embedder.model_dir, long_text="truncate")
+    truncated = truncating.embed([text])[0]
     topic = st_model.encode(
         ["an astronomy text about galaxies", "a recipe for baking a cake"],
         normalize_embeddings=True,
@@ -366,7 +365,7 @@ def test_long_text_windows_let_the_tail_count(embedder: OnnxEmbedder, st_model) 
 
 
 @pytest.mark.export
-def test_rows_are_unit_float32_in_input_order(embedder: OnnxEmbedder) -> None:
+def test_rows_are_unit_float32_in_input_order(embedder: OnnxEmbedderResource) -> None:
     texts = fidelity_sentences(80, seed=21) + EXTRA_TEXTS
     rng = random.Random(0)
     texts.append(_words_text(rng, 700))  # several windows, sorted among short ones
@@ -385,7 +384,7 @@ def test_rows_are_unit_float32_in_input_order(embedder: OnnxEmbedder) -> None:
 
 
 @pytest.mark.export
-def test_deterministic_bytes_for_the_same_call(embedder: OnnxEmbedder) -> None:
+def test_deterministic_bytes_for_the_same_call(embedder: OnnxEmbedderResource) -> None:
     texts = fidelity_sentences(120, seed=8)
     first = embedder.embed(texts)
     assert first.tobytes() == embedder.embed(texts).tobytes()
@@ -393,15 +392,15 @@ def test_deterministic_bytes_for_the_same_call(embedder: OnnxEmbedder) -> None:
     assert first.tobytes() == embedder.embed(texts).tobytes()
     # Other batch sizes change padding and hence float summation order: not bitwise, but close.
     for size in (1, 7, 64):
-        other = OnnxEmbedder(model_dir=embedder.model_dir, batch_size=size).embed(texts)
+        other = OnnxEmbedderResource(model_dir=embedder.model_dir, batch_size=size).embed(texts)
         assert np.einsum("nd,nd->n", first, other).min() > 0.99999
 
 
 @pytest.mark.export
-def test_empty_inputs(embedder: OnnxEmbedder, st_model) -> None:
+def test_empty_inputs(embedder: OnnxEmbedderResource, st_model) -> None:
     none = embedder.embed([])
     assert none.shape == (0, DIMS) and none.dtype == np.float32
-    assert embedder.token_count([]) == []
+    assert embedder.count_tokens([]) == []
 
     blank = embedder.embed(["", "   ", "\n"])  # all embed as [CLS] [SEP]
     assert np.array_equal(blank[0], blank[1]) and np.array_equal(blank[0], blank[2])
@@ -410,21 +409,26 @@ def test_empty_inputs(embedder: OnnxEmbedder, st_model) -> None:
 
 
 @pytest.mark.export
-def test_token_count_matches_the_tokenizer(embedder: OnnxEmbedder, tokenizer: Tokenizer) -> None:
+def test_count_tokens_matches_the_tokenizer(
+    embedder: OnnxEmbedderResource, tokenizer: Tokenizer
+) -> None:
     texts = [*EXTRA_TEXTS, *fidelity_sentences(40, seed=4), _words_text(random.Random(1), 900)]
     expected = [len(tokenizer.encode(t, add_special_tokens=False).ids) for t in texts]
-    assert embedder.token_count(texts) == expected
+    assert embedder.count_tokens(texts) == expected
     assert expected[-1] > 256  # counts are never truncated
-    assert embedder.token_count(["", "Hello world"]) == [0, 2]
+    assert embedder.count_tokens(["", "Hello world"]) == [0, 2]
+    for texts, match in BAD_TEXTS:
+        with pytest.raises(InputError, match=match):
+            embedder.count_tokens(texts)  # type: ignore[arg-type]
 
 
 @pytest.mark.export
 def test_model_id_is_the_sha256_of_the_running_graph(exported: ModelManifest) -> None:
-    fp32 = OnnxEmbedder(model_dir=str(exported.directory))
+    fp32 = OnnxEmbedderResource(model_dir=str(exported.directory))
     assert fp32.model_id == exported.model_id == file_sha256(exported.directory / "model.onnx")
     assert len(fp32.model_id) == 64
     if "int8" in exported.variants:
-        int8 = OnnxEmbedder(model_dir=str(exported.directory), variant="int8")
+        int8 = OnnxEmbedderResource(model_dir=str(exported.directory), variant="int8")
         assert int8.model_id == file_sha256(exported.directory / "model.int8.onnx")
         assert int8.model_id != fp32.model_id
 
@@ -437,8 +441,8 @@ def test_int8_variant_keeps_the_fidelity_bar_on_unseen_sentences(
         assert exported.int8_evaluation["min_cosine"] < 0.99  # type: ignore[index]
         return
     texts = fidelity_sentences(200, seed=99) + EXTRA_TEXTS
-    fp32 = OnnxEmbedder(model_dir=str(exported.directory)).embed(texts)
-    int8 = OnnxEmbedder(model_dir=str(exported.directory), variant="int8").embed(texts)
+    fp32 = OnnxEmbedderResource(model_dir=str(exported.directory)).embed(texts)
+    int8 = OnnxEmbedderResource(model_dir=str(exported.directory), variant="int8").embed(texts)
     assert np.einsum("nd,nd->n", fp32, int8).min() >= 0.99
 
 
@@ -473,22 +477,22 @@ def test_cuda_provider_falls_back_cleanly_to_cpu(
 
 @pytest.mark.export
 def test_session_is_loaded_once_per_process(exported: ModelManifest) -> None:
-    a = OnnxEmbedder(model_dir=str(exported.directory))
-    b = OnnxEmbedder(model_dir=str(exported.directory), batch_size=8)
+    a = OnnxEmbedderResource(model_dir=str(exported.directory))
+    b = OnnxEmbedderResource(model_dir=str(exported.directory), batch_size=8)
     assert a._load()[0] is b._load()[0]  # resources rebuilt per run share the session
-    c = OnnxEmbedder(model_dir=str(exported.directory), intra_op_threads=1)
+    c = OnnxEmbedderResource(model_dir=str(exported.directory), intra_op_threads=1)
     assert c._load()[0] is not a._load()[0]
 
 
 @pytest.mark.export
 def test_works_as_a_dagster_resource(exported: ModelManifest) -> None:
     @dg.asset
-    def vectors(embedder: OnnxEmbedder) -> dg.MaterializeResult:
+    def vectors(embedder: OnnxEmbedderResource) -> dg.MaterializeResult:
         out = embedder.embed(["one sentence", "another one"])
         return dg.MaterializeResult(metadata={"rows": len(out), "model_id": embedder.model_id})
 
     result = dg.materialize(
-        [vectors], resources={"embedder": OnnxEmbedder(model_dir=str(exported.directory))}
+        [vectors], resources={"embedder": OnnxEmbedderResource(model_dir=str(exported.directory))}
     )
     assert result.success
     (mat,) = result.asset_materializations_for_node("vectors")

@@ -30,7 +30,7 @@ from seams.models.model_store import (
     load_static_manifest,
 )
 from seams.models.static_runtime import clear_static_cache
-from seams.resources.static_embedder import StaticEmbedder
+from seams.resources.static_embedder import StaticEmbedderResource
 
 TINY_DIMS = 16
 _LOOPBACK = ("127.", "::1", "localhost")
@@ -100,10 +100,10 @@ def make_static_model(folder: Path, dims: int = TINY_DIMS, seed: int = 7) -> Sta
 
 
 @pytest.fixture(scope="module")
-def tiny(tmp_path_factory: pytest.TempPathFactory) -> StaticEmbedder:
+def tiny(tmp_path_factory: pytest.TempPathFactory) -> StaticEmbedderResource:
     folder = tmp_path_factory.mktemp("static") / "model"
     make_static_model(folder)
-    return StaticEmbedder(model_dir=str(folder))
+    return StaticEmbedderResource(model_dir=str(folder))
 
 
 TEXTS = [
@@ -116,7 +116,7 @@ TEXTS = [
 ]
 
 
-def test_embeddings_are_float32_unit_rows(tiny: StaticEmbedder) -> None:
+def test_embeddings_are_float32_unit_rows(tiny: StaticEmbedderResource) -> None:
     vectors = tiny.embed(TEXTS)
     assert vectors.shape == (len(TEXTS), TINY_DIMS) and vectors.dtype == np.float32
     assert np.all(np.isfinite(vectors))
@@ -124,7 +124,7 @@ def test_embeddings_are_float32_unit_rows(tiny: StaticEmbedder) -> None:
     assert tiny.embed([]).shape == (0, TINY_DIMS)
 
 
-def test_embedding_is_the_normalised_mean_of_token_rows(tiny: StaticEmbedder) -> None:
+def test_embedding_is_the_normalised_mean_of_token_rows(tiny: StaticEmbedderResource) -> None:
     text = TEXTS[0]
     manifest = tiny.manifest
     matrix = np.load(manifest.embeddings_path).astype(np.float32)
@@ -136,39 +136,43 @@ def test_embedding_is_the_normalised_mean_of_token_rows(tiny: StaticEmbedder) ->
     np.testing.assert_allclose(tiny.embed([text])[0], expected, atol=1e-6)
 
 
-def test_deterministic_and_independent_of_batch_neighbours(tiny: StaticEmbedder) -> None:
+def test_deterministic_and_independent_of_batch_neighbours(tiny: StaticEmbedderResource) -> None:
     alone = np.stack([tiny.embed([t])[0] for t in TEXTS])
     together = tiny.embed(TEXTS)
     assert np.array_equal(alone, together)
     assert np.array_equal(tiny(TEXTS), together)  # __call__ is embed
 
 
-def test_texts_without_known_tokens_get_one_fixed_unit_vector(tiny: StaticEmbedder) -> None:
+def test_texts_without_known_tokens_get_one_fixed_unit_vector(tiny: StaticEmbedderResource) -> None:
     empty, emoji = tiny.embed(["", "🙂"])
     assert np.array_equal(empty, emoji)
     assert empty[0] == 1.0 and np.count_nonzero(empty) == 1
 
 
-def test_token_count_is_minilm_word_pieces(tiny: StaticEmbedder, minilm_counter) -> None:
-    assert tiny.token_count(TEXTS) == minilm_counter(TEXTS)
-    assert tiny.token_count(["Hello world"]) == [2]
+def test_count_tokens_is_minilm_word_pieces(tiny: StaticEmbedderResource, minilm_counter) -> None:
+    assert tiny.count_tokens(TEXTS) == minilm_counter(TEXTS)
+    assert tiny.count_tokens(["Hello world"]) == [2]
 
 
-def test_model_id_is_the_sha256_of_the_vectors(tiny: StaticEmbedder) -> None:
+def test_model_id_is_the_sha256_of_the_vectors(tiny: StaticEmbedderResource) -> None:
     assert tiny.model_id == file_sha256(tiny.manifest.embeddings_path)
     assert len(tiny.model_id) == 64 and tiny.dims == TINY_DIMS
 
 
-def test_input_errors(tiny: StaticEmbedder) -> None:
+def test_input_errors(tiny: StaticEmbedderResource) -> None:
     with pytest.raises(InputError, match="texts"):
         tiny.embed("not a list")  # type: ignore[arg-type]
     with pytest.raises(InputError, match=r"texts\[1\]"):
         tiny.embed(["ok", 3])  # type: ignore[list-item]
+    with pytest.raises(InputError, match="texts"):  # not one count per character
+        tiny.count_tokens("not a list")  # type: ignore[arg-type]
+    with pytest.raises(InputError, match=r"texts\[1\]"):
+        tiny.count_tokens(["ok", 3])  # type: ignore[list-item]
 
 
 def test_missing_and_corrupt_models_say_what_to_do(tmp_path: Path) -> None:
     with pytest.raises(EmbeddingError, match="seams model export"):
-        StaticEmbedder(model_dir=str(tmp_path / "nowhere")).embed(["x"])
+        StaticEmbedderResource(model_dir=str(tmp_path / "nowhere")).embed(["x"])
     folder = tmp_path / "model"
     make_static_model(folder)
     data = bytearray((folder / EMBEDDINGS_FILE).read_bytes())
@@ -176,15 +180,15 @@ def test_missing_and_corrupt_models_say_what_to_do(tmp_path: Path) -> None:
     (folder / EMBEDDINGS_FILE).write_bytes(bytes(data))
     clear_static_cache()
     with pytest.raises(EmbeddingError, match=r"embeddings\.npy is corrupt"):
-        StaticEmbedder(model_dir=str(folder)).embed(["x"])
+        StaticEmbedderResource(model_dir=str(folder)).embed(["x"])
 
 
 def test_default_folder_is_under_the_data_dir() -> None:
     assert default_static_dir().name == "all-MiniLM-L6-v2-static"
-    assert StaticEmbedder().resolved_model_dir() == default_static_dir()
+    assert StaticEmbedderResource().resolved_model_dir() == default_static_dir()
 
 
-def test_usable_as_the_chunkers_embedder(tiny: StaticEmbedder) -> None:
+def test_usable_as_the_chunkers_embedder(tiny: StaticEmbedderResource) -> None:
     text = "\n\n".join(f"Sentence number {i} talks about topic {i % 3}." for i in range(30))
     chunks = chunk_text(
         text,
@@ -193,17 +197,18 @@ def test_usable_as_the_chunkers_embedder(tiny: StaticEmbedder) -> None:
             "fast", chunk_size_min=8, chunk_size_target=40, chunk_size_max=60
         ),
         embed=tiny,
-        token_counter=tiny.token_count,
+        token_counter=tiny.count_tokens,
     )
     assert len(chunks) > 1 and all(c.boundary_method == "semantic" for c in chunks)
     assert all(c.text == text[c.start_char : c.end_char] for c in chunks)
 
 
-def test_hot_path_imports_neither_torch_nor_model2vec(tiny: StaticEmbedder) -> None:
+def test_hot_path_imports_neither_torch_nor_model2vec(tiny: StaticEmbedderResource) -> None:
     code = (
         "import sys\n"
-        "from seams.resources.static_embedder import StaticEmbedder\n"
-        f"StaticEmbedder(model_dir={str(tiny.resolved_model_dir())!r}).embed(['hi there'])\n"
+        "from seams.resources.static_embedder import StaticEmbedderResource\n"
+        f"model = StaticEmbedderResource(model_dir={str(tiny.resolved_model_dir())!r})\n"
+        "model.embed(['hi there'])\n"
         "heavy = [m for m in ('torch', 'model2vec', 'transformers', 'skeletoken') "
         "if m in sys.modules]\n"
         "print(','.join(heavy))\n"
@@ -257,7 +262,7 @@ def _a_good_boundary_model() -> None:
     assert manifest.fidelity["min_cosine"] >= 0.999
     size = manifest.embeddings_path.stat().st_size
     assert 14e6 < size < 17e6
-    embedder = StaticEmbedder()
+    embedder = StaticEmbedderResource()
     cats = ["The cat purrs when the cat is content.", "A cat grooms its fur with a rough tongue."]
     rockets = [
         "The rocket burns kerosene at launch.",
