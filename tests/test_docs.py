@@ -152,7 +152,7 @@ def test_the_readme_has_a_python_block_that_runs() -> None:
 
 # --- (d) the demo summary in the README is what `seams run` prints -------------------------------
 
-KEY = re.compile(r"\b\d{8}-\d{6}-[0-9a-f]{8}\b")
+KEY = re.compile(r"\b\d{8}-\d{6}-(?:[a-z0-9_-]+-)?[0-9a-f]{8}\b")
 PATH = re.compile(r"(?:…)?/[^\s,()]+")
 NUMBER = re.compile(r"\d[\d,]*(?:\.\d+)?")
 LABEL = re.compile(r"^([a-z][a-z ]*[a-z]):")
