@@ -15,7 +15,11 @@ watched asset's latest materialization changed. The last matters because the UI 
 unpartitioned check's result only while it targets the asset's latest materialization: a new
 batch's run would otherwise turn a failed `in_sync` into "Not evaluated" although the older
 batches are still unsynced. Every tick says what it found ("2 of 3 batches unsynced: in_sync
-failed on semantic_boundaries, chunks, chunk_index"). The check can also be executed from the UI.
+failed on semantic_boundaries, chunks, chunk_index"). The check can also be executed from the UI
+(the asset's Checks tab, "Execute"), with the same verdict: it judges against the whole code
+location's asset graph, as the sensor does, never the run's (a run holding only the check would
+see no unsynced asset). A failed `in_sync` names what to click: the `backfill_unsynced` job
+(`seams.orchestration.jobs`), one backfill of exactly the unsynced batches and assets.
 
 Both live with the orchestration, beside the inbox sensor, not with the assets: they read the
 instance's verdict, which Dagster exposes only through its internals (`dagster_internals`).

@@ -125,6 +125,7 @@ def test_two_batches_then_a_settings_change_are_each_one_backfill_with_one_run(
     assert first.status == BulkActionStatus.COMPLETED_SUCCESS
     assert first.tags[launch.STARTED_BY_TAG] == "seams run"
     (run,) = _backfill_runs(instance, first_id)
+    assert first.tags[launch.LAUNCHED_BY_TAG] == run.tags[launch.LAUNCHED_BY_TAG] == "seams run"
     assert summary.run_ids == [run.run_id]
     assert run.status == dg.DagsterRunStatus.SUCCESS
     stored = _stored_counts(database_url)
@@ -149,6 +150,8 @@ def test_two_batches_then_a_settings_change_are_each_one_backfill_with_one_run(
     assert second.status == BulkActionStatus.COMPLETED_SUCCESS
     assert second.tags[launch.STARTED_BY_TAG] == "seams backfill"
     (rerun,) = _backfill_runs(instance, second_id)
+    assert second.tags[launch.LAUNCHED_BY_TAG] == rerun.tags[launch.LAUNCHED_BY_TAG]
+    assert rerun.tags[launch.LAUNCHED_BY_TAG] == "seams backfill"
     assert again.run_ids == [rerun.run_id]
     assert set(second.asset_selection) == set(stale[keys[0]])
     data = second.get_asset_backfill_data(changed_defs.resolve_asset_graph())

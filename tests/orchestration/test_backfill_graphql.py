@@ -39,7 +39,7 @@ BACKFILLS = """
         numPartitions
         tags { key value }
         assetSelection { path }
-        runs { runId status }
+        runs { runId status tags { key value } }
       }
     }
   }
@@ -152,6 +152,9 @@ def test_seams_backfill_with_the_ui_open_is_one_backfill_each_batch_reported_alo
         (entry,) = new
         assert entry["isAssetBackfill"] and entry["status"] == "COMPLETED_SUCCESS", entry
         assert {"key": launch.STARTED_BY_TAG, "value": "seams backfill"} in entry["tags"]
+        # What the UI's "Launched by" shows (else "Manually launched"), on the backfill and its run.
+        launched_by = {"key": launch.LAUNCHED_BY_TAG, "value": "seams backfill"}
+        assert launched_by in entry["tags"] and launched_by in entry["runs"][0]["tags"], entry
         assert {tuple(a["path"]) for a in entry["assetSelection"]} == {
             ("semantic_boundaries",),
             ("chunks",),
