@@ -430,7 +430,7 @@ def product_fusion(product: Path | None) -> Callable[..., np.ndarray]:
     """`seams.models.fusion.fuse_scores` of the product code under test (the snapshot's file when
     there is one, so the weights are studied on exactly the fusion that was measured)."""
     if product is None:
-        from seams.models.fusion import fuse_scores
+        from seams.storage.search import fuse_scores
 
         return fuse_scores
     import importlib.util
@@ -978,7 +978,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )  # fmt: skip
     args = parser.parse_args(argv)
     if args.fusion_study:
-        from seams.models.fusion import fuse_scores
+        from seams.storage.search import fuse_scores
 
         pools = read_pools(args.fusion_study)
         print("\n".join(variant_lines(fusion_variants(pools, fuse_scores))))

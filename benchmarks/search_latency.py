@@ -48,15 +48,14 @@ for path in (ROOT, ROOT / "benchmarks"):
 from psycopg import sql  # noqa: E402
 from retrieval_eval import build_corpus, build_questions  # noqa: E402
 
-from seams.models.sentence_rerank import SENTENCE_WEIGHT  # noqa: E402
 from seams.resources.database import DATA_DATABASE, EmbeddedPostgres, database_url_for  # noqa: E402
 from seams.resources.embedded_server import server_tempdir  # noqa: E402
 from seams.resources.embedder import OnnxEmbedder  # noqa: E402
 from seams.resources.postgres import PostgresResource, close_all_pools  # noqa: E402
 from seams.settings import RetrievalSettings  # noqa: E402
-from seams.storage import lexical, schema  # noqa: E402
+from seams.storage import schema  # noqa: E402
 from seams.storage.partition_tables import write_table  # noqa: E402
-from seams.storage.search import search_response, search_vector  # noqa: E402
+from seams.storage.search import SENTENCE_WEIGHT, lexical, search_response, search_vector  # noqa: E402
 
 RETRIEVAL_MODE = RetrievalSettings().mode
 """The mode the benchmark indexes in: the settings' default."""

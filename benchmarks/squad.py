@@ -169,8 +169,8 @@ def _seams_search_top(
     from seams.chunking.segment import segment
     from seams.chunking.similarity import embedding_texts
     from seams.models.chunk_vectors import pooled_vectors
-    from seams.models.sentence_rerank import SENTENCE_WEIGHT, rerank_order
     from seams.storage.search import pool_size
+    from seams.storage.search.sentence_rerank import SENTENCE_WEIGHT, rerank_order
 
     config = config or ChunkingConfig.preset("default")
     weight = SENTENCE_WEIGHT if sentence_weight is None else sentence_weight

@@ -12,12 +12,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from seams.environment import SeamsEnvironment
-from seams.models.context_budget import ContextSpan
-from seams.models.fusion import LEXICAL_WEIGHT
-from seams.models.sentence_rerank import SENTENCE_WEIGHT
 from seams.settings import SeamsSettings, load_settings
 from seams.storage.connections import ConnectionSource
-from seams.storage.search import QueryEmbedder, SearchHit, SearchKind, SearchResponse
+from seams.storage.search import (
+    LEXICAL_WEIGHT,
+    SENTENCE_WEIGHT,
+    ContextSpan,
+    QueryEmbedder,
+    SearchHit,
+    SearchKind,
+    SearchResponse,
+)
 from seams.storage.search import search_response as _search_response
 
 

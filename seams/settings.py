@@ -25,10 +25,8 @@ from seams.chunking.config import (
 from seams.environment import CONFIG_ENV, PROJECT_SETTINGS, SeamsEnvironment
 from seams.errors import ConfigError
 from seams.extraction.limits import ExtractionLimits
-from seams.models.fusion import LEXICAL_WEIGHT
-from seams.models.sentence_rerank import SENTENCE_WEIGHT
 from seams.paths import packaged_default
-from seams.storage.lexical import DEFAULT_TEXT_SEARCH_CONFIG
+from seams.storage.search import DEFAULT_TEXT_SEARCH_CONFIG, LEXICAL_WEIGHT, SENTENCE_WEIGHT
 
 
 class Section(BaseModel):

@@ -658,7 +658,7 @@ def ddl(*, schema_exists: bool = False, vector_exists: bool = False) -> list[sql
     statements.append(current_chunks_view())
     statements.append(chunk_index_hnsw())
     statements.append(chunk_parents_view())
-    from seams.storage.lexical import maintenance_ddl  # it builds on the tables above
+    from seams.storage.search.lexical_index import maintenance_ddl  # builds on the tables above
 
     statements.extend(maintenance_ddl())
     return statements

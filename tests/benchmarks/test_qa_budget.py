@@ -23,7 +23,7 @@ from benchmarks.qa_budget import (
     variant_lines,
     write_pools,
 )
-from seams.models.fusion import fuse_scores
+from seams.storage.search import fuse_scores
 
 
 def test_covid_qa_answers_are_located_even_with_a_wrong_offset() -> None:

@@ -14,7 +14,6 @@ import dagster as dg
 import pytest
 
 from seams.assets.partitions import document_batches
-from seams.models.fusion import LEXICAL_WEIGHT, fuse_scores
 from seams.models.model_store import ModelManifest
 from seams.orchestration import cli
 from seams.orchestration.definitions import build_assets
@@ -25,7 +24,7 @@ from seams.resources.postgres import PostgresResource
 from seams.resources.static_embedder import StaticEmbedder
 from seams.settings import SeamsSettings
 from seams.storage.batches import register_batch, scan_inbox
-from seams.storage.search import candidates, search_response
+from seams.storage.search import LEXICAL_WEIGHT, candidates, fuse_scores, search_response
 from tests.support.databases import fresh_database
 from tests.support.instances import keep_environment
 from tests.support.samples import copy_samples

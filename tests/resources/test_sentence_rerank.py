@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from seams.models.sentence_rerank import SENTENCE_WEIGHT, rerank_order, reranked_scores
+from seams.storage.search.sentence_rerank import SENTENCE_WEIGHT, rerank_order, reranked_scores
 
 
 def test_mix_is_the_weighted_sum_and_chunks_without_sentences_keep_their_score() -> None:

@@ -20,8 +20,9 @@ import pytest
 
 from seams.errors import ConfigError
 from seams.resources.postgres import PostgresResource
-from seams.storage import lexical, schema
+from seams.storage import schema
 from seams.storage.partition_tables import write_table
+from seams.storage.search import lexical
 
 DOC_A = [
     "The cat sat on the mat. Cats like warm mats.",

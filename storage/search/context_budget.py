@@ -130,10 +130,15 @@ class _Span:
     def frozen(self) -> ContextSpan:
         members = sorted(self.members)
         return ContextSpan(
-            batch_key=self.group[0], document_id=self.group[1], start_char=self.start,
-            end_char=self.end, text=self.text, tokens=self.tokens,
-            ranks=tuple(r for r, _ in members), chunk_ids=tuple(c for _, c in members),
-        )  # fmt: skip
+            batch_key=self.group[0],
+            document_id=self.group[1],
+            start_char=self.start,
+            end_char=self.end,
+            text=self.text,
+            tokens=self.tokens,
+            ranks=tuple(r for r, _ in members),
+            chunk_ids=tuple(c for _, c in members),
+        )
 
 
 def _touches(span: _Span, item: BudgetItem) -> bool:

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from seams.errors import InputError
-from seams.models.context_budget import BudgetItem, pack_budget
+from seams.storage.search.context_budget import BudgetItem, pack_budget
 
 WORDS = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta"]
 

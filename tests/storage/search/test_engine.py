@@ -22,10 +22,10 @@ from seams.errors import InputError
 from seams.models.chunk_vectors import MODES
 from seams.models.model_store import ModelManifest
 from seams.orchestration.definitions import build_assets
-from seams.resources.embedder import OnnxEmbedder
+from seams.resources.embedder import OnnxEmbedderResource
 from seams.resources.io_manager import PostgresIOManager
 from seams.resources.postgres import PostgresResource
-from seams.resources.static_embedder import StaticEmbedder
+from seams.resources.static_embedder import StaticEmbedderResource
 from seams.settings import ChunkingSettings, RetrievalSettings, SeamsSettings, load_settings
 from seams.storage.batches import register_batch, scan_inbox
 from seams.storage.search import MAX_QUERY_CHARS, search, search_response
@@ -97,8 +97,8 @@ def _resources(url: str) -> dict[str, object]:
     return {
         "postgres": postgres,
         "io_manager": PostgresIOManager(postgres=postgres),
-        "embedder": OnnxEmbedder(),
-        "static_embedder": StaticEmbedder(),
+        "embedder": OnnxEmbedderResource(),
+        "static_embedder": StaticEmbedderResource(),
     }
 
 
@@ -153,7 +153,7 @@ class Indexed:
         self.folder = folder
         self.resources = _resources(url)
         self.postgres: PostgresResource = self.resources["postgres"]  # type: ignore[assignment]
-        self.embedder: OnnxEmbedder = self.resources["embedder"]  # type: ignore[assignment]
+        self.embedder: OnnxEmbedderResource = self.resources["embedder"]  # type: ignore[assignment]
         self.instance = dg.DagsterInstance.ephemeral()
         self.key = _register(self.postgres, folder)
         self.result = _materialize(self.instance, self.resources, self.key)
@@ -403,7 +403,7 @@ def test_a_sentence_in_an_overlap_counts_for_the_chunk_whose_core_holds_it(
     )  # fmt: skip
     assert in_overlap, "the overlap must hold a whole stored sentence"
     sentence = in_overlap[0][0]
-    embedder: OnnxEmbedder = resources["embedder"]  # type: ignore[assignment]
+    embedder: OnnxEmbedderResource = resources["embedder"]  # type: ignore[assignment]
     q = embedder.embed([sentence])[0].astype(np.float64)
     hits = {h.chunk_id: h for h in search(postgres, embedder, sentence, k=10)}  # type: ignore[arg-type]
     assert chunk_id in hits

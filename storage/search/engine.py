@@ -1,0 +1,289 @@
+"""Semantic search over the current chunks: top-k children with their parent and neighbours.
+
+`search(postgres, embedder, "query", k=5)` embeds the query with the model that built the index,
+asks pgvector's HNSW index (cosine) for the nearest chunk embeddings of the mode the index was
+built in (model and mode are read from the index's own rows, never assumed), keeps only chunks of
+each document's newest version (`seams.current_chunks`: a stale version is never returned),
+re-scores that pool by each chunk's best sentence as well as its own vector (`sentence_rerank`,
+seams.yaml `retrieval.sentence_weight`; the sentence vectors are the candidates' in
+`semantic_boundaries`, already computed by the pipeline), adds the best chunks by BM25
+(`lexical`) and ranks the union (`pool`, `fusion`). Each hit comes with the context a reader
+needs (`hit_context`):
+
+- its **parent** (`seams.chunk_parents`): the section of the document it belongs to (chunks
+  sharing a heading path), or the whole document when it has no headings, with the parent's text
+  (capped at `parent_chars`, centred on the hit), so a RAG prompt can use the small, precise
+  child for matching and the parent for reading;
+- its **neighbours** (chunk_index - 1 and + 1 of the same document version) and the exact
+  source text from the previous chunk's start to the next chunk's end (sentence-window
+  retrieval, without duplicating any overlap).
+
+Entry points: `search_response` (and `search`, its hits) for text queries, `candidates` for a
+query's scored pool, `search_vector` for an already-embedded query. Every text query enters
+through `candidates`, whose first step is `prepare_query`.
+`benchmarks/search_latency.py` measures it at 100k chunks.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+
+import numpy as np
+import psycopg
+
+from seams.errors import InputError
+from seams.storage.connections import ConnectionSource, connection_lost
+from seams.storage.search.context_budget import (
+    BudgetItem,
+    TokenCounter,
+    check_budget,
+    pack_budget,
+)
+from seams.storage.search.dense import (
+    MAX_FETCH,
+    MIN_FETCH,
+    index_target,
+    nearest_vectors,
+    other_targets,
+    rescored,
+)
+from seams.storage.search.fusion import LEXICAL_WEIGHT, checked_lexical_weight
+from seams.storage.search.hit_context import hit_from_row, hit_rows
+from seams.storage.search.hits import SearchHit, SearchResponse
+from seams.storage.search.pool import CandidatePool, fill_pool, pool_size, ranked_candidates
+from seams.storage.search.query import QueryEmbedder, SearchKind, check_kind, prepare_query
+from seams.storage.search.sentence_rerank import SENTENCE_WEIGHT, checked_weight
+
+MAX_K = 100
+PARENT_CHARS = 4000
+
+
+def search(
+    postgres: ConnectionSource,
+    embedder: QueryEmbedder,
+    query: str,
+    k: int = 5,
+    *,
+    search: SearchKind = "hybrid",
+    lexical_weight: float = LEXICAL_WEIGHT,
+    mode: str | None = None,
+    parent_chars: int = PARENT_CHARS,
+    sentence_weight: float = SENTENCE_WEIGHT,
+) -> list[SearchHit]:
+    """The top-`k` current chunks for `query`, best first (see `search_response`)."""
+    return search_response(
+        postgres,
+        embedder,
+        query,
+        k,
+        search=search,
+        lexical_weight=lexical_weight,
+        mode=mode,
+        parent_chars=parent_chars,
+        sentence_weight=sentence_weight,
+    ).hits
+
+
+def candidates(
+    postgres: ConnectionSource,
+    embedder: QueryEmbedder,
+    query: str,
+    *,
+    pool: int = MIN_FETCH,
+    search: SearchKind = "hybrid",
+    mode: str | None = None,
+    sentence_weight: float = SENTENCE_WEIGHT,
+) -> CandidatePool:
+    """The candidate pool of `query`: the current chunks among the `pool` nearest by dense score
+    (`dense.current_nearest`) and the `pool` best by BM25 (hybrid; only one side for "dense" or
+    "lexical"), each with its dense score, its BM25 score and matched lexemes, and its rank on
+    each side; unordered.
+
+    Every candidate is current (`seams.current_chunks`); both scores are exact for every
+    candidate (a chunk found by one side is scored by the other too), so a caller can fuse them
+    with any weight: `fuse_scores(dense, lexical, w)` reproduces `search_response`'s hybrid
+    order (sorted by fused score, then chunk_id). The dense score re-scores by the best sentence
+    as `search_response` does (`sentence_weight`, 0 to turn off); `mode` picks the index's
+    vectors as in `search_response`. The query is embedded only when the search uses vectors.
+    """
+    check_kind(search)
+    checked_weight(sentence_weight)
+    if isinstance(pool, bool) or not isinstance(pool, int) or not 1 <= pool <= MAX_FETCH:
+        raise InputError(f"pool must be an integer from 1 to {MAX_FETCH}, got {pool!r}")
+    prepared = prepare_query(query)
+    target = index_target(postgres, mode=mode)
+    result = CandidatePool(prepared.text, search, target, (), [], list(prepared.notes))
+    if target is None:
+        wanted = f" in mode {mode!r}" if mode else ""
+        result.notes.append(
+            f"nothing is indexed{wanted} yet: run `seams run` (or materialize chunk_index) first"
+        )
+        return result
+    started = time.perf_counter()
+    vector = None
+    if search != "lexical":
+        vector = embedder.for_model(target.model_id).embed([prepared.text])[0]
+        vector = np.asarray(vector, dtype=np.float32)
+    embedded = time.perf_counter()
+    try:
+        with postgres.connection() as conn:
+            fill_pool(conn, result, vector, pool, sentence_weight)
+    except psycopg.OperationalError as exc:
+        raise connection_lost(postgres.redacted_url, "searching the chunk index", exc) from exc
+    result.embed_ms = (embedded - started) * 1000
+    result.search_ms = (time.perf_counter() - embedded) * 1000
+    return result
+
+
+def search_response(
+    postgres: ConnectionSource,
+    embedder: QueryEmbedder,
+    query: str,
+    k: int = 5,
+    *,
+    search: SearchKind = "hybrid",
+    lexical_weight: float = LEXICAL_WEIGHT,
+    mode: str | None = None,
+    parent_chars: int = PARENT_CHARS,
+    sentence_weight: float = SENTENCE_WEIGHT,
+    budget: int | None = None,
+    count_tokens: TokenCounter | None = None,
+) -> SearchResponse:
+    """The top-`k` current chunks for `query` with their context, plus notes (e.g. truncation)
+    and the time spent embedding and searching.
+
+    `search`: "hybrid" (default) ranks the union of the dense and BM25 candidate pools by
+    `fuse_scores` with `lexical_weight`; "dense" by the dense score alone (cosine with the chunk
+    vector, re-scored by the best sentence: `sentence_weight`, 0 to turn off); "lexical" by BM25
+    alone (`lexical`). Each hit carries both component scores and the query
+    lexemes it contains. The query is embedded by the model the index was built with, and
+    matched against the vectors of the mode it was built in, both read from the index's own rows
+    (`index_target`; `mode` picks one of several modes the index may hold); `embedder.for_model`
+    switches to the index's variant when settings changed since.
+
+    `budget` (tokens): instead of k hits, the hits of the ranked pool (`pool_size(k)`
+    candidates) in rank order until the budget is full, hits that overlap or touch in one
+    document merged into one span (`response.context`; `context_budget`: a hit that
+    does not fit whole is skipped, the total never exceeds the budget). Tokens are counted by
+    `count_tokens`, by default the embedder's tokenizer (`embedder.count_tokens`).
+    """
+    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
+        raise InputError(f"k must be an integer from 1 to {MAX_K}, got {k!r}")
+    check_kind(search)
+    checked_lexical_weight(lexical_weight)
+    if budget is not None:
+        check_budget(budget)
+        count_tokens = count_tokens or getattr(embedder, "count_tokens", None)
+        if count_tokens is None:
+            raise InputError("a token budget needs a token counter: pass count_tokens")
+    pool = candidates(
+        postgres,
+        embedder,
+        query,
+        pool=pool_size(k),
+        search=search,
+        mode=mode,
+        sentence_weight=sentence_weight,
+    )
+    target = pool.target
+    response = SearchResponse(
+        query=pool.query,
+        k=k,
+        mode=target.mode if target else (mode or ""),
+        model_id=target.model_id if target else "",
+        hits=[],
+        notes=pool.notes,
+        embed_ms=pool.embed_ms,
+        candidates_scanned=pool.scanned,
+        search=search,
+        lexemes=pool.lexemes,
+    )
+    if target is None:
+        return response
+    started = time.perf_counter()
+    ranked = ranked_candidates(pool, lexical_weight)
+    wanted = ranked if budget is not None else ranked[:k]
+    # The rank position travels as the "distance", so the rows come back in rank order.
+    keys = [(e.batch_key, e.document_id, e.chunk_id, float(i)) for i, (e, _) in enumerate(wanted)]
+    try:
+        with postgres.connection() as conn:
+            rows = hit_rows(conn, keys, len(wanted), parent_chars) if wanted else []
+    except psycopg.OperationalError as exc:
+        raise connection_lost(postgres.redacted_url, "searching the chunk index", exc) from exc
+    for rank, row in enumerate(rows, 1):
+        entry, score = wanted[int(row[0])]
+        response.hits.append(
+            replace(
+                hit_from_row(rank, row),
+                score=score,
+                dense_score=entry.dense_score,
+                lexical_score=entry.lexical_score,
+                matched_terms=entry.matched_terms,
+                dense_rank=entry.dense_rank,
+                lexical_rank=entry.lexical_rank,
+            )
+        )
+    if budget is not None:
+        response.context = pack_budget(
+            [_budget_item(h) for h in response.hits],
+            budget,
+            count_tokens,  # type: ignore[arg-type]
+        )
+        kept = {rank for span in response.context.spans for rank in span.ranks}
+        if not kept and response.hits:
+            response.notes.append(
+                f"no hit fits a budget of {budget} tokens: the best one alone needs more"
+            )
+        response.hits = [h for h in response.hits if h.rank in kept]
+    response.search_ms = pool.search_ms + (time.perf_counter() - started) * 1000
+    if len(response.hits) < k and budget is None and other_targets(postgres, target):
+        response.notes.append(
+            f"the index also holds vectors of another mode or model than the newest batch's "
+            f"({target.mode}, model {target.model_id[:12]}): `seams backfill` re-indexes every "
+            "batch with the current settings"
+        )
+    return response
+
+
+def _budget_item(hit: SearchHit) -> BudgetItem:
+    context = hit.context
+    return BudgetItem(
+        rank=hit.rank,
+        group=(hit.batch_key, hit.document_id),
+        chunk_id=hit.chunk_id,
+        start_char=hit.start_char,
+        end_char=hit.end_char,
+        text=hit.text,
+        window_start=context.window_start,
+        window_text=context.window_text,
+    )
+
+
+def search_vector(
+    postgres: ConnectionSource,
+    vector: np.ndarray,
+    k: int,
+    *,
+    model_id: str,
+    mode: str,
+    parent_chars: int = PARENT_CHARS,
+    sentence_weight: float = SENTENCE_WEIGHT,
+) -> tuple[list[SearchHit], int]:
+    """Hits for an already-embedded query, and how many index entries were fetched for them."""
+    checked_weight(sentence_weight)
+    query_vector = np.asarray(vector, dtype=np.float32)
+    fetch = pool_size(k)
+    try:
+        with postgres.connection() as conn:
+            while True:
+                nearest = nearest_vectors(conn, query_vector, model_id, mode, fetch)
+                if nearest and sentence_weight > 0:
+                    nearest = rescored(conn, query_vector, nearest, model_id, sentence_weight)
+                rows = hit_rows(conn, nearest, k, parent_chars) if nearest else []
+                if len(rows) >= k or len(nearest) < fetch or fetch >= MAX_FETCH:
+                    break
+                fetch = min(MAX_FETCH, fetch * 4)  # stale versions crowded the candidates
+    except psycopg.OperationalError as exc:
+        raise connection_lost(postgres.redacted_url, "searching the chunk index", exc) from exc
+    return [hit_from_row(rank, row) for rank, row in enumerate(rows, 1)], len(nearest)

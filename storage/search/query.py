@@ -1,0 +1,70 @@
+"""What a query is before it reaches the index: its text checked and capped, the kind of search
+that ranks it, and the embedder that turns it into a vector.
+
+`prepare_query` is the one gate query text passes: every text search builds its pool through
+`seams.storage.search.engine.candidates`, whose first step is this check.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, Protocol, get_args
+
+import numpy as np
+
+from seams.errors import InputError
+
+
+class QueryEmbedder(Protocol):
+    """What embeds a query: `OnnxEmbedder` (the resource), or anything with its interface."""
+
+    @property
+    def model_id(self) -> str: ...
+
+    def embed(self, texts: list[str]) -> np.ndarray: ...
+
+    def for_model(self, model_id: str) -> QueryEmbedder:
+        """The same embedder running the model whose id is `model_id` (or a clear error)."""
+        ...
+
+
+SearchKind = Literal["hybrid", "dense", "lexical"]
+"""Which scores rank the hits (seams.yaml `retrieval.search`)."""
+SEARCH_KINDS: tuple[str, ...] = get_args(SearchKind)
+
+MAX_QUERY_CHARS = 4096
+"""Longer queries are cut (at a word boundary) with a note: a query is a question, not a
+document, and ~4 model windows of it already average into one vector."""
+
+
+@dataclass(frozen=True)
+class PreparedQuery:
+    text: str
+    original_chars: int
+    notes: tuple[str, ...] = ()
+
+
+def check_kind(search: object) -> None:
+    """An `InputError` unless `search` names one of `SEARCH_KINDS`."""
+    if search not in SEARCH_KINDS:
+        raise InputError(f"retrieval.search={search!r}: must be one of {', '.join(SEARCH_KINDS)}")
+
+
+def prepare_query(query: object, max_chars: int = MAX_QUERY_CHARS) -> PreparedQuery:
+    """Validate a query: a non-blank str; lone surrogates replaced; over `max_chars` cut at a
+    word boundary (with a note). Raises `InputError` saying what to pass instead."""
+    if not isinstance(query, str):
+        raise InputError(f"the query must be a string, got {type(query).__name__}")
+    original = len(query)
+    # Lone surrogates (from a bad decode) cannot reach the tokenizer; everything else can.
+    text = query.encode("utf-8", "replace").decode("utf-8").strip()
+    if not text or not any(ch.isprintable() and not ch.isspace() for ch in text):
+        raise InputError("the query is empty: pass some words to search for")
+    notes: list[str] = []
+    if len(text) > max_chars:
+        cut = text.rfind(" ", max_chars // 2, max_chars + 1)
+        text = text[: cut if cut > 0 else max_chars].rstrip()
+        notes.append(
+            f"query truncated from {original:,} to {len(text):,} characters (max {max_chars:,})"
+        )
+    return PreparedQuery(text, original, tuple(notes))
