@@ -105,8 +105,9 @@ def ensure_model(instance: dg.DagsterInstance, report: Report, *, defs: dg.Defin
 
 
 def source_of(path: Path) -> str:
-    """How batches registered by `seams run PATH` name their source."""
-    return f"cli:{path}"
+    """How batches registered by `seams run PATH` name their source: the absolute folder, so the
+    UI shows where a batch came from and `seams run .` gets the folder's name in its key."""
+    return f"cli:{path.absolute()}"
 
 
 def register_path(
