@@ -6,7 +6,7 @@ so changing either marks every batch's index unsynced and a backfill rebuilds ex
 
 The lexical index rides on the same rows: each row names the text search configuration of its
 chunk, and the write of a partition (the IO manager's delete + COPY) updates the BM25 entries and
-statistics in the same transaction (`seams.storage.lexical`'s triggers). One step, not a second
+statistics in the same transaction (`storage.search.lexical_index` triggers). One step, not a second
 asset: the analysis is a few milliseconds of SQL per batch next to the embeddings, and dense and
 lexical search can never describe different versions of a batch.
 Every partition is rewritten whole (the IO manager's delete + COPY in one transaction), so a

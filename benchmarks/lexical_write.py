@@ -3,7 +3,7 @@
 Each round registers the same documents in a fresh database on one embedded PostgreSQL and
 materializes the whole pipeline in-process (the real model; no embedding cache carried over), once
 with the lexical index's triggers enabled (the default: writing `chunk_index` analyses the chunks
-and updates the BM25 statistics in the same transaction, `seams.storage.lexical`) and once with
+and updates the BM25 statistics in the same transaction, `search.lexical_index`) and once with
 them disabled, alternating which goes first. Reported: medians over the rounds of the whole run
 and of the `chunk_index` write (the IO manager's `write_seconds`: where the BM25 work happens),
 and the BM25 share of a run, (write on - write off) / run off.

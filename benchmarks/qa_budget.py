@@ -160,7 +160,7 @@ def baseline_rankings(
     if key.startswith("fixed_"):
         bm25 = BM25(chunk_texts)
         rankings["bm25"] = [top_hits(bm25.scores(q.question), chunks) for q in qa.questions]
-    tokens = embedder.token_count(chunk_texts)
+    tokens = embedder.count_tokens(chunk_texts)
     info = {
         "label": system.label,
         "settings": system.settings,
@@ -427,7 +427,7 @@ def seams_candidates(seams: dict[str, Any]) -> list[list[Candidate]]:
 
 
 def product_fusion(product: Path | None) -> Callable[..., np.ndarray]:
-    """`seams.models.fusion.fuse_scores` of the product code under test (the snapshot's file when
+    """`seams.storage.search.fuse_scores` of the product code under test (the snapshot's file when
     there is one, so the weights are studied on exactly the fusion that was measured)."""
     if product is None:
         from seams.storage.search import fuse_scores
@@ -435,9 +435,16 @@ def product_fusion(product: Path | None) -> Callable[..., np.ndarray]:
         return fuse_scores
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location(
-        "qa_budget_product_fusion", product / "seams" / "models" / "fusion.py"
-    )
+    # The fusion module's home in the snapshot: the search package, or `models/` before it.
+    found = [
+        path
+        for path in (
+            product / "seams" / "storage" / "search" / "fusion.py",
+            product / "seams" / "models" / "fusion.py",
+        )
+        if path.exists()
+    ]
+    spec = importlib.util.spec_from_file_location("qa_budget_product_fusion", found[0])
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

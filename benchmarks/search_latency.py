@@ -48,9 +48,9 @@ for path in (ROOT, ROOT / "benchmarks"):
 from psycopg import sql  # noqa: E402
 from retrieval_eval import build_corpus, build_questions  # noqa: E402
 
+from seams.models.embedders import OnnxEmbedder  # noqa: E402
 from seams.resources.database import DATA_DATABASE, EmbeddedPostgres, database_url_for  # noqa: E402
 from seams.resources.embedded_server import server_tempdir  # noqa: E402
-from seams.resources.embedder import OnnxEmbedder  # noqa: E402
 from seams.resources.postgres import PostgresResource, close_all_pools  # noqa: E402
 from seams.settings import RetrievalSettings  # noqa: E402
 from seams.storage import schema  # noqa: E402
@@ -150,7 +150,7 @@ def load(
 ) -> tuple[float, float]:
     """Bulk-load everything, then build the HNSW index as `resources.schema` declares it.
     Returns the HNSW build time and the time of the chunk_index write, whose triggers analyse
-    every chunk and build the BM25 index (`seams.storage.lexical`)."""
+    every chunk and build the BM25 index (`seams.storage.search.lexical_index`)."""
     postgres.ensure_schema()
     keys = sorted({row[0] for row in manifest})
     with postgres.connection() as conn, conn.transaction():

@@ -19,7 +19,7 @@ Retrievers (`--retriever`), each applied to every system's chunks alike:
 - `seams`: as `seams search` ranks with the default seams.yaml: a chunk's vector is the
   token-weighted mean of the vectors of Seams' sentence candidates inside it (`retrieval.mode:
   pooled`), the `pool_size(k)` nearest are re-scored with their best sentence
-  (`seams.models.sentence_rerank`, `retrieval.sentence_weight`, or `--sentence-weight`), then
+  (`storage.search.sentence_rerank`, `retrieval.sentence_weight`, or `--sentence-weight`), then
   the top k are kept. The candidates are Seams' own (default preset with the `--seams`
   overrides) for every system, so the retriever is the same.
 
@@ -151,7 +151,7 @@ def evaluate_squad(
         "questions": len(questions),
         "documents": len(documents),
         "chunks": len(refs),
-        "mean_chunk_tokens": statistics.mean(embedder.token_count(chunk_texts)),
+        "mean_chunk_tokens": statistics.mean(embedder.count_tokens(chunk_texts)),
     }
 
 

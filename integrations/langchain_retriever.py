@@ -3,7 +3,7 @@
 Install with `pip install "seams[langchain]"`. It returns `seams search`'s hits, in its order: one
 `Document` per hit (`page_content` the chunk's text, `id` its chunk id, the scores, which parts
 matched and the matched words in the metadata), or with a token `budget` one `Document` per
-merged span (`seams.models.context_budget`). Settings default to seams.yaml's `retrieval`:
+merged span (`seams.storage.search.context_budget`). Settings default to seams.yaml's `retrieval`:
 
     from seams.integrations.langchain_retriever import SeamsRetriever
 

@@ -4,7 +4,7 @@ Install with `pip install "seams[llama-index]"`. It returns `seams search`'s hit
 as `NodeWithScore`s: one `TextNode` per hit (`id_` the chunk id, `text` the chunk's text,
 `start_char_idx`/`end_char_idx` its offsets in the source, the component scores, which parts
 matched and the matched words in the metadata), or with a token `budget` one node per merged span
-(`seams.models.context_budget`). Settings default to seams.yaml's `retrieval`:
+(`seams.storage.search.context_budget`). Settings default to seams.yaml's `retrieval`:
 
     from seams.integrations.llama_index_retriever import SeamsLlamaIndexRetriever
 

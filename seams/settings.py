@@ -61,10 +61,10 @@ class RetrievalSettings(Section):
     mode: Literal["text", "pooled", "late"] = "pooled"
     late_overlap_tokens: int = Field(64, ge=0, le=200)
     # `seams search` scores a chunk by its vector and its best sentence (the pipeline's candidate
-    # vectors): share of the sentence, 0 = the chunk vector alone (seams.models.sentence_rerank).
+    # vectors): share of the sentence, 0 = the chunk vector alone (storage.search.sentence_rerank).
     sentence_weight: float = Field(SENTENCE_WEIGHT, ge=0.0, le=1.0)
     # Which scores rank `seams search`'s hits: hybrid (dense + BM25, seams.storage.search's
-    # fuse_scores), dense, or lexical (BM25 over current chunks, seams.storage.lexical).
+    # fuse_scores), dense, or lexical (BM25 over current chunks, seams.storage.search.lexical).
     search: Literal["hybrid", "dense", "lexical"] = "hybrid"
     # Share of the min-max normalised BM25 score in a hybrid score (0: dense order, 1: BM25).
     lexical_weight: float = Field(LEXICAL_WEIGHT, ge=0.0, le=1.0)

@@ -368,7 +368,7 @@ CHUNK_INDEX = Table(
     ),
     key=("document_id", "chunk_id", "model_id", "mode"),
     description="Retrieval embeddings of chunks; HNSW (cosine) index: `chunk_index_hnsw()`. "
-    "Writing rows here also indexes the chunks for BM25 (`seams.storage.lexical`).",
+    "Writing rows here also indexes the chunks for BM25 (`seams.storage.search.lexical_index`).",
 )
 
 ASSET_TABLES: dict[str, Table] = {
@@ -480,7 +480,7 @@ EXTRACTION_ATTEMPTS = Table(
     description="Extractions under way; a leftover row quarantines its file (seams run skips it).",
 )
 
-# --- the BM25 index over current chunks (maintained by seams.storage.lexical's triggers) --------
+# --- the BM25 index over current chunks (kept by seams.storage.search.lexical_index's triggers)
 
 LEXICAL_CHUNKS = Table(
     "lexical_chunks",
@@ -564,7 +564,7 @@ def current_versions_view() -> sql.Composable:
     source_sha256, registered_at), unless the document was retired since.
 
     "Newest" is by `batch_documents.registered_at`, ties broken by `batch_key`. The one home of
-    the rule: `current_chunks` and the BM25 statistics (`seams.storage.lexical`) both read it.
+    the rule: `current_chunks` and the BM25 statistics (`search.lexical_index`) both read it.
     """
     return sql.SQL(
         """CREATE OR REPLACE VIEW {view} AS

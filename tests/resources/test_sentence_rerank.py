@@ -1,4 +1,4 @@
-"""`seams.models.sentence_rerank`: how `seams search` mixes a chunk's score with its best
+"""`seams.storage.search.sentence_rerank`: how `seams search` mixes a chunk's score with its best
 sentence's."""
 
 from __future__ import annotations
