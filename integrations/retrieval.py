@@ -60,9 +60,9 @@ class SeamsSearch:
 
             postgres = PostgresResource.for_environment(environment)
         if embedder is None:
-            from seams.resources.embedder import OnnxEmbedder
+            from seams.resources.embedder import OnnxEmbedderResource
 
-            embedder = OnnxEmbedder.for_environment(environment, settings.embedder)
+            embedder = OnnxEmbedderResource.for_environment(environment, settings.embedder)
         retrieval = settings.retrieval
         defaults: dict[str, Any] = {
             "search": retrieval.search,

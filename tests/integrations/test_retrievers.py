@@ -18,10 +18,10 @@ from seams.models.model_store import ModelManifest
 from seams.orchestration import cli
 from seams.orchestration.definitions import build_assets
 from seams.resources import database
-from seams.resources.embedder import OnnxEmbedder
+from seams.resources.embedder import OnnxEmbedderResource
 from seams.resources.io_manager import PostgresIOManager
 from seams.resources.postgres import PostgresResource
-from seams.resources.static_embedder import StaticEmbedder
+from seams.resources.static_embedder import StaticEmbedderResource
 from seams.settings import SeamsSettings
 from seams.storage.batches import register_batch, scan_inbox
 from seams.storage.search import LEXICAL_WEIGHT, candidates, fuse_scores, search_response
@@ -43,7 +43,7 @@ class Indexed:
     def __init__(self, url: str) -> None:
         self.url = url
         self.postgres = PostgresResource(url=url)
-        self.embedder = OnnxEmbedder()
+        self.embedder = OnnxEmbedderResource()
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +58,8 @@ def indexed(
         with postgres.connection() as conn:
             key = register_batch(conn, files, source="test")
         resources = {"postgres": postgres, "io_manager": PostgresIOManager(postgres=postgres),
-                     "embedder": OnnxEmbedder(), "static_embedder": StaticEmbedder()}  # fmt: skip
+                     "embedder": OnnxEmbedderResource(),
+                     "static_embedder": StaticEmbedderResource()}  # fmt: skip
         with dg.DagsterInstance.ephemeral() as instance:
             instance.add_dynamic_partitions(document_batches.name, [key])
             pipeline = build_assets(SETTINGS)[1:]  # the model asset is the exported_model fixture's
