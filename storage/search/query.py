@@ -13,6 +13,7 @@ from typing import Literal, Protocol, get_args
 import numpy as np
 
 from seams.errors import InputError
+from seams.storage.query_text import validate_query
 
 
 class QueryEmbedder(Protocol):
@@ -53,8 +54,7 @@ def check_kind(search: object) -> None:
 def prepare_query(query: object, max_chars: int = MAX_QUERY_CHARS) -> PreparedQuery:
     """Validate a query: a non-blank str; lone surrogates replaced; over `max_chars` cut at a
     word boundary (with a note). Raises `InputError` saying what to pass instead."""
-    if not isinstance(query, str):
-        raise InputError(f"the query must be a string, got {type(query).__name__}")
+    query = validate_query(query)  # a str without NUL, before any embedding or connection
     original = len(query)
     # Lone surrogates (from a bad decode) cannot reach the tokenizer; everything else can.
     text = query.encode("utf-8", "replace").decode("utf-8").strip()
