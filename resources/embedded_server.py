@@ -221,7 +221,7 @@ def recorded_pgdata(data_dir: Path) -> Path:
     pointer = data_dir / POINTER_NAME
     try:
         text = pointer.read_text(encoding="utf-8").strip()
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):  # no pointer (or no data dir: said later)
         return data_dir / "postgres"
     except (OSError, UnicodeDecodeError) as exc:
         raise StorageError(
