@@ -37,7 +37,13 @@ from seams.orchestration.dagster_internals import (
 
 OWNER_HOST_TAG = "seams/host"
 OWNER_PID_TAG = "seams/pid"
-IN_FLIGHT = [dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED]
+IN_FLIGHT = [
+    dg.DagsterRunStatus.NOT_STARTED,
+    dg.DagsterRunStatus.STARTING,
+    dg.DagsterRunStatus.STARTED,
+]
+"""Run states a dead owner can leave behind: `execute_in_process` creates its run NOT_STARTED
+(with the owner tags) before it starts it, so a process killed in between leaves it there."""
 
 Report = Callable[[str], None]
 
@@ -90,7 +96,8 @@ class InFlight:
 
 
 def reap_orphans(instance: dg.DagsterInstance, report: Report) -> InFlight:
-    """Mark the in-flight runs and backfills whose owning process on this host is gone as failed."""
+    """Mark the in-flight runs and backfills whose owning process on this host is gone as failed
+    (a run created but never started too: a command killed seconds in)."""
     found = InFlight([], [])
     for run in instance.get_runs(filters=dg.RunsFilter(statuses=IN_FLIGHT)):
         pid = _owner_pid(run.tags)

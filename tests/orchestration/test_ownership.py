@@ -14,11 +14,15 @@ from seams.orchestration import ownership
 from seams.orchestration.dagster_internals import PARTITION_NAME_TAG
 
 
-def _started_run(instance: dg.DagsterInstance, tags: dict[str, str]) -> dg.DagsterRun:
+def _started_run(
+    instance: dg.DagsterInstance,
+    tags: dict[str, str],
+    status: dg.DagsterRunStatus = dg.DagsterRunStatus.STARTED,
+) -> dg.DagsterRun:
     run = dg.DagsterRun(
         job_name="chunk_batches",
         run_id=str(uuid.uuid4()),  # what Dagster's own run ids are
-        status=dg.DagsterRunStatus.STARTED,
+        status=status,
         tags={PARTITION_NAME_TAG: "batch-a", **tags},
     )
     return instance.add_run(run)
@@ -41,19 +45,29 @@ def test_runs_of_dead_processes_fail_live_and_foreign_ones_are_left(
 ) -> None:
     here = ownership.owner_tags()
     dead = _started_run(instance, {**here, ownership.OWNER_PID_TAG: str(_dead_pid())})
+    # Killed seconds in: `execute_in_process` had created the run (with our tags), not started it.
+    never_started = _started_run(
+        instance,
+        {**here, ownership.OWNER_PID_TAG: str(_dead_pid())},
+        dg.DagsterRunStatus.NOT_STARTED,
+    )
     live = _started_run(instance, here)
     foreign = _started_run(instance, {ownership.OWNER_HOST_TAG: "elsewhere", "seams/pid": "1"})
     dagster_launched = _started_run(instance, {})
+    queued_by_dagster = _started_run(instance, {}, dg.DagsterRunStatus.NOT_STARTED)
     said: list[str] = []
 
     found = ownership.reap_orphans(instance, said.append)
 
-    assert [r.run_id for r in found.orphaned] == [dead.run_id]
+    assert {r.run_id for r in found.orphaned} == {dead.run_id, never_started.run_id}
     assert [r.run_id for r in found.live] == [live.run_id]
     assert _status(instance, dead) == dg.DagsterRunStatus.FAILURE
+    assert _status(instance, never_started) == dg.DagsterRunStatus.FAILURE
     for run in (live, foreign, dagster_launched):
         assert _status(instance, run) == dg.DagsterRunStatus.STARTED
-    assert len(said) == 1 and dead.run_id in said[0] and "batch batch-a" in said[0], said
+    assert _status(instance, queued_by_dagster) == dg.DagsterRunStatus.NOT_STARTED
+    assert len(said) == 2 and all("batch batch-a" in line for line in said), said
+    assert {dead.run_id, never_started.run_id} == {line.split()[1] for line in said}
     assert ownership.batches_of(instance, live) == {"batch-a"}
 
 
