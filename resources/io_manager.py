@@ -42,8 +42,16 @@ class PostgresIOManager(dg.ConfigurableIOManager):
             )
         keys = list(context.asset_partition_keys) if context.has_asset_partitions else None
         result = write_table(
-            self.postgres, table, obj, keys, asset=asset, copy_format=self.copy_format
+            self.postgres,
+            table,
+            obj,
+            keys,
+            asset=asset,
+            copy_format=self.copy_format,
+            run_id=_run_id(context),
         )
+        for batch, reason in sorted(result.held.items()):
+            context.log.warning(f"batch {batch} not published: {reason}")
         context.add_output_metadata(write_metadata(result, table))
         if len(result.batches) > 1:
             _add_batch_metadata(context, result)
@@ -52,6 +60,14 @@ class PostgresIOManager(dg.ConfigurableIOManager):
         asset = context.asset_key.path[-1]
         keys = list(context.asset_partition_keys) if context.has_asset_partitions else None
         return read_table(self.postgres, _declared_table(asset), keys, asset=asset)
+
+
+def _run_id(context: dg.OutputContext) -> str | None:
+    """The run writing (recorded on the batch's build), None outside a run."""
+    try:
+        return context.run_id
+    except (dg.DagsterInvariantViolationError, AttributeError):
+        return None
 
 
 def write_metadata(result: WriteResult, table: schema.Table) -> dict[str, Any]:

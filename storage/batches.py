@@ -8,6 +8,8 @@ local files (the code location runs unchanged on k8s or celery executors).
 
 Registration is idempotent: a file version that is already its document's newest registered
 version never lands in another batch, whoever (sensor, schedule, CLI) races to register it.
+Registering changes nothing readers see: a new version replaces the old one when its batch is
+published (`seams.storage.publication`). Retiring a document whose file is gone is immediate.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from pathlib import Path, PurePath
 import psycopg
 
 from seams.errors import InputError
+from seams.storage import publication
 
 HASH_BLOCK = 1 << 20
 REGISTER_LOCK = "seams:register-batch"
@@ -307,7 +310,8 @@ def retire_missing(
 ) -> list[RetiredDocument]:
     """Retire every live document registered from under the folder `root` whose file is not
     among `present` (every path the scan saw, refused ones too): one tombstone row each, in one
-    transaction under the registration lock. `current_chunks` and search drop them at once;
+    transaction under the registration lock. `current_chunks`, the BM25 statistics and search
+    drop them at once (`publication.retire`, same transaction);
     their batches and chunks stay as history. A file path (not a folder) retires nothing.
     """
     root = root.expanduser()
@@ -333,4 +337,6 @@ def retire_missing(
             " RETURNING document_id, source_uri, last_batch_key",
             {"reason": RETIRE_REASON, "prefix": prefix, "seen": seen},
         ).fetchall()
+        # Readers stop seeing them now, not at the next publication.
+        publication.retire(conn, [row[0] for row in rows])
     return sorted((RetiredDocument(*row) for row in rows), key=lambda r: r.source_uri)

@@ -8,10 +8,15 @@ behind Dagster's `handle_output` / `load_input`; benchmarks and tools call it di
   key); values are coerced only where nothing can be lost (1.0 -> 1 is fine, 1.5 -> int is an
   error, as is a string in a number column).
 - Writing a partition is one transaction: an advisory lock on (table, partition) so two runs of
-  the same partition queue instead of interleaving, DELETE of the partition's rows, COPY of the
-  new ones, commit. A rerun replaces, never duplicates; a failure anywhere (a bad value, a
+  the same partition queue instead of interleaving, the batch's open build
+  (`seams.storage.publication`), DELETE of that build's earlier rows of the table, COPY of the
+  new ones with the build's `generation`, commit. The published rows stay beside them, visible
+  to readers, until the `chunk_index` write that completes the build publishes it (same
+  transaction). A rerun replaces, never duplicates; a failure anywhere (a bad value, a
   duplicate key, a lost server) leaves the previous rows intact.
-- Loading selects the requested partitions in the table's key order, with exact dtypes: ints
+- Loading selects the requested partitions in the table's key order, one generation per batch
+  (the open build's rows of the table if it wrote them, else the published ones: a step reads
+  what its build computed upstream), with exact dtypes: ints
   `int64` (`Int64` when nullable), floats `float64`, booleans `bool`, text `str`, jsonb Python
   objects, vectors 1-D float32 arrays (`stack_vectors` stacks them). Loaded frames include
   `batch_key`, so a frame loaded from several partitions can be written back as it is.
@@ -25,7 +30,7 @@ import json
 import math
 import time
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 import numpy as np
@@ -37,7 +42,7 @@ from psycopg.copy import LibpqWriter
 from psycopg.types.json import Jsonb
 
 from seams.errors import StorageError
-from seams.storage import schema
+from seams.storage import publication, schema
 from seams.storage.connections import ConnectionSource, connection_lost
 
 CopyFormat = Literal["binary", "text"]
@@ -50,8 +55,12 @@ class BatchWrite:
 
     rows_written: int
     rows_deleted: int
+    """Rows the write replaces: the build's own earlier rows, or the published ones (which
+    stay visible until the build is published)."""
     bytes_written: int
     seconds: float
+    generation: int | None = None
+    """The batch's build the rows belong to (None: an unpartitioned table)."""
 
 
 @dataclass(frozen=True)
@@ -65,6 +74,10 @@ class WriteResult:
     bytes_written: int
     seconds: float
     batches: dict[str, BatchWrite] = field(default_factory=dict)
+    published: dict[str, int] = field(default_factory=dict)
+    """Batches this write published (a `chunk_index` write), with their generation."""
+    held: dict[str, str] = field(default_factory=dict)
+    """Batches whose build this `chunk_index` write could not publish, and why."""
 
 
 def stack_vectors(values: pd.Series | Sequence[np.ndarray]) -> np.ndarray:
@@ -103,8 +116,13 @@ def write_table(
     *,
     asset: str | None = None,
     copy_format: CopyFormat = "binary",
+    run_id: str | None = None,
 ) -> WriteResult:
     """Replace the rows of `partition_keys` (all rows when unpartitioned) with `frame`, atomically.
+
+    A partition's rows go to its batch's open build (`seams.storage.publication`, opened by
+    `run_id` if there is none), beside the published rows readers see; a `chunk_index` write
+    publishes the builds it completes, in the same transaction.
 
     Raises `StorageError` naming the asset, table and column for bad frames, duplicate keys or a
     lost connection; the table then still holds exactly its previous rows.
@@ -114,27 +132,46 @@ def write_table(
     keys = _check_partitioning(table, partition_keys, asset)
     columns = coerce_frame(table, frame, keys, asset=asset)
     batches: dict[str, BatchWrite] = {}
+    builds: dict[str, publication.Build] = {}
+    published = publication.Publication()
     with postgres.connection() as conn:
         try:
             with conn.transaction():
                 for key in sorted(keys) if keys else [""]:  # sorted: no lock-order deadlocks
                     partition_lock(conn, table.name, key)
+                if keys is not None:
+                    builds = publication.open_builds(conn, keys, run_id)
                 # Every partition's rows go before any are written (a key that spans batches
                 # cannot collide with a row about to be deleted); each is timed and counted.
                 deleted, seconds = {}, {}
                 for key in keys or [None]:
                     begun = time.perf_counter()
-                    deleted[key] = _delete(conn, table, None if key is None else [key])
+                    build = None if key is None else builds[key]
+                    deleted[key] = _delete(conn, table, key, build)
                     seconds[key] = time.perf_counter() - begun
                 for key, rows in _rows_by_partition(table, columns, keys):
                     begun = time.perf_counter()
+                    if key is not None:  # the build's generation, whatever the frame held
+                        rows[_GENERATION_POSITION[table.name]] = [builds[key].generation] * len(
+                            rows[0]
+                        )
                     empty = not rows[0]  # a partition replaced by no rows needs no COPY
                     written, nbytes = (
                         (0, 0) if empty else _copy_rows(conn, table, rows, copy_format)
                     )
                     batches[key or ""] = BatchWrite(
-                        written, deleted[key], nbytes, seconds[key] + time.perf_counter() - begun
+                        written,
+                        deleted[key],
+                        nbytes,
+                        seconds[key] + time.perf_counter() - begun,
+                        None if key is None else builds[key].generation,
                     )
+                if builds:
+                    publication.record_part(conn, table, builds)
+                    if table is schema.CHUNK_INDEX or table.name == schema.CHUNK_INDEX.name:
+                        published = publication.complete_and_publish(
+                            conn, _with_part(builds, table.name), run_id=run_id
+                        )
         except psycopg.errors.UniqueViolation as exc:
             raise StorageError(
                 f"asset {asset}: two rows share a key {table.order_by} of "
@@ -157,7 +194,29 @@ def write_table(
         bytes_written=sum(b.bytes_written for b in batches.values()),
         seconds=time.perf_counter() - started,
         batches=batches,
+        published=published.published,
+        held=published.held,
     )
+
+
+def _with_part(builds: dict[str, publication.Build], table: str) -> dict[str, publication.Build]:
+    """The builds as `record_part` left them: `table` their last part."""
+    return {
+        key: replace(build, parts=(*build.parts[: _part_end(build.parts, table)], table))
+        for key, build in builds.items()
+    }
+
+
+def _part_end(parts: tuple[str, ...], table: str) -> int:
+    order = publication.ASSET_ORDER
+    return sum(1 for p in parts if order.index(p) < order.index(table))
+
+
+_GENERATION_POSITION = {
+    t.name: t.column_names.index(schema.GENERATION)
+    for t in schema.ASSET_TABLES.values()
+    if t.partitioned
+}
 
 
 def _check_partitioning(
@@ -192,14 +251,30 @@ def _rows_by_partition(
         yield key, [[column[i] for i in rows] for column in columns]
 
 
-def _delete(conn: psycopg.Connection[Any], table: schema.Table, keys: list[str] | None) -> int:
-    if keys is None:
-        query = sql.SQL("DELETE FROM {}").format(table.identifier())
-        return conn.execute(query).rowcount
-    query = sql.SQL("DELETE FROM {} WHERE {} = ANY(%s)").format(
-        table.identifier(), sql.Identifier(schema.BATCH_KEY)
+def _delete(
+    conn: psycopg.Connection[Any],
+    table: schema.Table,
+    key: str | None,
+    build: publication.Build | None,
+) -> int:
+    """Remove what this write replaces; returns how many rows it replaces.
+
+    Unpartitioned: every row. A partition: the open build's own rows of the table (a rerun of
+    the step). A table the build had not written yet replaces the published rows, which stay
+    visible and go when the build is published: they are counted, not deleted.
+    """
+    if key is None or build is None:
+        return conn.execute(sql.SQL("DELETE FROM {}").format(table.identifier())).rowcount
+    query = sql.SQL("DELETE FROM {} WHERE {} = %s AND {} = %s").format(
+        table.identifier(), sql.Identifier(schema.BATCH_KEY), sql.Identifier(schema.GENERATION)
     )
-    return conn.execute(query, (keys,)).rowcount
+    removed = conn.execute(query, (key, build.generation)).rowcount
+    if table.name in build.parts or build.published_generation is None:
+        return removed
+    count = sql.SQL("SELECT count(*) FROM {} WHERE {} = %s AND {} <= %s").format(
+        table.identifier(), sql.Identifier(schema.BATCH_KEY), sql.Identifier(schema.GENERATION)
+    )
+    return int(conn.execute(count, (key, build.published_generation)).fetchone()[0])
 
 
 class _CountingWriter(LibpqWriter):
@@ -258,6 +333,8 @@ def coerce_frame(
     for column in table.columns:
         if column.name == schema.BATCH_KEY and table.partitioned:
             columns.append(_batch_keys(frame, partition_keys or [], asset, table))
+        elif column.name == schema.GENERATION and table.partitioned:
+            columns.append([None] * len(frame))  # the build's, filled in by the write
         else:
             columns.append(_coerce_column(frame[column.name], column, asset, table))
     return columns
@@ -463,15 +540,25 @@ def read_table(
 ) -> pd.DataFrame:
     """The rows of `partition_keys` (all rows when None) in key order, with declared dtypes."""
     asset = asset or table.name
-    query = sql.SQL("SELECT {} FROM {}").format(
-        sql.SQL(", ").join(sql.Identifier(c.name) for c in table.columns), table.identifier()
+    query = sql.SQL("SELECT {} FROM {} AS t").format(
+        sql.SQL(", ").join(sql.SQL("t.{}").format(sql.Identifier(c.name)) for c in table.columns),
+        table.identifier(),
     )
+    conditions: list[sql.Composable] = []
     params: tuple[Any, ...] = ()
-    if partition_keys is not None and table.partitioned:
-        query = sql.SQL("{} WHERE {} = ANY(%s)").format(query, sql.Identifier(schema.BATCH_KEY))
-        params = (list(partition_keys),)
+    if table.partitioned:
+        # Per batch, one generation: its open build's rows where the build wrote this table,
+        # else the published ones.
+        query = sql.SQL("{} {}").format(query, publication.read_joins(table))
+        conditions.append(publication.read_filter())
+        if partition_keys is not None:
+            conditions.append(sql.SQL("t.{} = ANY(%s)").format(sql.Identifier(schema.BATCH_KEY)))
+            params = (list(partition_keys),)
+    if conditions:
+        query = sql.SQL("{} WHERE {}").format(query, sql.SQL(" AND ").join(conditions))
     query = sql.SQL("{} ORDER BY {}").format(
-        query, sql.SQL(", ").join(sql.Identifier(n) for n in table.order_by)
+        query,
+        sql.SQL(", ").join(sql.SQL("t.{}").format(sql.Identifier(n)) for n in table.order_by),
     )
     with postgres.connection() as conn:
         try:

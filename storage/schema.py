@@ -20,6 +20,7 @@ from psycopg import sql
 
 SCHEMA = "seams"
 BATCH_KEY = "batch_key"
+GENERATION = "generation"
 EMBEDDING_DIM = 384
 """Dimension of the retrieval index's vectors (all-MiniLM-L6-v2)."""
 
@@ -37,6 +38,7 @@ _TYPES: dict[str, tuple[str, str, str]] = {
     "vector": ("vector", "object", "object"),
     "real": ("float4", "float32", "float32"),
     "tsvector": ("tsvector", "object", "object"),
+    "text[]": ("text[]", "object", "object"),
 }
 
 
@@ -98,6 +100,8 @@ class Table:
     unique: tuple[tuple[str, ...], ...] = ()
     foreign_keys: tuple[tuple[tuple[str, ...], str, tuple[str, ...]], ...] = ()
     indexes: tuple[tuple[str, ...], ...] = ()
+    checks: tuple[str, ...] = ()
+    """Trusted CHECK constraint expressions (declared here, never user input)."""
     description: str = ""
     _by_name: dict[str, Column] = field(init=False, repr=False, compare=False)
 
@@ -105,7 +109,16 @@ class Table:
         batch = Column(
             BATCH_KEY, "text", description="the document batch (a document_batches partition)"
         )
-        cols = (batch, *self.columns) if self.partitioned else self.columns
+        # Last, so a table made before builds existed (the column added by ALTER TABLE) and a
+        # fresh one have the same column order, and so do the views over them (`c.*`).
+        generation = Column(
+            GENERATION,
+            "integer",
+            default="1",
+            description="the build of the batch that wrote the row (seams.batch_builds); "
+            "readers see the published one (seams.current_chunks)",
+        )
+        cols = (batch, *self.columns, generation) if self.partitioned else self.columns
         object.__setattr__(self, "columns", tuple(cols))
         object.__setattr__(self, "_by_name", {c.name: c for c in cols})
         names = [c.name for c in cols]
@@ -122,8 +135,17 @@ class Table:
 
     @property
     def data_columns(self) -> list[Column]:
-        """The columns an asset's DataFrame must carry (`batch_key` is optional there)."""
-        return [c for c in self.columns if c.name != BATCH_KEY or not self.partitioned]
+        """The columns an asset's DataFrame must carry (`batch_key` is optional there, and
+        `generation` is the writer's: whatever a frame holds there is replaced)."""
+        if not self.partitioned:
+            return list(self.columns)
+        return [c for c in self.columns if c.name not in (BATCH_KEY, GENERATION)]
+
+    @property
+    def unique_key(self) -> tuple[str, ...]:
+        """The unique index of a row: partition, build and row key (two builds of a batch hold
+        the same keys side by side until one is published)."""
+        return (BATCH_KEY, GENERATION, *self.key) if self.partitioned else self.key
 
     @property
     def order_by(self) -> tuple[str, ...]:
@@ -148,6 +170,8 @@ class Table:
             parts.append(sql.SQL("PRIMARY KEY ({})").format(_idents(self.primary_key)))
         for cols in self.unique:
             parts.append(sql.SQL("UNIQUE ({})").format(_idents(cols)))
+        for check in self.checks:
+            parts.append(sql.SQL("CHECK ({})").format(sql.SQL(check)))
         for cols, ref_table, ref_cols in self.foreign_keys:
             parts.append(
                 sql.SQL("FOREIGN KEY ({}) REFERENCES {} ({})").format(
@@ -157,9 +181,16 @@ class Table:
         yield sql.SQL("CREATE TABLE IF NOT EXISTS {} ({})").format(
             self.identifier(), sql.SQL(", ").join(parts)
         )
+        if self.partitioned:
+            # A table made before builds existed has its columns but not `generation`, and a
+            # key index without it: both are brought to the declaration here.
+            yield sql.SQL("ALTER TABLE {} ADD COLUMN IF NOT EXISTS {}").format(
+                self.identifier(), _column_sql(self.column(GENERATION))
+            )
+            yield _drop_index_without(f"{self.name}_key", GENERATION)
         if self.key and self.key != self.primary_key:
             yield sql.SQL("CREATE UNIQUE INDEX IF NOT EXISTS {} ON {} ({})").format(
-                sql.Identifier(f"{self.name}_key"), self.identifier(), _idents(self.order_by)
+                sql.Identifier(f"{self.name}_key"), self.identifier(), _idents(self.unique_key)
             )
         for cols in self.indexes:
             yield sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} ({})").format(
@@ -167,6 +198,23 @@ class Table:
                 self.identifier(),
                 _idents(cols),
             )
+
+
+def _drop_index_without(index: str, column: str) -> sql.Composable:
+    """Drop index `seams.<index>` if it exists and does not cover `column` (an older shape)."""
+    return sql.SQL(
+        """DO $$ BEGIN
+        IF EXISTS (SELECT 1 FROM pg_index AS i
+                   JOIN pg_class AS c ON c.oid = i.indexrelid
+                   JOIN pg_namespace AS n ON n.oid = c.relnamespace
+                   WHERE n.nspname = {schema} AND c.relname = {index}
+                     AND NOT EXISTS (SELECT 1 FROM pg_attribute AS a
+                                     WHERE a.attrelid = i.indrelid AND a.attname = {column}
+                                       AND a.attnum = ANY(i.indkey))) THEN
+            EXECUTE format('DROP INDEX %I.%I', {schema}, {index});
+        END IF;
+        END $$"""
+    ).format(schema=sql.Literal(SCHEMA), index=sql.Literal(index), column=sql.Literal(column))
 
 
 def _column_sql(column: Column) -> sql.Composable:
@@ -305,7 +353,7 @@ SEMANTIC_BOUNDARIES = Table(
     ),
     key=("document_id", "candidate_index"),
     # `seams search` finds the candidates inside a chunk's span by start_char.
-    indexes=(("batch_key", "document_id", "start_char"),),
+    indexes=(("batch_key", "generation", "document_id", "start_char"),),
     description="Every candidate with the verdict on the gap before it: similarity, threshold, "
     "and whether (and why) a chunk starts there.",
 )
@@ -480,6 +528,88 @@ EXTRACTION_ATTEMPTS = Table(
     description="Extractions under way; a leftover row quarantines its file (seams run skips it).",
 )
 
+# --- builds and publication (seams.storage.publication) -----------------------------------
+# A batch is built beside what readers see: every write of a per-batch asset table goes to the
+# batch's open build (rows with its `generation`), and the `chunk_index` write that completes a
+# build publishes it in its own transaction. Readers see only published generations.
+
+BUILD_STATES = ("building", "complete", "published", "superseded")
+
+BATCH_BUILDS = Table(
+    "batch_builds",
+    (
+        Column("batch_key", "text", description="the batch being built"),
+        Column("generation", "integer", description="the build's number, 1, 2, ... per batch"),
+        Column(
+            "state",
+            "text",
+            description="building (open), complete (ready, held), published (what readers "
+            "see) or superseded (an earlier published build)",
+        ),
+        Column(
+            "parts",
+            "text[]",
+            default="'{}'",
+            description="the asset tables this build wrote, in pipeline order (the others are "
+            "the published build's)",
+        ),
+        Column("target_id", "text", nullable=True, description="the index target it was built for"),
+        Column("run_id", "text", nullable=True, description="the run that opened the build"),
+        Column("started_at", "timestamptz", default="now()", description="when it was opened"),
+        Column("completed_at", "timestamptz", nullable=True, description="when it was complete"),
+        Column("published_at", "timestamptz", nullable=True, description="when it was published"),
+    ),
+    key=("batch_key", "generation"),
+    partitioned=False,
+    primary_key=("batch_key", "generation"),
+    # No foreign key to `batches`: a partition is written as the asset's key names it (tools,
+    # tests and imports write partitions nobody registered), and each write opens a build.
+    checks=("state IN ('building', 'complete', 'published', 'superseded')",),
+    description="Every build of every batch; at most one open and one published per batch.",
+)
+
+CURRENT_DOCUMENTS = Table(
+    "current_documents",
+    (
+        Column("document_id", "text", description="the document"),
+        Column("collection", "text", default="'default'", description="its collection"),
+        Column("batch_key", "text", description="the batch of its current (published) version"),
+        Column("generation", "integer", description="that batch's published build"),
+        Column("source_sha256", "text", description="the current version's file"),
+        Column("registered_at", "timestamptz", description="when that version was registered"),
+        Column("published_seq", "bigint", description="the publication that made it current"),
+    ),
+    key=("document_id",),
+    partitioned=False,
+    primary_key=("document_id",),
+    indexes=(("batch_key",),),
+    # Written only by publication and retirement (seams.storage.publication), never by
+    # registration: a new version replaces the old one when its batch is published.
+    description="Per document, the version readers see: the newest registered version among "
+    "published batches, unless the document was retired since.",
+)
+
+PUBLICATIONS = Table(
+    "publications",
+    (
+        Column("seq", "bigint", description="the publication (seams.publication_seq)"),
+        Column("collection", "text", default="'default'", description="the collection"),
+        Column("batch_key", "text", description="a batch it published (or retired from)"),
+        Column("generation", "integer", description="the batch's build it made visible"),
+        Column("target_id", "text", nullable=True, description="the index target published"),
+        Column("kind", "text", description="batch (a build published) or retire (files gone)"),
+        Column("run_id", "text", nullable=True, description="the run that published it"),
+        Column("published_at", "timestamptz", default="now()", description="when"),
+    ),
+    key=("seq", "batch_key"),
+    partitioned=False,
+    primary_key=("seq", "batch_key"),
+    checks=("kind IN ('batch', 'switch', 'retire')",),
+    description="Append-only log of publications: max(seq) names what readers see.",
+)
+
+PUBLICATION_SEQ = "publication_seq"
+
 # --- the BM25 index over current chunks (kept by seams.storage.search.lexical_index's triggers)
 
 LEXICAL_CHUNKS = Table(
@@ -552,58 +682,72 @@ TABLES: tuple[Table, ...] = (
     EMBEDDING_CACHE,
     DOCUMENT_TOMBSTONES,
     EXTRACTION_ATTEMPTS,
+    BATCH_BUILDS,
+    CURRENT_DOCUMENTS,
+    PUBLICATIONS,
     *LEXICAL_TABLES,
 )
 
 CURRENT_CHUNKS_VIEW = "current_chunks"
 CURRENT_VERSIONS_VIEW = "current_versions"
+PUBLISHED_CHUNKS_VIEW = "published_chunks"
 
 
 def current_versions_view() -> sql.Composable:
-    """`seams.current_versions`: per document, its newest registered version (batch_key,
-    source_sha256, registered_at), unless the document was retired since.
+    """`seams.current_versions`: per document, the version readers see (batch_key,
+    source_sha256, registered_at): `seams.current_documents`, which publication keeps.
 
-    "Newest" is by `batch_documents.registered_at`, ties broken by `batch_key`. The one home of
-    the rule: `current_chunks` and the BM25 statistics (`search.lexical_index`) both read it.
+    A newer version registered but not yet published is not here: the document's previous
+    version stays current (and searchable) until the new one's batch is published; a retired
+    document leaves at once.
     """
     return sql.SQL(
         """CREATE OR REPLACE VIEW {view} AS
-        SELECT latest.document_id, latest.source_sha256, latest.batch_key, latest.registered_at
-        FROM (
-            SELECT DISTINCT ON (d.document_id) d.document_id, d.source_sha256, d.batch_key,
-                   d.registered_at
-            FROM {documents} AS d
-            ORDER BY d.document_id, d.registered_at DESC, d.batch_key DESC
-        ) AS latest
-        WHERE NOT EXISTS (
-            SELECT 1 FROM {tombstones} AS t
-            WHERE t.document_id = latest.document_id AND t.retired_at >= latest.registered_at
-        )"""
+        SELECT d.document_id, d.source_sha256, d.batch_key, d.registered_at
+        FROM {current} AS d"""
     ).format(
         view=sql.Identifier(SCHEMA, CURRENT_VERSIONS_VIEW),
-        documents=BATCH_DOCUMENTS.identifier(),
-        tombstones=DOCUMENT_TOMBSTONES.identifier(),
+        current=CURRENT_DOCUMENTS.identifier(),
     )
 
 
 def current_chunks_view() -> sql.Composable:
-    """`seams.current_chunks`: per document, only the chunks of its newest registered version,
-    and none for a document retired since (its file disappeared: `document_tombstones`).
+    """`seams.current_chunks`: the chunks readers see: per document, those of its current
+    version (`seams.current_documents`) at its batch's published build, none for a document
+    retired since, none of a build not yet published.
 
-    "Newest" is by `batch_documents.registered_at`, ties broken by `batch_key`. A document whose
-    newest version is registered but not chunked yet shows no chunks rather than stale ones.
+    A batch holds at most one generation of `chunks` at or below its published one (publication
+    removes older ones), so `generation <= published` selects exactly that one; the rows of a
+    build in progress sit above it.
     """
     return sql.SQL(
         """CREATE OR REPLACE VIEW {view} AS
         SELECT c.* FROM {chunks} AS c
-        JOIN {versions} AS latest
-          ON latest.document_id = c.document_id
-         AND latest.source_sha256 = c.source_sha256
-         AND latest.batch_key = c.batch_key"""
+        JOIN {current} AS d
+          ON d.document_id = c.document_id
+         AND d.batch_key = c.batch_key
+         AND c.generation <= d.generation"""
     ).format(
         view=sql.Identifier(SCHEMA, CURRENT_CHUNKS_VIEW),
         chunks=CHUNKS.identifier(),
-        versions=sql.Identifier(SCHEMA, CURRENT_VERSIONS_VIEW),
+        current=CURRENT_DOCUMENTS.identifier(),
+    )
+
+
+def published_chunks_view() -> sql.Composable:
+    """`seams.published_chunks`: every published version's chunks (older versions included),
+    never a row of a build in progress: what an export of all versions reads."""
+    return sql.SQL(
+        """CREATE OR REPLACE VIEW {view} AS
+        SELECT c.* FROM {chunks} AS c
+        JOIN {builds} AS b
+          ON b.batch_key = c.batch_key
+         AND b.state = 'published'
+         AND c.generation <= b.generation"""
+    ).format(
+        view=sql.Identifier(SCHEMA, PUBLISHED_CHUNKS_VIEW),
+        chunks=CHUNKS.identifier(),
+        builds=BATCH_BUILDS.identifier(),
     )
 
 
@@ -622,11 +766,13 @@ def chunk_index_hnsw() -> sql.Composable:
 
 
 def chunk_parents_view() -> sql.Composable:
-    """`seams.chunk_parents`: the parent record of every chunk (parent-child retrieval).
+    """`seams.chunk_parents`: the parent record of every published chunk (parent-child
+    retrieval).
 
     A parent is a section of one document version (the chunks sharing a heading path), or the
-    whole document where it has no headings (section ''). Derived from `chunks`, so it can never
-    disagree with them: span, chunk range and count per (batch_key, document_id, section).
+    whole document where it has no headings (section ''). Derived from `published_chunks`, so it
+    can never disagree with them: span, chunk range and count per (batch_key, document_id,
+    section), and the build (`generation`) the chunks come from.
     """
     return sql.SQL(
         """CREATE OR REPLACE VIEW {view} AS
@@ -634,14 +780,40 @@ def chunk_parents_view() -> sql.Composable:
                CASE WHEN section = '' THEN 'document' ELSE 'section' END AS parent_kind,
                min(start_char) AS start_char, max(end_char) AS end_char,
                min(chunk_index) AS first_chunk_index, max(chunk_index) AS last_chunk_index,
-               count(*) AS chunk_count
+               count(*) AS chunk_count, generation
         FROM {chunks}
-        GROUP BY batch_key, document_id, source_sha256, section"""
-    ).format(view=sql.Identifier(SCHEMA, CHUNK_PARENTS_VIEW), chunks=CHUNKS.identifier())
+        GROUP BY batch_key, generation, document_id, source_sha256, section"""
+    ).format(
+        view=sql.Identifier(SCHEMA, CHUNK_PARENTS_VIEW),
+        chunks=sql.Identifier(SCHEMA, PUBLISHED_CHUNKS_VIEW),
+    )
+
+
+def builds_ddl() -> list[sql.Composable]:
+    """What tables cannot declare: the publication sequence, one open and one published build
+    per batch (partial unique indexes), and the index names of an older schema dropped."""
+    builds = BATCH_BUILDS.identifier()
+    return [
+        sql.SQL("CREATE SEQUENCE IF NOT EXISTS {}").format(sql.Identifier(SCHEMA, PUBLICATION_SEQ)),
+        sql.SQL(
+            "CREATE UNIQUE INDEX IF NOT EXISTS batch_builds_open ON {} (batch_key)"
+            " WHERE state IN ('building', 'complete')"
+        ).format(builds),
+        sql.SQL(
+            "CREATE UNIQUE INDEX IF NOT EXISTS batch_builds_published ON {} (batch_key)"
+            " WHERE state = 'published'"
+        ).format(builds),
+        # Replaced by the same index with `generation` (semantic_boundaries' declaration).
+        sql.SQL("DROP INDEX IF EXISTS {}").format(
+            sql.Identifier(SCHEMA, "semantic_boundaries_batch_key_document_id_start_char_idx")
+        ),
+    ]
 
 
 def ddl(*, schema_exists: bool = False, vector_exists: bool = False) -> list[sql.Composable]:
-    """Every statement that creates the `seams` schema, idempotently, in dependency order."""
+    """Every statement that creates the `seams` schema, idempotently, in dependency order; on a
+    database made before builds existed, it also adopts the stored batches (see
+    `seams.storage.publication.adoption_ddl`)."""
     statements: list[sql.Composable] = []
     if not vector_exists:
         statements.append(sql.SQL("CREATE EXTENSION IF NOT EXISTS vector"))
@@ -654,13 +826,18 @@ def ddl(*, schema_exists: bool = False, vector_exists: bool = False) -> list[sql
             CHUNK_INDEX.identifier(), _column_sql(CHUNK_INDEX.column("text_search_config"))
         )
     )
+    statements.extend(builds_ddl())
     statements.append(current_versions_view())
     statements.append(current_chunks_view())
+    statements.append(published_chunks_view())
     statements.append(chunk_index_hnsw())
     statements.append(chunk_parents_view())
-    from seams.storage.search.lexical_index import maintenance_ddl  # builds on the tables above
+    # Both build on the tables above (and import this module: imported here).
+    from seams.storage.publication import adoption_ddl
+    from seams.storage.search.lexical_index import maintenance_ddl
 
     statements.extend(maintenance_ddl())
+    statements.extend(adoption_ddl())
     return statements
 
 

@@ -1,7 +1,8 @@
-"""The BM25 index over the current chunks, inside PostgreSQL, kept exact as the corpus changes.
+"""The BM25 index over the published current chunks, inside PostgreSQL, exact after every
+publication.
 
-What is stored (tables declared in `seams.storage.schema`, maintained only by the function and
-triggers below, never by hand):
+What is stored (tables declared in `seams.storage.schema`, maintained only by the function
+below, never by hand):
 
 - `seams.lexical_chunks`: one row per *current* indexed chunk: its lexemes (`to_tsvector` with
   the text search configuration its `chunk_index` rows name, `retrieval.text_search_config`),
@@ -12,22 +13,25 @@ triggers below, never by hand):
 - `seams.lexical_terms` (document frequency per lexeme) and `seams.lexical_totals` (chunk count
   and total length per configuration): the statistics of IDF and average length.
 
-Why "current only", kept by triggers: IDF must count exactly the chunks search can return
-(`seams.current_chunks`: each document's newest version, minus retired documents), and what is
-current changes on three kinds of writes, made by different parts of Seams: a `chunk_index`
-partition write (delete + COPY: a batch arrives or a backfill replaces it), a registration of a
-newer version (`batch_documents`), a retirement (`document_tombstones`). A statement trigger on
-each calls `seams.lexical_sync(documents, batches)` in the writer's own transaction, which
-re-derives the entries of just those documents: it removes what is no longer current (and
-subtracts it from the statistics) and adds the current version's chunks (and adds them). So the
-index is right after every commit, a failed write leaves it as it was, and no change ever
-rebuilds it whole. One advisory lock serialises these updates (they touch shared counters).
+Why "current only", kept at publication: IDF must count exactly the chunks search can return
+(`seams.current_chunks`: each document's published current version), and what is current
+changes only when a build is published or a document retired (`seams.storage.publication`).
+Both call `seams.lexical_sync(documents, batches)` in their own transaction, which re-derives the
+entries of just those documents: it removes what is no longer current (and subtracts it from
+the statistics) and adds the current version's chunks (and adds them). So the index is exact
+after every commit, never counts a chunk of a build in progress, a failed publication leaves it
+as it was, and no change rebuilds it whole. Writes of builds in progress and registrations do
+not touch it. It takes the publication lock (`seams.storage.publication.PUBLISH_LOCK`): the
+statistics are shared counters, and publication holds that lock already.
 
 Queries read it in `lexical` (the scores, and the formula the impacts come from).
 """
 
 from __future__ import annotations
 
+from typing import Any
+
+import psycopg
 from psycopg import sql
 
 from seams.storage import schema
@@ -36,7 +40,9 @@ from seams.storage.search.lexical import K1, B
 REFERENCE_LENGTH = 64
 """The chunk length at which postings' stored impacts are computed (lexeme occurrences of a chunk
 of ~150-200 model tokens). Impacts only order a lexeme's postings; scores use the live average."""
-LOCK = "seams.lexical"
+LOCK = "seams.publish:default"
+"""The advisory lock `lexical_sync` takes: the publication lock of the (default) collection,
+reentrant within the publishing transaction that holds it already."""
 
 _SYNC = """
 CREATE OR REPLACE FUNCTION {schema}.lexical_sync(docs text[], batches text[])
@@ -49,7 +55,7 @@ BEGIN
     -- 1. Entries that are no longer current, or belong to a batch being rewritten, go; the
     --    statistics lose what they counted.
     WITH target AS (
-        SELECT v.document_id, v.batch_key FROM {versions} AS v WHERE v.document_id = ANY(docs)
+        SELECT v.document_id, v.batch_key FROM {current} AS v WHERE v.document_id = ANY(docs)
     ), gone AS (
         DELETE FROM {chunks} AS c
         WHERE c.document_id = ANY(docs)
@@ -73,14 +79,18 @@ BEGIN
           FROM gone GROUP BY 1) AS d
     WHERE o.text_search_config = d.text_search_config;
 
-    -- 2. The current version's indexed chunks that have no entry yet are analysed and counted.
+    -- 2. The current version's indexed chunks that have no entry yet are analysed and counted:
+    --    those of its batch's published build (one generation at or below it: publication
+    --    removes the older ones; a build in progress sits above it).
     WITH target AS (
-        SELECT v.document_id, v.batch_key FROM {versions} AS v WHERE v.document_id = ANY(docs)
+        SELECT v.document_id, v.batch_key, v.generation
+        FROM {current} AS v WHERE v.document_id = ANY(docs)
     ), fresh AS (
         SELECT DISTINCT ON (i.batch_key, i.chunk_id)
-               i.text_search_config, i.batch_key, i.document_id, i.chunk_id
+               i.text_search_config, i.batch_key, i.document_id, i.chunk_id, t.generation
         FROM {index} AS i
         JOIN target AS t ON t.document_id = i.document_id AND t.batch_key = i.batch_key
+                        AND i.generation <= t.generation
         WHERE NOT EXISTS (SELECT 1 FROM {chunks} AS c
                           WHERE c.batch_key = i.batch_key AND c.chunk_id = i.chunk_id)
         ORDER BY i.batch_key, i.chunk_id, i.text_search_config
@@ -93,7 +103,7 @@ BEGIN
                a.lexemes
         FROM fresh AS f
         JOIN {source} AS s ON s.batch_key = f.batch_key AND s.document_id = f.document_id
-                          AND s.chunk_id = f.chunk_id
+                          AND s.chunk_id = f.chunk_id AND s.generation <= f.generation
         CROSS JOIN LATERAL (
             SELECT to_tsvector(f.text_search_config::regconfig, s.text) AS lexemes
         ) AS a
@@ -122,60 +132,36 @@ END
 $fn$
 """
 
-# One function per transition-table shape. Its argument 'rewrite' (the chunk_index triggers) says
-# the rows' batches are being rewritten, so their entries are re-derived even if still current.
-_TRIGGER_FUNCTIONS = {
-    "lexical_rows_added": ("new_rows",),
-    "lexical_rows_removed": ("old_rows",),
-    "lexical_rows_changed": ("old_rows", "new_rows"),
-}
-_TRIGGER_BODY = """
-CREATE OR REPLACE FUNCTION {fn}() RETURNS trigger LANGUAGE plpgsql AS $fn$
-BEGIN
-    IF TG_NARGS > 0 AND TG_ARGV[0] = 'rewrite' THEN
-        PERFORM {sync}((SELECT array_agg(DISTINCT document_id) FROM {first}),
-                       (SELECT array_agg(DISTINCT batch_key) FROM {first}));
-    ELSE
-        PERFORM {sync}((SELECT array_agg(DISTINCT document_id) FROM ({docs}) AS r),
-                       '{{}}'::text[]);
-    END IF;
-    RETURN NULL;
-END
-$fn$
-"""
-
-# (table, trigger function, event, transition tables) for every write that changes what is
-# indexed or what is current.
-_TRIGGERS: tuple[tuple[schema.Table, str, str, str], ...] = (
-    (schema.CHUNK_INDEX, "lexical_rows_added", "INSERT", "NEW TABLE AS new_rows"),
-    (schema.CHUNK_INDEX, "lexical_rows_removed", "DELETE", "OLD TABLE AS old_rows"),
-    (schema.BATCH_DOCUMENTS, "lexical_rows_added", "INSERT", "NEW TABLE AS new_rows"),
-    (schema.BATCH_DOCUMENTS, "lexical_rows_removed", "DELETE", "OLD TABLE AS old_rows"),
-    (
-        schema.BATCH_DOCUMENTS,
-        "lexical_rows_changed",
-        "UPDATE",
-        "OLD TABLE AS old_rows NEW TABLE AS new_rows",
-    ),
-    (schema.DOCUMENT_TOMBSTONES, "lexical_rows_added", "INSERT", "NEW TABLE AS new_rows"),
-    (schema.DOCUMENT_TOMBSTONES, "lexical_rows_removed", "DELETE", "OLD TABLE AS old_rows"),
-    (
-        schema.DOCUMENT_TOMBSTONES,
-        "lexical_rows_changed",
-        "UPDATE",
-        "OLD TABLE AS old_rows NEW TABLE AS new_rows",
-    ),
+# Statistics used to follow every write through statement triggers; they follow publication
+# now. The triggers and their functions of an older schema are dropped.
+_OLD_TRIGGERS: tuple[tuple[schema.Table, str], ...] = tuple(
+    (table, f"{table.name}_lexical_{event}")
+    for table in (schema.CHUNK_INDEX, schema.BATCH_DOCUMENTS, schema.DOCUMENT_TOMBSTONES)
+    for event in ("insert", "delete", "update")
 )
+_OLD_TRIGGER_FUNCTIONS = ("lexical_rows_added", "lexical_rows_removed", "lexical_rows_changed")
 
 
 def maintenance_ddl() -> list[sql.Composable]:
-    """The sync function and the triggers that call it (idempotent; after the tables)."""
+    """The sync function, and the triggers of an older schema dropped (idempotent; after the
+    tables and `seams.current_documents`)."""
     schema_id = sql.Identifier(schema.SCHEMA)
-    statements: list[sql.Composable] = [
+    statements: list[sql.Composable] = []
+    for table, trigger in _OLD_TRIGGERS:
+        statements.append(
+            sql.SQL("DROP TRIGGER IF EXISTS {} ON {}").format(
+                sql.Identifier(trigger), table.identifier()
+            )
+        )
+    for function in _OLD_TRIGGER_FUNCTIONS:
+        statements.append(
+            sql.SQL("DROP FUNCTION IF EXISTS {}()").format(sql.Identifier(schema.SCHEMA, function))
+        )
+    statements.append(
         sql.SQL(_SYNC).format(
             schema=schema_id,
             lock=sql.Literal(LOCK),
-            versions=sql.Identifier(schema.SCHEMA, schema.CURRENT_VERSIONS_VIEW),
+            current=schema.CURRENT_DOCUMENTS.identifier(),
             chunks=schema.LEXICAL_CHUNKS.identifier(),
             postings=schema.LEXICAL_POSTINGS.identifier(),
             terms=schema.LEXICAL_TERMS.identifier(),
@@ -186,31 +172,30 @@ def maintenance_ddl() -> list[sql.Composable]:
             b=sql.Literal(B),
             reference=sql.Literal(REFERENCE_LENGTH),
         )
-    ]
-    for name, tables in _TRIGGER_FUNCTIONS.items():
-        docs = sql.SQL(" UNION ALL ").join(
-            sql.SQL("SELECT document_id FROM {}").format(sql.Identifier(t)) for t in tables
-        )
-        statements.append(
-            sql.SQL(_TRIGGER_BODY).format(
-                fn=sql.Identifier(schema.SCHEMA, name),
-                sync=sql.Identifier(schema.SCHEMA, "lexical_sync"),
-                first=sql.Identifier(tables[0]),
-                docs=docs,
-            )
-        )
-    for table, function, event, transitions in _TRIGGERS:
-        statements.append(
-            sql.SQL(
-                "CREATE OR REPLACE TRIGGER {name} AFTER {event} ON {table} "
-                "REFERENCING {transitions} FOR EACH STATEMENT EXECUTE FUNCTION {fn}({arg})"
-            ).format(
-                name=sql.Identifier(f"{table.name}_lexical_{event.lower()}"),
-                event=sql.SQL(event),
-                table=table.identifier(),
-                transitions=sql.SQL(transitions),
-                fn=sql.Identifier(schema.SCHEMA, function),
-                arg=sql.Literal("rewrite" if table is schema.CHUNK_INDEX else "current"),
-            )
-        )
+    )
     return statements
+
+
+def sync(conn: psycopg.Connection[Any], documents: list[str], batches: list[str]) -> None:
+    """Re-derive the BM25 entries of `documents` from what is current now, in the caller's
+    transaction; `batches` are being republished (their entries are re-analysed even where
+    they stay current)."""
+    conn.execute(
+        sql.SQL("SELECT {}(%s::text[], %s::text[])").format(
+            sql.Identifier(schema.SCHEMA, "lexical_sync")
+        ),
+        (documents, batches),
+    )
+
+
+def rebuild(conn: psycopg.Connection[Any]) -> None:
+    """The BM25 index and statistics derived from scratch from what is current, in the
+    caller's transaction: what `sync` keeps them equal to, publication after publication."""
+    conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (LOCK,))
+    for table in schema.LEXICAL_TABLES:
+        conn.execute(sql.SQL("DELETE FROM {}").format(table.identifier()))
+    conn.execute(
+        sql.SQL("SELECT {}(ARRAY(SELECT document_id FROM {}), '{{}}'::text[])").format(
+            sql.Identifier(schema.SCHEMA, "lexical_sync"), schema.CURRENT_DOCUMENTS.identifier()
+        )
+    )

@@ -3,8 +3,8 @@
 The reference takes each current chunk's lexemes from PostgreSQL's own `to_tsvector` (the
 analyzer is PostgreSQL's by design) and does everything else in Python: document frequencies,
 chunk count, average length, IDF and the BM25 sum. Batches are written the way the pipeline
-writes them (`write_table`: one delete + COPY transaction per partition), registrations and
-retirements by plain INSERTs, so the triggers see exactly the statements Seams makes.
+writes them (`write_table`: the `chunk_index` write publishes the batch), registrations by plain
+INSERTs (they change nothing until publication), retirements as `retire_missing` records them.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import pytest
 
 from seams.errors import ConfigError
 from seams.resources.postgres import PostgresResource
-from seams.storage import schema
+from seams.storage import publication, schema
 from seams.storage.partition_tables import write_table
 from seams.storage.search import lexical
 
@@ -202,21 +202,29 @@ def test_idf_stays_right_as_batches_arrive_documents_retire_and_backfills_replac
     # A new batch: a new document and a new version of "a".
     _add_batch(postgres, "b2", {"c": DOC_C, "a": [*DOC_A[:2], "Cats nap on mats all day."]})
     _check_against_reference(postgres)
-    # A newer version registered but not chunked yet: its old chunks stop counting at once.
+    # A newer version registered but not built yet: its old chunks count until it is published.
     with postgres.connection() as conn:
         conn.execute("INSERT INTO seams.batches (batch_key, source, document_count)"
                      " VALUES ('b3', 'test', 1)")  # fmt: skip
         conn.execute("INSERT INTO seams.batch_documents (batch_key, document_id, source_uri,"
                      " source_sha256, size_bytes)"
                      " VALUES ('b3', 'c', 'file:///c.txt', 'b3-c', 0)")  # fmt: skip
+        live = conn.execute("SELECT count(*) FROM seams.lexical_chunks WHERE document_id = 'c'"
+                            " AND batch_key = 'b2'").fetchone()[0]  # fmt: skip
+    assert live == len(DOC_C)
     _check_against_reference(postgres)
     _add_batch(postgres, "b3", {"c": ["Garden dogs and garden cats."]}, register=False)
     _check_against_reference(postgres)
-    # Retirement: the file of "b" disappeared.
-    with postgres.connection() as conn:
+    # Retirement: the file of "b" disappeared (as `retire_missing` records it).
+    with postgres.connection() as conn, conn.transaction():
         conn.execute("INSERT INTO seams.document_tombstones (document_id, source_uri,"
                      " last_batch_key, reason)"
                      " VALUES ('b', 'file:///b.txt', 'b1', 'gone')")  # fmt: skip
+        publication.retire(conn, ["b"])
+    with postgres.connection() as conn:
+        gone = conn.execute("SELECT count(*) FROM seams.lexical_chunks"
+                            " WHERE document_id = 'b'").fetchone()[0]  # fmt: skip
+    assert gone == 0
     _check_against_reference(postgres)
     # Backfills: a batch rewritten with the same rows, then with different chunks (new config).
     _add_batch(postgres, "b2", {"c": DOC_C, "a": [*DOC_A[:2], "Cats nap on mats all day."]},

@@ -1,0 +1,557 @@
+"""Builds and publication: readers see only complete, published generations of each batch.
+
+A *build* of a batch is the set of writes runs make for it (`seams.batch_builds`), numbered
+`generation` 1, 2, ... per batch. Every per-batch asset table carries `generation`; a write goes
+to the batch's open build (`open_builds`) and its rows sit beside the published ones, so nothing
+a reader sees changes while a run or backfill works. When a table is rewritten, the build's rows
+of every later table are dropped (`record_part`): no part of a build is computed from an older
+upstream.
+
+The write of `chunk_index`, always a build's last asset, completes the build and publishes it in
+its own transaction (`complete_and_publish`), for the batches that write covers: one batch for a
+run per batch, every batch of a single-run backfill at once. A build is complete when every one
+of its chunks has its vector (a model that was unavailable leaves the build open and the old
+version searchable) and no part of it lies upstream of a part it did not rewrite. Publication,
+one transaction under the publication lock, flips the build to published, removes the older
+generations (per table and batch at most one generation at or below the published one remains:
+readers filter `generation <= published`), makes each document's newest published version
+current (`seams.current_documents`: a new version replaces the old one here, not at
+registration), brings the BM25 statistics to exactly the published chunks, and appends to
+`seams.publications`. A retired document (its file gone) leaves `current_documents` at once
+(`retire`).
+
+Lock order everywhere: registration lock -> partition locks (sorted) -> build rows (sorted)
+-> publication lock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+from seams.storage import schema
+
+COLLECTION = "default"
+PUBLISH_LOCK = f"seams.publish:{COLLECTION}"
+"""Serialises publications and retirements (they move shared BM25 counters); `lexical_sync`
+takes the same lock (`seams.storage.search.lexical_index.LOCK`)."""
+ASSET_ORDER: tuple[str, ...] = tuple(schema.ASSET_TABLES)
+"""The per-batch asset tables in pipeline order: each is computed from those before it."""
+OPEN_STATES = ("building", "complete")
+
+
+@dataclass(frozen=True)
+class Build:
+    """A batch's open build: what it wrote so far, and the batch's published generation."""
+
+    batch_key: str
+    generation: int
+    state: str
+    parts: tuple[str, ...]
+    """The asset tables this build wrote, in pipeline order."""
+    run_id: str | None
+    started_at: datetime
+    published_generation: int | None
+    """The generation readers see (None: the batch was never published)."""
+
+    @property
+    def last_part(self) -> str | None:
+        return self.parts[-1] if self.parts else None
+
+    @property
+    def remaining(self) -> tuple[str, ...]:
+        """The assets after the last part, in pipeline order (every asset when none)."""
+        if not self.parts:
+            return ASSET_ORDER
+        return ASSET_ORDER[ASSET_ORDER.index(self.parts[-1]) + 1 :]
+
+
+@dataclass(frozen=True)
+class Unpublished:
+    """A batch readers do not see as built: never published, or a newer build left open."""
+
+    batch_key: str
+    source: str
+    generation: int | None
+    """The open build (None: no build was ever opened)."""
+    parts: tuple[str, ...]
+    state: str
+    """`building`, `complete` (ready, held) or `unbuilt` (registered, nothing written)."""
+    run_id: str | None
+    started_at: datetime | None
+    published_generation: int | None
+    reason: str
+
+
+@dataclass(frozen=True)
+class Publication:
+    """What a `complete_and_publish` did: the publication (None if none) and, per batch, the
+    generation published or why it was held back."""
+
+    seq: int | None = None
+    published: dict[str, int] = field(default_factory=dict)
+    held: dict[str, str] = field(default_factory=dict)
+
+
+# --- writers: builds ---------------------------------------------------------------------------
+
+
+def open_builds(
+    conn: psycopg.Connection[Any], batches: Sequence[str], run_id: str | None = None
+) -> dict[str, Build]:
+    """Each batch's open build, opened (`building`, generation max+1) where there is none, its
+    row locked until the caller's transaction ends: writes of one batch's build serialise, so
+    invalidation never races a write of a later table. Call inside the write's transaction."""
+    builds: dict[str, Build] = {}
+    for batch in sorted(set(batches)):  # sorted: no lock-order deadlock between writers
+        while (build := _locked_open_build(conn, batch)) is None:
+            # A racing writer's insert of the same open build makes this one wait, then do
+            # nothing: the loop then locks the row it committed.
+            conn.execute(
+                "INSERT INTO seams.batch_builds (batch_key, generation, state, run_id)"
+                " SELECT %(b)s, coalesce(max(generation), 0) + 1, 'building', %(run)s"
+                " FROM seams.batch_builds WHERE batch_key = %(b)s"
+                " ON CONFLICT DO NOTHING",
+                {"b": batch, "run": run_id},
+            )
+        builds[batch] = build
+    return builds
+
+
+def _locked_open_build(conn: psycopg.Connection[Any], batch: str) -> Build | None:
+    row = conn.execute(
+        "SELECT o.batch_key, o.generation, o.state, o.parts, o.run_id, o.started_at,"
+        " (SELECT p.generation FROM seams.batch_builds AS p"
+        "  WHERE p.batch_key = o.batch_key AND p.state = 'published')"
+        " FROM seams.batch_builds AS o"
+        " WHERE o.batch_key = %s AND o.state IN ('building', 'complete') FOR UPDATE OF o",
+        (batch,),
+    ).fetchone()
+    return None if row is None else _build(row)
+
+
+def _build(row: Sequence[Any]) -> Build:
+    batch, generation, state, parts, run_id, started_at, published = row
+    return Build(batch, generation, state, _ordered(parts), run_id, started_at, published)
+
+
+def _ordered(parts: Iterable[str]) -> tuple[str, ...]:
+    known = set(parts)
+    return tuple(t for t in ASSET_ORDER if t in known)
+
+
+def record_part(
+    conn: psycopg.Connection[Any], table: schema.Table, builds: Mapping[str, Build]
+) -> None:
+    """`table` is now a part of each build; the build's parts after it (and their rows) go: they
+    were computed from the previous `table`. Call after the rows were written."""
+    if table.name not in ASSET_ORDER:
+        raise ValueError(f"{table.qualified_name} is not a per-batch asset table")
+    later = ASSET_ORDER[ASSET_ORDER.index(table.name) + 1 :]
+    for name in later:
+        stale = {b: build.generation for b, build in builds.items() if name in build.parts}
+        if stale:
+            conn.execute(
+                sql.SQL(
+                    "DELETE FROM {} AS t USING unnest(%s::text[], %s::int[]) AS v(b, g)"
+                    " WHERE t.batch_key = v.b AND t.generation = v.g"
+                ).format(schema.ASSET_TABLES[name].identifier()),
+                (list(stale), list(stale.values())),
+            )
+    keys = sorted(builds)
+    conn.execute(
+        "UPDATE seams.batch_builds AS o"
+        " SET parts = ARRAY(SELECT p FROM unnest(o.parts) AS p WHERE p <> ALL(%(drop)s))"
+        "             || %(table)s::text"
+        " FROM unnest(%(b)s::text[], %(g)s::int[]) AS v(b, g)"
+        " WHERE o.batch_key = v.b AND o.generation = v.g",
+        {
+            "drop": [table.name, *later],
+            "table": table.name,
+            "b": keys,
+            "g": [builds[k].generation for k in keys],
+        },
+    )
+
+
+def read_filter() -> sql.Composable:
+    """SQL (`t` = `table`) selecting what a step reads of each batch: the open build's rows
+    when it wrote `table`, else the published ones (else any: a batch never built)."""
+    return sql.SQL(
+        "CASE WHEN o.generation IS NOT NULL THEN t.generation = o.generation"
+        " WHEN p.generation IS NOT NULL THEN t.generation <= p.generation ELSE true END"
+    )
+
+
+def read_joins(table: schema.Table) -> sql.Composable:
+    """The joins `read_filter` needs (aliases `o`: open build, `p`: published build)."""
+    return sql.SQL(
+        "LEFT JOIN {builds} AS o ON o.batch_key = t.batch_key"
+        " AND o.state IN ('building', 'complete') AND {name} = ANY(o.parts)"
+        " LEFT JOIN {builds} AS p ON p.batch_key = t.batch_key AND p.state = 'published'"
+    ).format(builds=schema.BATCH_BUILDS.identifier(), name=sql.Literal(table.name))
+
+
+# --- publication -------------------------------------------------------------------------------
+
+
+def complete_and_publish(
+    conn: psycopg.Connection[Any], builds: Mapping[str, Build], *, run_id: str | None = None
+) -> Publication:
+    """Publish the builds among `builds` that are complete (in the caller's transaction: the
+    `chunk_index` write); the others stay open, each with the reason why."""
+    held = incomplete(conn, builds)
+    ready = {b: build.generation for b, build in builds.items() if b not in held}
+    if not ready:
+        return Publication(held=held)
+    seq = publish(conn, ready, run_id=run_id)
+    return Publication(seq, ready, held)
+
+
+def incomplete(conn: psycopg.Connection[Any], builds: Mapping[str, Build]) -> dict[str, str]:
+    """Per build that cannot be published, why: a part upstream of one it did not rewrite,
+    `chunk_index` not written, or chunks without their vector."""
+    reasons: dict[str, str] = {}
+    check: dict[str, Build] = {}
+    for batch, build in builds.items():
+        if schema.CHUNK_INDEX.name not in build.parts:
+            reasons[batch] = (
+                f"build {build.generation} stopped after {build.last_part}"
+                if build.parts
+                else f"build {build.generation} has written nothing yet"
+            )
+            continue
+        first = ASSET_ORDER.index(build.parts[0])
+        skipped = [t for t in ASSET_ORDER[first:] if t not in build.parts]
+        if skipped:
+            reasons[batch] = (
+                f"build {build.generation} rewrote {build.parts[0]} but not {skipped[0]} after "
+                f"it: materialize {', '.join(skipped)} (and what follows) for this batch"
+            )
+            continue
+        check[batch] = build
+    if not check:
+        return reasons
+    keys = sorted(check)
+    rows = conn.execute(
+        "SELECT v.b, count(c.chunk_id), count(c.chunk_id) FILTER (WHERE NOT EXISTS ("
+        "    SELECT 1 FROM seams.chunk_index AS i"
+        "    WHERE i.batch_key = c.batch_key AND i.generation = v.g"
+        "      AND i.document_id = c.document_id AND i.chunk_id = c.chunk_id)"
+        "  AND NOT (c.boundary_method = 'jaccard' AND EXISTS ("
+        "    SELECT 1 FROM seams.chunk_index AS i"
+        "    WHERE i.batch_key = c.batch_key AND i.generation = v.g AND i.mode = 'pooled')))"
+        " FROM unnest(%s::text[], %s::int[], %s::bool[]) AS v(b, g, exact)"
+        " LEFT JOIN seams.chunks AS c ON c.batch_key = v.b"
+        "  AND (c.generation = v.g OR (NOT v.exact AND c.generation <= v.g))"
+        " GROUP BY v.b",
+        (
+            keys,
+            [check[k].generation for k in keys],
+            [schema.CHUNKS.name in check[k].parts for k in keys],
+        ),
+    ).fetchall()
+    for batch, chunks, missing in rows:
+        if missing:
+            reasons[batch] = (
+                f"build {check[batch].generation}: chunk_index holds no vector for {missing} of "
+                f"{chunks} chunk(s) (was the embedding model unavailable?): rematerialize "
+                "chunk_index for this batch"
+            )
+    return reasons
+
+
+def publish(
+    conn: psycopg.Connection[Any], builds: Mapping[str, int], *, run_id: str | None = None
+) -> int:
+    """Make the given builds (batch -> generation) what readers see, in the caller's
+    transaction; returns the publication's `seq`. The builds must be complete."""
+    conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (PUBLISH_LOCK,))
+    keys = sorted(builds)
+    gens = [builds[k] for k in keys]
+    seq = conn.execute("SELECT nextval('seams.publication_seq')").fetchone()[0]
+    pairs = "unnest(%(b)s::text[], %(g)s::int[]) AS v(b, g)"
+    args: dict[str, Any] = {"b": keys, "g": gens, "seq": seq, "run": run_id}
+    conn.execute(
+        "UPDATE seams.batch_builds SET state = 'superseded'"
+        " WHERE batch_key = ANY(%(b)s) AND state = 'published'",
+        args,
+    )
+    conn.execute(
+        "UPDATE seams.batch_builds AS o SET state = 'published',"
+        " completed_at = coalesce(o.completed_at, now()), published_at = now()"
+        f" FROM {pairs} WHERE o.batch_key = v.b AND o.generation = v.g",
+        args,
+    )
+    # Per table and batch only the newest generation at or below the published one stays:
+    # a table the build rewrote loses its older rows, one it inherited keeps them.
+    for table in schema.ASSET_TABLES.values():
+        conn.execute(
+            sql.SQL(
+                "DELETE FROM {} AS t USING seams.batch_builds AS o"
+                " WHERE o.batch_key = ANY(%(b)s) AND o.state = 'published'"
+                " AND %(table)s = ANY(o.parts)"
+                " AND t.batch_key = o.batch_key AND t.generation < o.generation"
+            ).format(table.identifier()),
+            {**args, "table": table.name},
+        )
+    documents = [
+        row[0]
+        for row in conn.execute(
+            "SELECT DISTINCT document_id FROM seams.batch_documents WHERE batch_key = ANY(%s)"
+            " ORDER BY 1",
+            (keys,),
+        )
+    ]
+    _make_current(conn, documents, seq)
+    _sync_lexical(conn, documents, keys)
+    conn.execute(
+        "INSERT INTO seams.publications (seq, batch_key, generation, kind, run_id)"
+        f" SELECT %(seq)s, v.b, v.g, 'batch', %(run)s FROM {pairs}",
+        args,
+    )
+    return int(seq)
+
+
+# The rule of what is current, over published batches: per document its newest registered
+# version (registered_at, ties by batch_key), unless retired after it was registered.
+_CURRENT = """
+WITH latest AS (
+    SELECT DISTINCT ON (d.document_id) d.document_id, d.batch_key, b.generation,
+           d.source_sha256, d.registered_at
+    FROM seams.batch_documents AS d
+    JOIN seams.batch_builds AS b ON b.batch_key = d.batch_key AND b.state = 'published'
+    WHERE d.document_id = ANY(%(docs)s)
+    ORDER BY d.document_id, d.registered_at DESC, d.batch_key DESC
+), live AS (
+    SELECT l.* FROM latest AS l
+    WHERE NOT EXISTS (SELECT 1 FROM seams.document_tombstones AS t
+                      WHERE t.document_id = l.document_id AND t.retired_at >= l.registered_at)
+), upserted AS (
+    INSERT INTO seams.current_documents AS c
+        (document_id, batch_key, generation, source_sha256, registered_at, published_seq)
+    SELECT document_id, batch_key, generation, source_sha256, registered_at, %(seq)s FROM live
+    ON CONFLICT (document_id) DO UPDATE
+    SET batch_key = excluded.batch_key, generation = excluded.generation,
+        source_sha256 = excluded.source_sha256, registered_at = excluded.registered_at,
+        published_seq = excluded.published_seq
+    WHERE (c.batch_key, c.generation, c.source_sha256, c.registered_at)
+          IS DISTINCT FROM (excluded.batch_key, excluded.generation, excluded.source_sha256,
+                            excluded.registered_at)
+)
+DELETE FROM seams.current_documents AS c
+WHERE c.document_id = ANY(%(docs)s)
+  AND NOT EXISTS (SELECT 1 FROM live WHERE live.document_id = c.document_id)
+"""
+
+
+def _make_current(conn: psycopg.Connection[Any], documents: list[str], seq: int) -> None:
+    if documents:
+        conn.execute(_CURRENT, {"docs": documents, "seq": seq})
+
+
+def _sync_lexical(conn: psycopg.Connection[Any], documents: list[str], batches: list[str]) -> None:
+    """`seams.lexical_sync` (see `seams.storage.search.lexical_index`)."""
+    if documents:
+        conn.execute("SELECT seams.lexical_sync(%s::text[], %s::text[])", (documents, batches))
+
+
+def publish_ready(
+    conn: psycopg.Connection[Any],
+    batches: Sequence[str] | None = None,
+    *,
+    run_id: str | None = None,
+) -> Publication:
+    """Publish every open build (of `batches`, or of all) whose `chunk_index` is written and
+    which is complete: what a rerun does for a build that became publishable without a new
+    write. One transaction."""
+    with conn.transaction():
+        rows = conn.execute(
+            "SELECT batch_key FROM seams.batch_builds WHERE state IN ('building', 'complete')"
+            " AND 'chunk_index' = ANY(parts) AND (%(all)s OR batch_key = ANY(%(b)s))"
+            " ORDER BY batch_key",
+            {"all": batches is None, "b": list(batches or [])},
+        ).fetchall()
+        builds = {}
+        for (batch,) in rows:
+            build = _locked_open_build(conn, batch)
+            if build is not None and schema.CHUNK_INDEX.name in build.parts:
+                builds[batch] = build
+        if not builds:
+            return Publication()
+        return complete_and_publish(conn, builds, run_id=run_id)
+
+
+def retire(conn: psycopg.Connection[Any], documents: Sequence[str]) -> int | None:
+    """Documents whose files are gone leave what readers see now, in the caller's transaction
+    (after their tombstones were written); returns the publication's `seq` (None: none was
+    current)."""
+    docs = sorted(set(documents))
+    if not docs:
+        return None
+    conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (PUBLISH_LOCK,))
+    gone = conn.execute(
+        "DELETE FROM seams.current_documents WHERE document_id = ANY(%s)"
+        " RETURNING batch_key, generation",
+        (docs,),
+    ).fetchall()
+    if not gone:
+        return None
+    seq = int(conn.execute("SELECT nextval('seams.publication_seq')").fetchone()[0])
+    _sync_lexical(conn, docs, [])
+    batches = sorted(set(gone))
+    conn.execute(
+        "INSERT INTO seams.publications (seq, batch_key, generation, kind)"
+        " SELECT %s, b, g, 'retire' FROM unnest(%s::text[], %s::int[]) AS v(b, g)"
+        " ON CONFLICT DO NOTHING",
+        (seq, [b for b, _ in batches], [g for _, g in batches]),
+    )
+    return seq
+
+
+# --- what is (not) published -------------------------------------------------------------------
+
+
+def build_parts(conn: psycopg.Connection[Any], batches: Sequence[str]) -> dict[str, Build]:
+    """Per batch of `batches` with an open build, that build (batches without one: absent)."""
+    rows = conn.execute(
+        "SELECT o.batch_key, o.generation, o.state, o.parts, o.run_id, o.started_at,"
+        " (SELECT p.generation FROM seams.batch_builds AS p"
+        "  WHERE p.batch_key = o.batch_key AND p.state = 'published')"
+        " FROM seams.batch_builds AS o"
+        " WHERE o.batch_key = ANY(%s) AND o.state IN ('building', 'complete')",
+        (list(batches),),
+    ).fetchall()
+    return {row[0]: _build(row) for row in rows}
+
+
+def published_generations(
+    conn: psycopg.Connection[Any], batches: Sequence[str] | None = None
+) -> dict[str, int]:
+    """Per batch (of `batches`, or all), the generation readers see; unpublished: absent."""
+    rows = conn.execute(
+        "SELECT batch_key, generation FROM seams.batch_builds WHERE state = 'published'"
+        " AND (%(all)s OR batch_key = ANY(%(b)s))",
+        {"all": batches is None, "b": list(batches or [])},
+    )
+    return {b: int(g) for b, g in rows}
+
+
+def unpublished(conn: psycopg.Connection[Any]) -> list[Unpublished]:
+    """Every batch readers do not see as built, in key order: registered but never built,
+    or with an open build (left by a crash, a held model, a step not yet run), and why."""
+    rows = conn.execute(
+        "WITH keys AS (SELECT batch_key FROM seams.batches"
+        "              UNION SELECT batch_key FROM seams.batch_builds)"
+        " SELECT k.batch_key, coalesce(s.source, ''), o.generation, o.state, o.parts, o.run_id,"
+        "        o.started_at, p.generation"
+        " FROM keys AS k"
+        " LEFT JOIN seams.batches AS s ON s.batch_key = k.batch_key"
+        " LEFT JOIN seams.batch_builds AS o ON o.batch_key = k.batch_key"
+        "      AND o.state IN ('building', 'complete')"
+        " LEFT JOIN seams.batch_builds AS p ON p.batch_key = k.batch_key"
+        "      AND p.state = 'published'"
+        " WHERE o.batch_key IS NOT NULL OR p.batch_key IS NULL"
+        " ORDER BY k.batch_key"
+    ).fetchall()
+    builds = {
+        batch: Build(batch, g, state, _ordered(parts), run, started, published)
+        for batch, _, g, state, parts, run, started, published in rows
+        if g is not None
+    }
+    reasons = incomplete(conn, builds) if builds else {}
+    out = []
+    for batch, source, g, state, parts, run, started, published in rows:
+        if g is None:
+            out.append(
+                Unpublished(batch, source, None, (), "unbuilt", None, None, None, "not built yet")
+            )
+            continue
+        reason = reasons.get(batch, f"build {g} is complete but not published yet")
+        out.append(
+            Unpublished(batch, source, g, _ordered(parts), state, run, started, published, reason)
+        )
+    return out
+
+
+# --- a database made before builds existed -------------------------------------------------------
+
+
+def adoption_ddl() -> list[sql.Composable]:
+    """The data step of `seams.storage.schema.ddl()` that adopts the batches of a database made
+    before builds existed, once (it does nothing where any build is recorded): a batch whose
+    `chunk_index` has rows is published as build 1 (what its readers saw), any other is an
+    open build 1 whose parts are the asset tables up to the last one holding its rows (the
+    next run finishes it); the current documents follow the published batches, and the BM25
+    index is rebuilt over them."""
+    prefix_cases = []
+    for position in range(len(ASSET_ORDER) - 1, -1, -1):
+        name = ASSET_ORDER[position]
+        prefix_cases.append(
+            sql.SQL(
+                "WHEN EXISTS (SELECT 1 FROM {} AS t WHERE t.batch_key = b.batch_key)"
+                " THEN {}::text[]"
+            ).format(
+                schema.ASSET_TABLES[name].identifier(),
+                sql.Literal(list(ASSET_ORDER[: position + 1])),
+            )
+        )
+    return [
+        sql.SQL(
+            """DO $adopt$
+            DECLARE s bigint;
+            BEGIN
+                IF EXISTS (SELECT 1 FROM seams.batch_builds)
+                   OR NOT EXISTS (SELECT 1 FROM seams.batches) THEN
+                    RETURN;
+                END IF;
+                INSERT INTO seams.batch_builds
+                    (batch_key, generation, state, parts, completed_at, published_at)
+                SELECT b.batch_key, 1,
+                       CASE WHEN a.published THEN 'published' ELSE 'building' END,
+                       a.parts,
+                       CASE WHEN a.published THEN now() END,
+                       CASE WHEN a.published THEN now() END
+                FROM seams.batches AS b
+                CROSS JOIN LATERAL (
+                    SELECT EXISTS (SELECT 1 FROM seams.chunk_index AS i
+                                   WHERE i.batch_key = b.batch_key) AS published,
+                           CASE {cases} ELSE '{{}}'::text[] END AS parts
+                ) AS a;
+                IF NOT EXISTS (SELECT 1 FROM seams.batch_builds WHERE state = 'published') THEN
+                    RETURN;
+                END IF;
+                s := nextval('seams.publication_seq');
+                INSERT INTO seams.publications (seq, batch_key, generation, kind)
+                SELECT s, batch_key, generation, 'batch' FROM seams.batch_builds
+                WHERE state = 'published';
+                INSERT INTO seams.current_documents
+                    (document_id, batch_key, generation, source_sha256, registered_at,
+                     published_seq)
+                SELECT l.document_id, l.batch_key, l.generation, l.source_sha256,
+                       l.registered_at, s
+                FROM (SELECT DISTINCT ON (d.document_id) d.document_id, d.batch_key,
+                             b.generation, d.source_sha256, d.registered_at
+                      FROM seams.batch_documents AS d
+                      JOIN seams.batch_builds AS b
+                        ON b.batch_key = d.batch_key AND b.state = 'published'
+                      ORDER BY d.document_id, d.registered_at DESC, d.batch_key DESC) AS l
+                WHERE NOT EXISTS (SELECT 1 FROM seams.document_tombstones AS t
+                                  WHERE t.document_id = l.document_id
+                                    AND t.retired_at >= l.registered_at)
+                ON CONFLICT (document_id) DO NOTHING;
+                DELETE FROM seams.lexical_postings;
+                DELETE FROM seams.lexical_terms;
+                DELETE FROM seams.lexical_totals;
+                DELETE FROM seams.lexical_chunks;
+                PERFORM seams.lexical_sync(
+                    ARRAY(SELECT document_id FROM seams.current_documents), '{{}}'::text[]);
+            END
+            $adopt$"""
+        ).format(cases=sql.SQL(" ").join(prefix_cases))
+    ]
