@@ -3,7 +3,8 @@
 `SeamsSearch` holds the database, the query embedder and the search settings (seams.yaml's
 `retrieval` section unless given), and returns exactly the `SearchResponse` that `seams search`
 prints, so a LangChain or LlamaIndex retriever built on it returns `seams search`'s hits, in its
-order, with its scores. No framework is imported here.
+order, with its scores, all read from one published state of the corpus (a backfill or run
+being written meanwhile is never seen half-way). No framework is imported here.
 """
 
 from __future__ import annotations
@@ -85,7 +86,11 @@ class SeamsSearch:
 
 
 def hit_metadata(hit: SearchHit) -> dict[str, Any]:
-    """A hit's fields for a framework document's metadata (flat, JSON-friendly)."""
+    """A hit's fields for a framework document's metadata (flat, JSON-friendly).
+
+    `published_seq` is the publication the answer read (`seams.publications.seq`) and
+    `generation` the build of the hit's batch published then: every document of one answer
+    carries the same `published_seq`."""
     return {
         "chunk_id": hit.chunk_id,
         "document_id": hit.document_id,
@@ -104,6 +109,8 @@ def hit_metadata(hit: SearchHit) -> dict[str, Any]:
         "lexical_score": hit.lexical_score,
         "matched": hit.matched,
         "matched_terms": list(hit.matched_terms),
+        "generation": hit.generation,
+        "published_seq": hit.published_seq,
     }
 
 
@@ -122,4 +129,5 @@ def span_metadata(span: ContextSpan, hits: dict[str, SearchHit]) -> dict[str, An
         "chunk_ids": list(span.chunk_ids),
         "rank": span.best_rank,
         "score": first.score,
+        "published_seq": first.published_seq,
     }

@@ -1,9 +1,10 @@
 """The rows of `seams export`: which columns an export has and the query that streams them.
 
-One row per chunk with every column of `seams.chunks` (lineage included: run_id, config_hash,
-model_id, source_sha256, code_version) plus the document's `source_uri`; with `vectors`, also the
-chunk's `chunk_index` entry (`vector_model_id`, `vector_mode`, `embedding`). The schema is
-`export_columns()`, derived from the declared tables, and documented in docs/library.md.
+One row per published chunk with every column of `seams.chunks` (lineage included: run_id,
+config_hash, model_id, source_sha256, code_version) plus the document's `source_uri`; with
+`vectors`, also the chunk's `chunk_index` entry (`vector_model_id`, `vector_mode`, `embedding`).
+The schema is `export_columns()`, derived from the declared tables, and documented in
+docs/library.md.
 
 Memory stays bounded whatever the table size: rows come through a server-side cursor
 (`DECLARE ... CURSOR`) `batch_rows` at a time inside one read-only REPEATABLE READ transaction
@@ -92,6 +93,7 @@ _DESCRIPTIONS = {
     "source_sha256": "sha256 of the source file version",
     "code_version": "code version of the chunks asset",
     "source_uri": "where the source file was read from (from seams.batch_documents)",
+    "generation": "the build of the batch that wrote the chunk (seams.batch_builds)",
     "vector_model_id": "model of the retrieval embedding (seams.chunk_index), null if none",
     "vector_mode": "how the retrieval embedding was made (seams.chunk_index.mode)",
     "embedding": "the retrieval embedding, L2-normalised float32",
@@ -120,14 +122,20 @@ def export_columns(vectors: bool = False) -> list[ExportColumn]:
 
 
 def export_query(request: ExportRequest) -> tuple[sql.Composed, dict[str, Any]]:
-    """The SELECT that yields the export rows in a stable order (batch, document, chunk)."""
-    source = (
-        sql.Identifier(schema.SCHEMA, schema.CURRENT_CHUNKS_VIEW)
-        if request.current
-        else schema.CHUNKS.identifier()
-    )
+    """The SELECT that yields the export rows in a stable order (batch, document, chunk).
+
+    Only published rows: every version's chunks as its batch's published build holds them
+    (`seams.published_chunks`; `current`: each document's current version only,
+    `seams.current_chunks`); the rows of a build still being written, or of a batch never
+    published, are never exported. A chunk's
+    vectors are its published build's (`chunk_index` at the generation that build sees)."""
     selected = [sql.SQL("c.{}").format(sql.Identifier(c.name)) for c in schema.CHUNKS.columns]
     selected.append(sql.SQL("d.source_uri"))
+    view = schema.CURRENT_CHUNKS_VIEW if request.current else schema.PUBLISHED_CHUNKS_VIEW
+    # The batch's published build bounds the generation of its vectors, as of its chunks.
+    source = sql.SQL(
+        "{} AS c JOIN {} AS b ON b.batch_key = c.batch_key AND b.state = 'published'"
+    ).format(sql.Identifier(schema.SCHEMA, view), schema.BATCH_BUILDS.identifier())
     joins = [
         sql.SQL(
             "LEFT JOIN {} AS d ON d.batch_key = c.batch_key AND d.document_id = c.document_id"
@@ -138,13 +146,13 @@ def export_query(request: ExportRequest) -> tuple[sql.Composed, dict[str, Any]]:
         selected += [sql.SQL("i.model_id"), sql.SQL("i.mode"), sql.SQL("i.embedding")]
         joins.append(
             sql.SQL(
-                "LEFT JOIN {} AS i ON i.batch_key = c.batch_key"
+                "LEFT JOIN {} AS i ON i.batch_key = c.batch_key AND i.generation <= b.generation"
                 " AND i.document_id = c.document_id AND i.chunk_id = c.chunk_id"
             ).format(schema.CHUNK_INDEX.identifier())
         )
         order += [sql.SQL("i.model_id"), sql.SQL("i.mode")]
     where = sql.SQL("WHERE c.batch_key = %(batch_key)s") if request.batch_key else sql.SQL("")
-    query = sql.SQL("SELECT {} FROM {} AS c {} {} ORDER BY {}").format(
+    query = sql.SQL("SELECT {} FROM {} {} {} ORDER BY {}").format(
         sql.SQL(", ").join(selected),
         source,
         sql.SQL(" ").join(joins),

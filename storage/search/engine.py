@@ -2,8 +2,9 @@
 
 `search(postgres, embedder, "query", k=5)` embeds the query with the model that built the index,
 asks pgvector's HNSW index (cosine) for the nearest chunk embeddings of the mode the index was
-built in (model and mode are read from the index's own rows, never assumed), keeps only chunks of
-each document's newest version (`seams.current_chunks`: a stale version is never returned),
+built in (model and mode are read from the published index's own rows, never assumed), among
+the published chunks of each document's current version only (a stale version, or a build still
+being written, is never returned: `dense`), all of one answer in one snapshot (`snapshot`),
 re-scores that pool by each chunk's best sentence as well as its own vector (`sentence_rerank`,
 seams.yaml `retrieval.sentence_weight`; the sentence vectors are the candidates' in
 `semantic_boundaries`, already computed by the pipeline), adds the best chunks by BM25
@@ -43,6 +44,7 @@ from seams.storage.search.context_budget import (
 from seams.storage.search.dense import (
     MAX_FETCH,
     MIN_FETCH,
+    IndexTarget,
     index_target,
     nearest_vectors,
     other_targets,
@@ -52,8 +54,15 @@ from seams.storage.search.fusion import LEXICAL_WEIGHT, checked_lexical_weight
 from seams.storage.search.hit_context import hit_from_row, hit_rows
 from seams.storage.search.hits import SearchHit, SearchResponse
 from seams.storage.search.pool import CandidatePool, fill_pool, pool_size, ranked_candidates
-from seams.storage.search.query import QueryEmbedder, SearchKind, check_kind, prepare_query
+from seams.storage.search.query import (
+    PreparedQuery,
+    QueryEmbedder,
+    SearchKind,
+    check_kind,
+    prepare_query,
+)
 from seams.storage.search.sentence_rerank import SENTENCE_WEIGHT, checked_weight
+from seams.storage.search.snapshot import Snapshot, published_snapshot
 
 MAX_K = 100
 PARENT_CHARS = 4000
@@ -95,25 +104,46 @@ def candidates(
     mode: str | None = None,
     sentence_weight: float = SENTENCE_WEIGHT,
 ) -> CandidatePool:
-    """The candidate pool of `query`: the current chunks among the `pool` nearest by dense score
-    (`dense.current_nearest`) and the `pool` best by BM25 (hybrid; only one side for "dense" or
+    """The candidate pool of `query`: the visible chunks among the `pool` nearest by dense score
+    (`dense.nearest_vectors`) and the `pool` best by BM25 (hybrid; only one side for "dense" or
     "lexical"), each with its dense score, its BM25 score and matched lexemes, and its rank on
     each side; unordered.
 
-    Every candidate is current (`seams.current_chunks`); both scores are exact for every
-    candidate (a chunk found by one side is scored by the other too), so a caller can fuse them
-    with any weight: `fuse_scores(dense, lexical, w)` reproduces `search_response`'s hybrid
-    order (sorted by fused score, then chunk_id). The dense score re-scores by the best sentence
-    as `search_response` does (`sentence_weight`, 0 to turn off); `mode` picks the index's
-    vectors as in `search_response`. The query is embedded only when the search uses vectors.
+    Every candidate is published and current, read in one snapshot (`pool.published_seq`); both
+    scores are exact for every candidate (a chunk found by one side is scored by the other too),
+    so a caller can fuse them with any weight: `fuse_scores(dense, lexical, w)` reproduces
+    `search_response`'s hybrid order (sorted by fused score, then chunk_id). The dense score
+    re-scores by the best sentence as `search_response` does (`sentence_weight`, 0 to turn off);
+    `mode` picks the index's vectors as in `search_response`. The query is embedded only when
+    the search uses vectors.
     """
     check_kind(search)
     checked_weight(sentence_weight)
     if isinstance(pool, bool) or not isinstance(pool, int) or not 1 <= pool <= MAX_FETCH:
         raise InputError(f"pool must be an integer from 1 to {MAX_FETCH}, got {pool!r}")
     prepared = prepare_query(query)
-    target = index_target(postgres, mode=mode)
+    try:
+        with postgres.connection() as conn, published_snapshot(conn) as snapshot:
+            return _pool(snapshot, embedder, prepared, pool, search, mode, sentence_weight)
+    except psycopg.OperationalError as exc:
+        raise connection_lost(postgres.redacted_url, "searching the chunk index", exc) from exc
+
+
+def _pool(
+    snapshot: Snapshot,
+    embedder: QueryEmbedder,
+    prepared: PreparedQuery,
+    pool: int,
+    search: SearchKind,
+    mode: str | None,
+    sentence_weight: float,
+) -> CandidatePool:
+    """The pool of a checked query, inside the answer's snapshot: the published target decides
+    the model that embeds the query, so both are read from the same publication."""
+    conn = snapshot.conn
+    target = index_target(conn, mode=mode)
     result = CandidatePool(prepared.text, search, target, (), [], list(prepared.notes))
+    result.published_seq = snapshot.published_seq
     if target is None:
         wanted = f" in mode {mode!r}" if mode else ""
         result.notes.append(
@@ -126,11 +156,7 @@ def candidates(
         vector = embedder.for_model(target.model_id).embed([prepared.text])[0]
         vector = np.asarray(vector, dtype=np.float32)
     embedded = time.perf_counter()
-    try:
-        with postgres.connection() as conn:
-            fill_pool(conn, result, vector, pool, sentence_weight)
-    except psycopg.OperationalError as exc:
-        raise connection_lost(postgres.redacted_url, "searching the chunk index", exc) from exc
+    fill_pool(conn, result, vector, pool, sentence_weight)
     result.embed_ms = (embedded - started) * 1000
     result.search_ms = (time.perf_counter() - embedded) * 1000
     return result
@@ -157,10 +183,14 @@ def search_response(
     `fuse_scores` with `lexical_weight`; "dense" by the dense score alone (cosine with the chunk
     vector, re-scored by the best sentence: `sentence_weight`, 0 to turn off); "lexical" by BM25
     alone (`lexical`). Each hit carries both component scores and the query
-    lexemes it contains. The query is embedded by the model the index was built with, and
-    matched against the vectors of the mode it was built in, both read from the index's own rows
-    (`index_target`; `mode` picks one of several modes the index may hold); `embedder.for_model`
-    switches to the index's variant when settings changed since.
+    lexemes it contains. The query is embedded by the model the published index was built with,
+    and matched against the vectors of the mode it was built in, both read from the index's own
+    rows (`index_target`; `mode` picks one of several modes the index may hold);
+    `embedder.for_model` switches to the index's variant when settings changed since.
+
+    One answer reads one published state: the pool, the hits and their context come from one
+    read-only snapshot (`snapshot`), whose publication is `response.published_seq`; a build
+    being written meanwhile is never seen, a publication is seen whole or not at all.
 
     `budget` (tokens): instead of k hits, the hits of the ranked pool (`pool_size(k)`
     candidates) in rank order until the budget is full, hits that overlap or touch in one
@@ -172,43 +202,41 @@ def search_response(
         raise InputError(f"k must be an integer from 1 to {MAX_K}, got {k!r}")
     check_kind(search)
     checked_lexical_weight(lexical_weight)
+    checked_weight(sentence_weight)
     if budget is not None:
         check_budget(budget)
         count_tokens = count_tokens or getattr(embedder, "count_tokens", None)
         if count_tokens is None:
             raise InputError("a token budget needs a token counter: pass count_tokens")
-    pool = candidates(
-        postgres,
-        embedder,
-        query,
-        pool=pool_size(k),
-        search=search,
-        mode=mode,
-        sentence_weight=sentence_weight,
-    )
-    target = pool.target
-    response = SearchResponse(
-        query=pool.query,
-        k=k,
-        mode=target.mode if target else (mode or ""),
-        model_id=target.model_id if target else "",
-        hits=[],
-        notes=pool.notes,
-        embed_ms=pool.embed_ms,
-        candidates_scanned=pool.scanned,
-        search=search,
-        lexemes=pool.lexemes,
-    )
-    if target is None:
-        return response
-    started = time.perf_counter()
-    ranked = ranked_candidates(pool, lexical_weight)
-    wanted = ranked if budget is not None else ranked[:k]
-    # The rank position travels as the "distance", so the rows come back in rank order.
-    keys = [(e.batch_key, e.document_id, e.chunk_id, float(i)) for i, (e, _) in enumerate(wanted)]
+    prepared = prepare_query(query)
     try:
-        with postgres.connection() as conn:
+        with postgres.connection() as conn, published_snapshot(conn) as snapshot:
+            pool = _pool(snapshot, embedder, prepared, pool_size(k), search, mode, sentence_weight)
+            response = SearchResponse(
+                query=pool.query,
+                k=k,
+                mode=pool.target.mode if pool.target else (mode or ""),
+                model_id=pool.target.model_id if pool.target else "",
+                hits=[],
+                notes=pool.notes,
+                embed_ms=pool.embed_ms,
+                candidates_scanned=pool.scanned,
+                search=search,
+                lexemes=pool.lexemes,
+                published_seq=snapshot.published_seq,
+            )
+            if pool.target is None:
+                return response
+            started = time.perf_counter()
+            ranked = ranked_candidates(pool, lexical_weight)
+            wanted = ranked if budget is not None else ranked[:k]
+            # The rank position travels as the "distance", so the rows come back in rank order.
+            keys = [
+                (e.batch_key, e.document_id, e.chunk_id, float(i))
+                for i, (e, _) in enumerate(wanted)
+            ]
             rows = hit_rows(conn, keys, len(wanted), parent_chars) if wanted else []
+            others = len(rows) < k and budget is None and other_targets(conn, pool.target)
     except psycopg.OperationalError as exc:
         raise connection_lost(postgres.redacted_url, "searching the chunk index", exc) from exc
     for rank, row in enumerate(rows, 1):
@@ -222,6 +250,7 @@ def search_response(
                 matched_terms=entry.matched_terms,
                 dense_rank=entry.dense_rank,
                 lexical_rank=entry.lexical_rank,
+                published_seq=snapshot.published_seq,
             )
         )
     if budget is not None:
@@ -237,7 +266,8 @@ def search_response(
             )
         response.hits = [h for h in response.hits if h.rank in kept]
     response.search_ms = pool.search_ms + (time.perf_counter() - started) * 1000
-    if len(response.hits) < k and budget is None and other_targets(postgres, target):
+    if others:
+        target = pool.target
         response.notes.append(
             f"the index also holds vectors of another mode or model than the newest batch's "
             f"({target.mode}, model {target.model_id[:12]}): `seams backfill` re-indexes every "
@@ -270,20 +300,21 @@ def search_vector(
     parent_chars: int = PARENT_CHARS,
     sentence_weight: float = SENTENCE_WEIGHT,
 ) -> tuple[list[SearchHit], int]:
-    """Hits for an already-embedded query, and how many index entries were fetched for them."""
+    """Hits for an already-embedded query, and how many index entries were fetched for them;
+    one snapshot, as `search_response`."""
     checked_weight(sentence_weight)
     query_vector = np.asarray(vector, dtype=np.float32)
-    fetch = pool_size(k)
+    target = IndexTarget(mode=mode, model_id=model_id)
     try:
-        with postgres.connection() as conn:
-            while True:
-                nearest = nearest_vectors(conn, query_vector, model_id, mode, fetch)
-                if nearest and sentence_weight > 0:
-                    nearest = rescored(conn, query_vector, nearest, model_id, sentence_weight)
-                rows = hit_rows(conn, nearest, k, parent_chars) if nearest else []
-                if len(rows) >= k or len(nearest) < fetch or fetch >= MAX_FETCH:
-                    break
-                fetch = min(MAX_FETCH, fetch * 4)  # stale versions crowded the candidates
+        with postgres.connection() as conn, published_snapshot(conn) as snapshot:
+            nearest = nearest_vectors(conn, query_vector, target, pool_size(k))
+            if nearest and sentence_weight > 0:
+                nearest = rescored(conn, query_vector, nearest, model_id, sentence_weight)
+            rows = hit_rows(conn, nearest, k, parent_chars) if nearest else []
     except psycopg.OperationalError as exc:
         raise connection_lost(postgres.redacted_url, "searching the chunk index", exc) from exc
-    return [hit_from_row(rank, row) for rank, row in enumerate(rows, 1)], len(nearest)
+    hits = [
+        replace(hit_from_row(rank, row), published_seq=snapshot.published_seq)
+        for rank, row in enumerate(rows, 1)
+    ]
+    return hits, len(nearest)

@@ -1,4 +1,5 @@
-"""Ranked chunk keys to hits, in SQL: the current ones among them joined with their document,
+"""Ranked chunk keys to hits, in SQL: the visible ones among them (their document's published
+current version, at its build's generation) joined with their document,
 their parent (section or whole document, its text capped and centred on the hit) and their
 neighbours, with the source text from the previous chunk's start to the next chunk's end
 (sentence-window retrieval, without duplicating any overlap). One statement, one round trip.
@@ -20,16 +21,14 @@ WITH nearest AS (
                          %(distances)s::float8[]) AS n(batch_key, document_id, chunk_id, distance)
 ), hits AS (
     SELECT n.distance, c.batch_key, c.document_id, c.chunk_id, c.chunk_index, c.total_chunks,
-           c.text, c.start_char, c.end_char, c.page_start, c.page_end, c.section, c.source_sha256
+           c.text, c.start_char, c.end_char, c.page_start, c.page_end, c.section, c.source_sha256,
+           c.generation, cur.generation AS published_generation
     FROM nearest AS n
-    CROSS JOIN LATERAL (
-        -- OFFSET 0 keeps this a per-candidate subquery, so the document_id condition reaches
-        -- the view's newest-version lookup (an index probe) instead of a scan of every version.
-        SELECT * FROM {current} AS c
-        WHERE c.batch_key = n.batch_key AND c.document_id = n.document_id
-          AND c.chunk_id = n.chunk_id
-        OFFSET 0
-    ) AS c
+    -- Visible: the document's published current version is in this batch, and each table is
+    -- read at the one generation that build sees (never a build still being written).
+    JOIN {current} AS cur ON cur.document_id = n.document_id AND cur.batch_key = n.batch_key
+    JOIN {chunks} AS c ON c.batch_key = n.batch_key AND c.document_id = n.document_id
+                      AND c.chunk_id = n.chunk_id AND c.generation <= cur.generation
     ORDER BY n.distance, c.document_id, c.chunk_index
     LIMIT %(k)s
 )
@@ -43,15 +42,23 @@ SELECT h.distance, h.batch_key, h.document_id, h.chunk_id, h.chunk_index, h.tota
        nxt.chunk_id, nxt.chunk_index, nxt.start_char, nxt.end_char, nxt.text,
        coalesce(prev.start_char, h.start_char), coalesce(nxt.end_char, h.end_char),
        substr(e.text, coalesce(prev.start_char, h.start_char) + 1,
-              coalesce(nxt.end_char, h.end_char) - coalesce(prev.start_char, h.start_char))
+              coalesce(nxt.end_char, h.end_char) - coalesce(prev.start_char, h.start_char)),
+       h.published_generation
 FROM hits AS h
 JOIN {documents} AS d ON d.batch_key = h.batch_key AND d.document_id = h.document_id
 JOIN {extracted} AS e ON e.batch_key = h.batch_key AND e.document_id = h.document_id
+                     AND e.generation <= h.published_generation
 CROSS JOIN LATERAL (
-    SELECT * FROM {parents} AS p
-    WHERE p.batch_key = h.batch_key AND p.document_id = h.document_id
-      AND p.source_sha256 = h.source_sha256 AND p.section = h.section
-    OFFSET 0  -- as above: aggregate only this document's chunks, not the whole table
+    -- The parent (seams.chunk_parents' rule) over the hit's own build: its chunks share one
+    -- generation, so the section's span never mixes versions or builds.
+    SELECT CASE WHEN h.section = '' THEN 'document' ELSE 'section' END AS parent_kind,
+           min(s.start_char) AS start_char, max(s.end_char) AS end_char,
+           min(s.chunk_index) AS first_chunk_index, max(s.chunk_index) AS last_chunk_index,
+           count(*) AS chunk_count
+    FROM {chunks} AS s
+    WHERE s.batch_key = h.batch_key AND s.generation = h.generation
+      AND s.document_id = h.document_id AND s.source_sha256 = h.source_sha256
+      AND s.section = h.section
 ) AS p
 CROSS JOIN LATERAL (
     SELECT s AS text_start, least(p.end_char, s + %(cap)s) AS text_end
@@ -61,9 +68,11 @@ CROSS JOIN LATERAL (
                           p.end_char - %(cap)s))
                  END AS s) AS bounds
 ) AS w
-LEFT JOIN {chunks} AS prev ON prev.batch_key = h.batch_key AND prev.document_id = h.document_id
+LEFT JOIN {chunks} AS prev ON prev.batch_key = h.batch_key AND prev.generation = h.generation
+                          AND prev.document_id = h.document_id
                           AND prev.chunk_index = h.chunk_index - 1
-LEFT JOIN {chunks} AS nxt ON nxt.batch_key = h.batch_key AND nxt.document_id = h.document_id
+LEFT JOIN {chunks} AS nxt ON nxt.batch_key = h.batch_key AND nxt.generation = h.generation
+                         AND nxt.document_id = h.document_id
                          AND nxt.chunk_index = h.chunk_index + 1
 ORDER BY h.distance, h.document_id, h.chunk_index
 """
@@ -72,13 +81,12 @@ ORDER BY h.distance, h.document_id, h.chunk_index
 def hit_rows(
     conn: psycopg.Connection[Any], nearest: list[tuple[str, str, str, float]], k: int, cap: int
 ) -> list[tuple[Any, ...]]:
-    """The k best of `nearest` that are current, joined with their document, parent and
-    neighbours (one statement, one round trip)."""
+    """The k best of `nearest` that are visible (published, current), joined with their
+    document, parent and neighbours (one statement, one round trip)."""
     query = sql.SQL(HITS).format(
-        current=sql.Identifier(schema.SCHEMA, schema.CURRENT_CHUNKS_VIEW),
+        current=schema.CURRENT_DOCUMENTS.identifier(),
         documents=schema.BATCH_DOCUMENTS.identifier(),
         extracted=schema.EXTRACTED_TEXT.identifier(),
-        parents=sql.Identifier(schema.SCHEMA, schema.CHUNK_PARENTS_VIEW),
         chunks=schema.CHUNKS.identifier(),
     )
     batches, docs, ids, distances = (list(col) for col in zip(*nearest, strict=True))
@@ -126,6 +134,7 @@ def hit_from_row(rank: int, row: tuple[Any, ...]) -> SearchHit:
     ) = row[:23]
     previous, following = _neighbour(row[23:28]), _neighbour(row[28:33])
     window_start, window_end, window_text = row[33:36]
+    generation = int(row[36])
     if parent_kind == "section":
         parent_title = section.rsplit(" > ", 1)[-1]
     else:
@@ -162,4 +171,5 @@ def hit_from_row(rank: int, row: tuple[Any, ...]) -> SearchHit:
         context=HitContext(
             parent, previous, following, window_start, window_end, window_text or ""
         ),
+        generation=generation,
     )

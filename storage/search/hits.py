@@ -91,6 +91,10 @@ class SearchHit:
     """Its rank among the dense search's nearest chunks (None: not among them)."""
     lexical_rank: int | None = None
     """Its rank among the BM25 search's best chunks (None: not among them)."""
+    generation: int = 0
+    """The published build of its batch that it was read from (`seams.publications`)."""
+    published_seq: int | None = None
+    """The publication its answer saw (`SearchResponse.published_seq`)."""
 
     @property
     def matched(self) -> str:
@@ -133,6 +137,9 @@ class SearchResponse:
     """The query's lexemes under the index's text search configuration."""
     context: PackedContext | None = None
     """With a token budget: the spans given to the reader (`context_budget`)."""
+    published_seq: int | None = None
+    """The newest publication (`seams.publications.seq`) the answer's snapshot saw: every hit
+    comes from the corpus as published at it; None when nothing is published yet."""
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -142,6 +149,7 @@ class SearchResponse:
             "mode": self.mode,
             "model_id": self.model_id,
             "lexemes": list(self.lexemes),
+            "published_seq": self.published_seq,
             "notes": self.notes,
             "embed_ms": round(self.embed_ms, 3),
             "search_ms": round(self.search_ms, 3),

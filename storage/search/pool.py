@@ -18,7 +18,7 @@ from seams.storage.search.dense import (
     MIN_FETCH,
     IndexTarget,
     chunk_distances,
-    current_nearest,
+    nearest_vectors,
     rescored,
 )
 from seams.storage.search.fusion import LEXICAL_WEIGHT, fuse_scores
@@ -62,6 +62,8 @@ class CandidatePool:
     embed_ms: float = 0.0
     search_ms: float = 0.0
     scanned: int = 0
+    published_seq: int | None = None
+    """The publication the pool's snapshot saw (see `SearchResponse.published_seq`)."""
 
 
 def fill_pool(
@@ -71,7 +73,8 @@ def fill_pool(
     pool: int,
     sentence_weight: float,
 ) -> None:
-    """Both sides' top `pool`, then the missing component of every candidate."""
+    """Both sides' top `pool`, then the missing component of every candidate; `conn` is in
+    the answer's snapshot, so both sides read one published state."""
     target = result.target
     assert target is not None
     terms = None
@@ -90,7 +93,8 @@ def fill_pool(
                 result.notes.append("no query word occurs in the indexed chunks")
     dense: list[tuple[str, str, str, float]] = []
     if vector is not None:
-        dense, result.scanned = current_nearest(conn, vector, target, pool)
+        dense = nearest_vectors(conn, vector, target, pool)
+        result.scanned = len(dense)
     found = lexical.top_chunks(conn, terms, pool) if terms is not None else []
     keys = {(b, d, c): None for b, d, c, _ in dense}
     keys.update({(h.batch_key, h.document_id, h.chunk_id): None for h in found})
