@@ -20,7 +20,7 @@ import numpy as np
 from seams.assets.partitions import document_batches
 from seams.errors import InputError, SeamsError
 from seams.models.model_store import load_manifest
-from seams.orchestration import launch, ownership
+from seams.orchestration import command_lock, launch, ownership
 from seams.orchestration.dagster_internals import StaleStatus, stale_status_resolver
 from seams.orchestration.found_model import record_found_model
 from seams.paths import sample_corpus
@@ -79,6 +79,17 @@ class RunSummary:
 def _postgres(*, defs: dg.Definitions) -> PostgresResource:
     """The pipeline's own Postgres resource: the same database the assets write."""
     return defs.resources["postgres"]
+
+
+def hold_data(
+    defs: dg.Definitions, command: str, report: Report, *, wait: bool = True
+) -> contextlib.AbstractContextManager[object]:
+    """The data's command lock, held by `command` (`seams run /data/in`) while the block runs:
+    a second `seams run`/`seams backfill` on the same database waits (saying for whom) or, with
+    `wait=False`, raises `command_lock.CommandBusy`. Take it before reading what is unfinished:
+    what one command reads, another must not be changing."""
+    url = _postgres(defs=defs).resolved_url()
+    return command_lock.command_lock(url, command, report, wait=wait)
 
 
 def ensure_model(instance: dg.DagsterInstance, report: Report, *, defs: dg.Definitions) -> None:

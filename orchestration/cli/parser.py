@@ -61,6 +61,12 @@ class CommandParser(argparse.ArgumentParser):
         return False
 
 
+_NO_WAIT = (
+    "when another `seams run`/`seams backfill` works on the same data, say which and exit 3 "
+    "(default: wait for it)"
+)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The `seams` parser; `args.command` names the module that runs the command."""
     parser = argparse.ArgumentParser(
@@ -96,11 +102,13 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="read again the files under PATH whose extraction once killed a run (quarantined)",
     )
+    run.add_argument("--no-wait", action="store_true", help=_NO_WAIT)
 
     backfill = sub.add_parser(
         "backfill", help="recompute the unsynced assets of every batch (after a settings change)"
     )
     backfill.add_argument("--json", action="store_true", help="print a JSON summary")
+    backfill.add_argument("--no-wait", action="store_true", help=_NO_WAIT)
 
     search = sub.add_parser(
         "search", help="search the current chunks (top-k, with context)", dash_positional=True
