@@ -41,6 +41,7 @@ from seams.resources.embedded_server import (
     start_server,
     stop_server,
 )
+from seams.storage.migrations import DDL_LOCK  # every creator of schema-level objects takes it
 
 log = logging.getLogger(__name__)
 
@@ -49,8 +50,6 @@ DAGSTER_URL_ENV = DAGSTER_DATABASE_URL_ENV
 DATA_DATABASE = "seams"
 DAGSTER_DATABASE = "dagster"
 CONNECT_TIMEOUT_S = 5
-#: The advisory lock every creator of schema-level objects (extension, schema, tables) takes.
-DDL_LOCK = "seams:ddl"
 
 
 @dataclass(frozen=True)

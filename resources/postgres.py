@@ -2,9 +2,14 @@
 
 Dagster builds a fresh resource object for every run (and every step process), so the pool lives
 in a module-level cache keyed by process and URL: a run reuses the connections of the previous run
-in the same process, and a forked child never shares its parent's sockets. The first use of a URL
-in a process creates the schema (`ensure_schema`) before any pooled connection exists, so every
-pooled connection can register the pgvector adapters it needs.
+in the same process, and a forked child never shares its parent's sockets.
+
+The schema is created and upgraded by writers only (`ensure_schema`, i.e.
+`seams.storage.migrations.migrate`: once per schema version, under a lock), never on a reader's
+path: a reader's first connection in a process reads the recorded version once and goes on, so
+no process start replaces a view a search is reading (the deadlock that used to cost searches).
+Every Dagster step, sensor and schedule using this resource is a writer: `setup_for_execution`
+migrates before the first use.
 
 Connections are handed out in autocommit mode: a caller that writes opens `conn.transaction()`,
 so a read never leaves an idle transaction behind and a write is exactly one transaction.
@@ -37,12 +42,12 @@ from seams.environment import SeamsEnvironment
 from seams.errors import StorageError
 from seams.resources.database import (
     CONNECT_TIMEOUT_S,
-    DDL_LOCK,
     URL_ENV,
     redact,
     resolve_data_url,
 )
-from seams.storage import schema
+from seams.storage.connections import connection_lost
+from seams.storage.migrations import Migration, SchemaState, migrate, read_state
 
 log = logging.getLogger(__name__)
 
@@ -124,13 +129,17 @@ class PostgresResource(dg.ConfigurableResource):
         return redact(self.resolved_url())
 
     def pool(self) -> ConnectionPool:
-        """This process's pool for the URL, created (after `ensure_schema`) on first use."""
+        """This process's pool for the URL, created on first use, after one look at the
+        schema's version (`_check_schema`; none after `ensure_schema`). Runs no DDL on a
+        schema that exists: see `ensure_schema` (writers)."""
         url = self.resolved_url()
         key = (os.getpid(), url)
         with _LOCK:
             pool = _POOLS.get(key)
             if pool is None or pool.closed:
-                _ensure_schema_once(url)
+                if key not in _SCHEMA_CHECKED:
+                    state = _check_schema(url)
+                    _SCHEMA_CHECKED[key] = state.needs_migration and not state.missing
                 pool = _POOLS[key] = _open_pool(url, self.max_connections)
         return pool
 
@@ -139,12 +148,26 @@ class PostgresResource(dg.ConfigurableResource):
         """A pooled connection in autocommit mode, pgvector adapters registered.
 
         Open `conn.transaction()` for writes. Connection failures become `StorageError`s naming
-        the (redacted) URL; errors raised inside the block pass through unchanged.
+        the (redacted) URL; errors raised inside the block pass through unchanged, except a
+        missing table or column of a schema older than this Seams: one line saying to run
+        `seams db upgrade`.
         """
         pool = self.pool()
         conn = self._getconn(pool)
         try:
-            yield conn
+            key = (os.getpid(), self.resolved_url())
+            try:
+                yield conn
+            except psycopg.ProgrammingError as exc:
+                if _SCHEMA_CHECKED.get(key) and isinstance(
+                    exc, psycopg.errors.UndefinedTable | psycopg.errors.UndefinedColumn
+                ):
+                    raise StorageError(
+                        f"the seams schema at {self.redacted_url} is older than this Seams "
+                        f"({str(exc).strip().splitlines()[0]}): run `seams db upgrade` (or any "
+                        "`seams run`) to upgrade it"
+                    ) from exc
+                raise
         finally:
             pool.putconn(conn)  # discards a broken connection, rolls back a stray transaction
 
@@ -173,16 +196,30 @@ class PostgresResource(dg.ConfigurableResource):
                 "if every connection is busy"
             ) from exc
 
-    def ensure_schema(self) -> None:
-        """Create schema `seams` and every declared table, index and view (idempotent).
+    def ensure_schema(self) -> Migration | None:
+        """A writer's entry: bring the database to this Seams' schema version (create or
+        upgrade it, `seams.storage.migrations.migrate`), once per process and URL; None when
+        this process did so already.
 
-        Safe against concurrent processes (DDL runs under an advisory lock) and verifies that
-        existing tables still match their declarations in `seams/storage/schema.py`.
+        Safe against concurrent processes (one migration under an advisory lock; the others
+        find it done), no DDL at all when the recorded version is the code's, and a refusal
+        when a newer Seams upgraded the database. Verifies that the tables match their
+        declarations in `seams/storage/schema.py`.
         """
         url = self.resolved_url()  # outside _LOCK: resolving takes it too
-        create_schema(url)
+        key = (os.getpid(), url)
+        if key in _MIGRATED:
+            return None
+        migration = create_schema(url)
         with _LOCK:
-            _SCHEMA_READY.add((os.getpid(), url))
+            _MIGRATED.add(key)
+            _SCHEMA_CHECKED[key] = False
+        return migration
+
+    def setup_for_execution(self, context: dg.InitResourceContext) -> None:
+        """Dagster runs, steps, sensors and schedules write: the schema is migrated (once per
+        process) before their first use, so no writer meets an outdated schema."""
+        self.ensure_schema()
 
 
 def server_down_reason(url: str) -> str | None:
@@ -196,11 +233,67 @@ def server_down_reason(url: str) -> str | None:
         return text.splitlines()[0] if text else type(exc).__name__
 
 
+def _check_schema(url: str) -> SchemaState:
+    """A reader's look at the schema, on one direct connection before the pool opens: one
+    SELECT, never DDL on a schema that exists. A server that is down fails here at once.
+
+    An older schema is read as it is (upgrades only add, so what a reader reads is there; the
+    next writer upgrades it), a newer one too. A database without any `seams` table is set up
+    here, once: nobody can be reading tables that do not exist, so creating them cannot
+    deadlock with anyone; a role that may not create them is told what to run.
+    """
+    where = redact(url)
+    try:
+        conn = psycopg.connect(url, connect_timeout=CONNECT_TIMEOUT_S, autocommit=True)
+    except psycopg.OperationalError as exc:
+        raise StorageError(
+            f"cannot connect to PostgreSQL at {where}: {redact(_first_line(exc))}. Check that "
+            f"the server is running and the URL is right, or unset {URL_ENV} to use Seams' "
+            "embedded PostgreSQL."
+        ) from exc
+    with conn:
+        try:
+            with conn.transaction():
+                state = read_state(conn)
+        except psycopg.OperationalError as exc:
+            raise connection_lost(where, "reading the schema version", exc) from exc
+        if state.missing:
+            try:
+                migrate(conn, redacted_url=where)
+            except StorageError as exc:
+                raise StorageError(
+                    f"nothing is indexed yet at {where}, and the seams schema could not be "
+                    f"created ({exc}): run `seams db upgrade` or `seams run` as a role that "
+                    "may create it"
+                ) from exc
+    if state.newer:
+        log.warning(
+            "the seams schema at %s (%s) is newer than this Seams: reading it as it is; "
+            "upgrade Seams to write to it",
+            where,
+            state.describe(),
+        )
+    elif state.needs_migration and not state.missing:
+        log.info(
+            "the seams schema at %s (%s) is older than this Seams: reading it as it is; the "
+            "next run or `seams db upgrade` upgrades it",
+            where,
+            state.describe(),
+        )
+    return state
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
 def close_pool(url: str) -> None:
     """Close this process's pool for `url`, if any (tests drop databases; callers shut down)."""
     with _LOCK:
         pool = _POOLS.pop((os.getpid(), url), None)
-        _SCHEMA_READY.discard((os.getpid(), url))
+        _SCHEMA_CHECKED.pop((os.getpid(), url), None)
+        _MIGRATED.discard((os.getpid(), url))
     if pool is not None:
         pool.close()
 
@@ -209,86 +302,17 @@ def close_all_pools() -> None:
     with _LOCK:
         pools = [p for (pid, _), p in _POOLS.items() if pid == os.getpid()]
         _POOLS.clear()
-        _SCHEMA_READY.clear()
+        _SCHEMA_CHECKED.clear()
+        _MIGRATED.clear()
     for pool in pools:
         pool.close()
 
 
-def create_schema(url: str) -> None:
-    """Run the DDL of `seams.storage.schema` in one transaction under an advisory lock."""
-    try:
-        with psycopg.connect(url, connect_timeout=CONNECT_TIMEOUT_S, autocommit=True) as conn:
-            with conn.transaction():
-                conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (DDL_LOCK,))
-                for statement in schema.ddl(**_existing(conn)):
-                    conn.execute(statement)
-            _check_declared_columns(conn, redact(url))
-    except psycopg.errors.FeatureNotSupported as exc:  # pragma: no cover - server specific
-        raise StorageError(f"cannot create the seams schema at {redact(url)}: {exc}") from exc
-    except (psycopg.errors.UndefinedFile, psycopg.errors.InsufficientPrivilege) as exc:
-        raise StorageError(
-            f"cannot create the seams schema at {redact(url)}: {str(exc).strip()}. The pgvector "
-            "extension must be installed and the user allowed to CREATE in the database "
-            "(or an administrator runs `CREATE EXTENSION vector`); or unset "
-            f"{URL_ENV} to use Seams' embedded PostgreSQL, which has both."
-        ) from exc
-    except psycopg.OperationalError as exc:
-        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise StorageError(
-            f"cannot connect to PostgreSQL at {redact(url)}: {reason}. Check that the server is "
-            f"running and the URL is right, or unset {URL_ENV} to use Seams' embedded PostgreSQL."
-        ) from exc
-
-
-def _existing(conn: psycopg.Connection[Any]) -> dict[str, bool]:
-    """Whether the schema and pgvector already exist: their CREATE ... IF NOT EXISTS would still
-    need privileges a least-privilege data role (docs/reliability.md) does not have."""
-    row = conn.execute(
-        "SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = %s),"
-        " EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'vector')",
-        (schema.SCHEMA,),
-    ).fetchone()
-    return {"schema_exists": bool(row[0]), "vector_exists": bool(row[1])}
-
-
-_PG_TYPE_NAMES = {"timestamptz": "timestamp with time zone"}
-
-
-def _check_declared_columns(conn: psycopg.Connection[Any], redacted_url: str) -> None:
-    """Tables created by an older declaration are reported, not silently written with gaps."""
-    rows = conn.execute(
-        """SELECT c.relname, a.attname, format_type(a.atttypid, a.atttypmod), a.attnotnull
-           FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
-           JOIN pg_namespace n ON n.oid = c.relnamespace
-           WHERE n.nspname = %s AND c.relkind = 'r' AND a.attnum > 0 AND NOT a.attisdropped""",
-        (schema.SCHEMA,),
-    ).fetchall()
-    actual: dict[str, set[tuple[str, str, bool]]] = {}
-    for table, column, pg_type, not_null in rows:
-        actual.setdefault(table, set()).add((column, pg_type, not_null))
-    for table in schema.TABLES:
-        declared = {
-            (c.name, _PG_TYPE_NAMES.get(c.pg_type, c.pg_type), not c.nullable)
-            for c in table.columns
-        }
-        found = actual.get(table.name, set())
-        if found == declared:
-            continue
-        missing = sorted(declared - found)
-        unexpected = sorted(found - declared)
-        raise StorageError(
-            f"table {table.qualified_name} at {redacted_url} does not match its declaration in "
-            f"seams/storage/schema.py: missing or changed {missing}, unexpected {unexpected}. "
-            f"Asset tables hold derived data: `DROP TABLE {table.qualified_name} CASCADE` and "
-            "re-materialize (the view is recreated), or migrate the table by hand."
-        )
-
-
-def _ensure_schema_once(url: str) -> None:
-    key = (os.getpid(), url)
-    if key not in _SCHEMA_READY:
-        create_schema(url)
-        _SCHEMA_READY.add(key)
+def create_schema(url: str) -> Migration:
+    """Create or upgrade the `seams` schema at `url` (`seams.storage.migrations.migrate`): one
+    transaction under the DDL advisory lock, and only when the recorded version is not the
+    code's. Errors name the redacted URL."""
+    return migrate(url, redacted_url=redact(url))
 
 
 def _open_pool(url: str, max_size: int) -> ConnectionPool:
@@ -406,5 +430,8 @@ def advisory_lock(conn: psycopg.Connection[Any], *parts: str) -> None:
 _LOCK = threading.Lock()
 _POOLS: dict[tuple[int, str], ConnectionPool] = {}
 _RESOLVED: dict[tuple[int, str, str], str] = {}
-_SCHEMA_READY: set[tuple[int, str]] = set()
+#: (pid, url) whose schema version this process has read (readers) or migrated (writers), and
+#: whether it was older than this Seams' then.
+_SCHEMA_CHECKED: dict[tuple[int, str], bool] = {}
+_MIGRATED: set[tuple[int, str]] = set()
 atexit.register(close_all_pools)

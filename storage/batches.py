@@ -27,6 +27,7 @@ import psycopg
 
 from seams.errors import InputError
 from seams.storage import publication
+from seams.storage.connections import describe_connection, retrying
 
 HASH_BLOCK = 1 << 20
 REGISTER_LOCK = "seams:register-batch"
@@ -189,6 +190,19 @@ def batch_key_for(
 
 
 def register_batch(
+    conn: psycopg.Connection, files: Sequence[SourceFile], *, source: str
+) -> str | None:
+    """`_register_batch_once` on `conn` (outside any transaction), rerun whole when PostgreSQL
+    aborts its transaction (deadlock, serialization failure); past the last attempt, a
+    `StorageError` that names the abort."""
+    return retrying(
+        describe_connection(conn),
+        "registering a batch",
+        lambda: _register_batch_once(conn, files, source=source),
+    )
+
+
+def _register_batch_once(
     conn: psycopg.Connection, files: Sequence[SourceFile], *, source: str
 ) -> str | None:
     """Freeze the files that are new versions into a new batch; None when nothing is new.

@@ -43,7 +43,7 @@ from psycopg.types.json import Jsonb
 
 from seams.errors import StorageError
 from seams.storage import publication, schema
-from seams.storage.connections import ConnectionSource, connection_lost
+from seams.storage.connections import ConnectionSource, connection_lost, retrying
 
 CopyFormat = Literal["binary", "text"]
 _INT_RANGES = {"integer": (-(2**31), 2**31 - 1), "bigint": (-(2**63), 2**63 - 1)}
@@ -109,6 +109,34 @@ def partition_lock(conn: psycopg.Connection[Any], table: str, partition: str) ->
 
 
 def write_table(
+    postgres: ConnectionSource,
+    table: schema.Table,
+    frame: pd.DataFrame,
+    partition_keys: Sequence[str] | None,
+    *,
+    asset: str | None = None,
+    copy_format: CopyFormat = "binary",
+    run_id: str | None = None,
+) -> WriteResult:
+    """`_write_table_once`, rerun whole when PostgreSQL aborts its transaction (a deadlock or a
+    serialization failure: nothing was written); past the last attempt, a `StorageError` that
+    names the abort."""
+    return retrying(
+        postgres.redacted_url,
+        f"writing asset {asset or table.name} to {table.qualified_name}",
+        lambda: _write_table_once(
+            postgres,
+            table,
+            frame,
+            partition_keys,
+            asset=asset,
+            copy_format=copy_format,
+            run_id=run_id,
+        ),
+    )
+
+
+def _write_table_once(
     postgres: ConnectionSource,
     table: schema.Table,
     frame: pd.DataFrame,

@@ -674,6 +674,22 @@ LEXICAL_TOTALS = Table(
 
 LEXICAL_TABLES = (LEXICAL_CHUNKS, LEXICAL_POSTINGS, LEXICAL_TERMS, LEXICAL_TOTALS)
 
+SCHEMA_VERSION = Table(
+    "schema_version",
+    (
+        Column("one", "boolean", default="true", description="always true: one row"),
+        Column("version", "integer", description="the schema number (migrations.SCHEMA_NUMBER)"),
+        Column("ddl_sha256", "text", description="sha256 of the DDL the database was brought to"),
+        Column("seams_version", "text", description="the Seams release that brought it there"),
+        Column("migrated_at", "timestamptz", default="now()", description="when"),
+    ),
+    key=("one",),
+    partitioned=False,
+    primary_key=("one",),
+    # Written only by `seams.storage.migrations.migrate`; readers read it once per process.
+    description="The schema version this database holds: one row.",
+)
+
 TABLES: tuple[Table, ...] = (
     *ASSET_TABLES.values(),
     BATCHES,
@@ -686,6 +702,7 @@ TABLES: tuple[Table, ...] = (
     CURRENT_DOCUMENTS,
     PUBLICATIONS,
     *LEXICAL_TABLES,
+    SCHEMA_VERSION,
 )
 
 CURRENT_CHUNKS_VIEW = "current_chunks"

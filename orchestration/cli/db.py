@@ -1,5 +1,5 @@
-"""`seams db url|start|stop|status`: the PostgreSQL Seams uses (needs no settings, so it works
-when seams.yaml is broken)."""
+"""`seams db url|start|stop|status|upgrade`: the PostgreSQL Seams uses, and its schema (needs no
+settings, so it works when seams.yaml is broken)."""
 
 from __future__ import annotations
 
@@ -7,16 +7,20 @@ import argparse
 
 from seams.environment import SeamsEnvironment
 from seams.resources.database import URL_ENV, EmbeddedPostgres, redact, resolve
+from seams.resources.postgres import create_schema
 
 
 def run(args: argparse.Namespace) -> int:
-    """Print the data database's URL, or start, stop or report the embedded server; exit 1 for
-    `status` of a stopped server."""
+    """Print the data database's URL, start, stop or report the embedded server, or create or
+    upgrade the seams schema; exit 1 for `status` of a stopped server."""
     environment: SeamsEnvironment = args.environment
     external = environment.external_database
     server = EmbeddedPostgres.for_environment(environment)
     if args.action == "url":
         print(resolve(environment).data)
+    elif args.action == "upgrade":
+        url = resolve(environment).data
+        print(create_schema(url).describe(redact(url)))
     elif args.action == "start":
         urls = resolve(environment)
         where = "external server" if external else f"embedded PostgreSQL in {server.pgdata}"

@@ -86,9 +86,10 @@ def build_parser() -> argparse.ArgumentParser:
     db = sub.add_parser("db", help="start, stop or inspect PostgreSQL; print its URL")
     db.add_argument(
         "action",
-        choices=["url", "start", "stop", "status"],
+        choices=["url", "start", "stop", "status", "upgrade"],
         help="url: print a psycopg URL of the data database (starting the embedded server if "
-        "needed); start/stop/status: manage the embedded server",
+        "needed); start/stop/status: manage the embedded server; upgrade: create or upgrade "
+        "the seams schema (once per Seams release; runs do it too)",
     )
 
     run = sub.add_parser(
