@@ -31,7 +31,6 @@ from pathlib import Path
 
 from tests.support.processes import start_redis, start_workers, stop_group
 
-
 RESULTS = Path(__file__).parent / "results" / "scale_out.json"
 
 

@@ -29,7 +29,6 @@ from pathlib import Path
 
 from tests.support.processes import stop_group
 
-
 SAMPLES = (("field_notes.md",), ("history_of_maps.txt", "kitchen_science.md"))
 ONE_FILE = "field_notes.md"
 
