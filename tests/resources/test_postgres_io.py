@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import dagster as dg
+import numpy as np
 import pandas as pd
 import psycopg
 import pytest
@@ -124,7 +125,12 @@ def test_ensure_schema_is_idempotent_and_creates_the_view(
                 "SELECT table_name FROM information_schema.tables WHERE table_schema = 'seams'"
             )
         }
-    views = {schema.CURRENT_CHUNKS_VIEW, schema.CURRENT_VERSIONS_VIEW, schema.CHUNK_PARENTS_VIEW}
+    views = {
+        schema.CURRENT_CHUNKS_VIEW,
+        schema.CURRENT_VERSIONS_VIEW,
+        schema.CHUNK_PARENTS_VIEW,
+        schema.PUBLISHED_CHUNKS_VIEW,
+    }
     assert names == {t.name for t in schema.TABLES} | views
 
 
@@ -213,13 +219,32 @@ def _chunks(doc_versions: list[tuple[str, str, int]]) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)
 
 
-def test_current_chunks_shows_only_each_documents_newest_version(
+def _published(io: PostgresIOManager, chunks: pd.DataFrame, key: str) -> None:
+    """Store a batch's chunks, then its index (one unit vector per chunk): the write that
+    completes the batch's build and publishes it."""
+    store(io, "chunks", chunks, key)
+    vector = np.zeros(schema.EMBEDDING_DIM, dtype=np.float32)
+    vector[0] = 1.0
+    index = pd.DataFrame(
+        {
+            "chunk_id": chunks["chunk_id"],
+            "document_id": chunks["document_id"],
+            "mode": "text",
+            "model_id": "m",
+            "embedding": [vector] * len(chunks),
+            "text_search_config": "english",
+        }
+    )
+    store(io, "chunk_index", index, key)
+
+
+def test_current_chunks_shows_only_each_documents_newest_published_version(
     io: PostgresIOManager, postgres: PostgresResource, database_url: str
 ) -> None:
     postgres.ensure_schema()
     _register(database_url, "b1", [("guide", "v1"), ("faq", "f1")], "2026-01-01T00:00:00Z")
     _register(database_url, "b2", [("guide", "v2")], "2026-01-02T00:00:00Z")
-    store(io, "chunks", _chunks([("guide", "v1", 3), ("faq", "f1", 2)]), "b1")
+    _published(io, _chunks([("guide", "v1", 3), ("faq", "f1", 2)]), "b1")
 
     def current() -> list[tuple[str, str]]:
         with psycopg.connect(database_url) as conn:
@@ -228,17 +253,24 @@ def test_current_chunks_shows_only_each_documents_newest_version(
                 "ORDER BY document_id, chunk_index"
             ).fetchall()
 
-    # guide v2 is registered but not chunked yet: its stale v1 chunks are not served
-    assert current() == [("faq", "f1")] * 2
-    store(io, "chunks", _chunks([("guide", "v2", 4)]), "b2")
+    # guide v2 is registered but not published yet: readers keep v1, complete
+    assert current() == [("faq", "f1")] * 2 + [("guide", "v1")] * 3
+    store(io, "chunks", _chunks([("guide", "v2", 4)]), "b2")  # chunked, not yet indexed
+    assert current() == [("faq", "f1")] * 2 + [("guide", "v1")] * 3
+    _published(io, _chunks([("guide", "v2", 4)]), "b2")
     assert current() == [("faq", "f1")] * 2 + [("guide", "v2")] * 4
-    store(io, "chunks", _chunks([("guide", "v1", 3), ("faq", "f1", 2)]), "b1")  # old batch rerun
+    _published(io, _chunks([("guide", "v1", 3), ("faq", "f1", 2)]), "b1")  # old batch rerun
     assert current() == [("faq", "f1")] * 2 + [("guide", "v2")] * 4
 
     # guide reverted to v1 in a later batch: only that batch's v1 chunks are current, not b1's
     _register(database_url, "b3", [("guide", "v1")], "2026-01-03T00:00:00Z")
-    store(io, "chunks", _chunks([("guide", "v1", 3)]), "b3")
+    _published(io, _chunks([("guide", "v1", 3)]), "b3")
     assert current() == [("faq", "f1")] * 2 + [("guide", "v1")] * 3
+    with psycopg.connect(database_url) as conn:
+        batches = conn.execute(
+            "SELECT DISTINCT batch_key FROM seams.current_chunks WHERE document_id = 'guide'"
+        ).fetchall()
+    assert batches == [("b3",)]
 
 
 # --- through Dagster ---------------------------------------------------------------------------
@@ -274,7 +306,9 @@ def test_materialize_stores_loads_and_reports_metadata(database_url: str) -> Non
             assert result.success
         meta = result.asset_materializations_for_node("semantic_boundaries")[0].metadata
         assert meta["dagster/row_count"].value == 4
-        assert meta["rows_deleted"].value == 4
+        # The rerun's sentence_candidates dropped the open build's later parts, so this write
+        # replaced nothing (nothing is published without a chunk_index)
+        assert meta["rows_deleted"].value == 0
         assert meta["dagster/table_name"].value == "seams.semantic_boundaries"
         loaded = read_table(postgres, schema.SEMANTIC_BOUNDARIES, [key])
         assert loaded["reason"].tolist() == [key] * 4
