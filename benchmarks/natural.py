@@ -304,7 +304,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     from seams import ChunkingConfig
 
     embedder = cached_embedder(args.cache_dir, "natural")
-    counter = getattr(embedder, "count_tokens", embedder.token_count)
+    counter = embedder.count_tokens
     cap = ChunkingConfig().chunk_size_max or 254
     results: dict[str, dict[str, Any]] = {s: {} for s in args.sets}
     systems: dict[str, Any] = {}

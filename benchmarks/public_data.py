@@ -354,7 +354,7 @@ class _EmbedAsEncode:
 class CachedOnnxEmbedder(CachedEmbedder):
     """Seams' `OnnxEmbedder` memoised by sha256 of the text, on disk under `cache_file`.
 
-    An embedder object in Seams' sense: callable, `embed`, `token_count` / `count_tokens` (the
+    An embedder object in Seams' sense: callable, `embed`, `count_tokens` (the
     model's word pieces, without [CLS]/[SEP]) and `model_id`. Texts over the model window are the
     mean of their windows (`OnnxEmbedder`'s default), so chunk texts embed as in "text mode"."""
 
@@ -366,14 +366,10 @@ class CachedOnnxEmbedder(CachedEmbedder):
     def embed(self, texts: list[str]) -> np.ndarray:
         return self(list(texts))
 
-    def token_count(self, texts: list[str]) -> list[int]:
-        return self.onnx.count_tokens(list(texts))
-
     @property
     def count_tokens(self) -> Callable[[list[str]], list[int]]:
-        """The model's word-cached counter (same counts as `token_count`, faster), if this
-        version of `OnnxEmbedder` has one."""
-        return getattr(self.onnx, "count_tokens", self.token_count)
+        """The model's own word-cached token counter."""
+        return self.onnx.count_tokens
 
     @property
     def model_id(self) -> str:
@@ -622,10 +618,8 @@ def make_system(
 
 
 def _counter(embedder: Any) -> Callable[[list[str]], list[int]]:
-    """The embedder's own token counter: `count_tokens` where it has one (word-cached), else
-    `token_count` (the same counts)."""
-    counter = getattr(embedder, "count_tokens", None)
-    return counter if callable(counter) else embedder.token_count
+    """The embedder's own token counter (`count_tokens`)."""
+    return embedder.count_tokens
 
 
 def add_common_arguments(parser: argparse.ArgumentParser) -> None:

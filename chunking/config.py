@@ -28,7 +28,7 @@ figures behind the defaults", and docs/benchmarks-segmentation.md):
   set loses on.
 
 `boundary_model="static"` (the `fast` preset) finds boundaries with a static embedding model
-distilled from the same MiniLM (`resources.StaticEmbedder`, ~100x cheaper than the transformer);
+distilled from the same MiniLM (`seams.StaticEmbedder`, ~100x cheaper than the transformer);
 retrieval embeddings stay on the transformer. `tokenizer="cl100k_base"` measures `tokens` in an
 LLM's tokens (tiktoken's cl100k_base) instead of the embedding model's word pieces.
 """
@@ -225,7 +225,7 @@ class ChunkingConfig(BaseModel):
     window_size: int = Field(4, ge=1, le=32)
     boundary_model: BoundaryModel = "model"
     """Which model embeds candidates for boundary detection: the transformer ("model") or the
-    static model distilled from it ("static", see `resources.StaticEmbedder`)."""
+    static model distilled from it ("static", see `seams.StaticEmbedder`)."""
 
     # --- segmentation and structure ------------------------------------------------------------
     min_sentence_length: int = Field(12, ge=1, le=10_000)

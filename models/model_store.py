@@ -188,18 +188,26 @@ _sha_lock = threading.Lock()
 
 
 def file_sha256(path: Path) -> str:
-    """sha256 of a file, cached per process by (path, size, mtime) so re-checks are free."""
+    """sha256 of a file's bytes, read in blocks (the one way Seams hashes a file: source
+    documents and model files alike)."""
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        while chunk := fh.read(_HASH_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _verified_sha256(path: Path) -> str:
+    """`file_sha256`, cached per process by (path, size, mtime) so re-checks of an unchanged
+    model file are free. Only for model files, which Seams writes and replaces whole; source
+    documents are always read again."""
     st = path.stat()
     key = (str(path.resolve()), st.st_size, st.st_mtime_ns)
     with _sha_lock:
         cached = _sha_cache.get(key)
     if cached is not None:
         return cached
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        while chunk := fh.read(_HASH_CHUNK):
-            digest.update(chunk)
-    value = digest.hexdigest()
+    value = file_sha256(path)
     with _sha_lock:
         _sha_cache[key] = value
     return value
@@ -247,7 +255,7 @@ def verify_file(path: Path, expected_sha256: str) -> None:
     """The file exists and hashes to what its manifest recorded, or a clear `EmbeddingError`."""
     if not path.is_file():
         raise EmbeddingError(f"the model file {path} is missing; {EXPORT_HINT}.")
-    actual = file_sha256(path)
+    actual = _verified_sha256(path)
     if actual != expected_sha256:
         raise EmbeddingError(
             f"the model file {path} is corrupt: sha256 {actual[:12]}… differs from the "

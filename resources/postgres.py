@@ -418,15 +418,6 @@ def register_vector(context: psycopg.Connection[Any]) -> None:
     adapters.register_loader(info.oid, VectorBinaryLoader)
 
 
-def advisory_lock(conn: psycopg.Connection[Any], *parts: str) -> None:
-    """Take a transaction-scoped advisory lock named by `parts` (released at commit/rollback).
-
-    The name is hashed server-side; a (rare) collision only serialises two unrelated writers.
-    """
-    name = "\x1f".join(("seams", *parts))
-    conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (name,))
-
-
 _LOCK = threading.Lock()
 _POOLS: dict[tuple[int, str], ConnectionPool] = {}
 _RESOLVED: dict[tuple[int, str, str], str] = {}

@@ -26,10 +26,10 @@ from pathlib import Path, PurePath
 import psycopg
 
 from seams.errors import InputError
+from seams.models.model_store import file_sha256
 from seams.storage import publication
 from seams.storage.connections import describe_connection, retrying
 
-HASH_BLOCK = 1 << 20
 REGISTER_LOCK = "seams:register-batch"
 
 
@@ -62,14 +62,6 @@ class ManifestEntry:
 def document_id_for(source_uri: str) -> str:
     """Stable per source: a new version of the same file keeps its document id."""
     return "doc-" + hashlib.sha256(source_uri.encode("utf-8")).hexdigest()[:24]
-
-
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        while block := handle.read(HASH_BLOCK):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def scan_inbox(root: Path) -> tuple[list[SourceFile], list[RefusedFile]]:
