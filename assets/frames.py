@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from seams.chunking import Boundary, Candidate, Chunk, candidate_vectors
-from seams.storage.partition_tables import stack_vectors
+from seams.storage.frame_codec import stack_vectors
 from seams.storage.schema import ASSET_TABLES, BATCH_KEY
 
 if TYPE_CHECKING:

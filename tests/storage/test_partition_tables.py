@@ -20,7 +20,8 @@ from seams.errors import StorageError
 from seams.resources.postgres import PostgresResource, close_pool
 from seams.storage import partition_tables as io_module
 from seams.storage import schema
-from seams.storage.partition_tables import WriteResult, read_table, stack_vectors, write_table
+from seams.storage.frame_codec import stack_vectors
+from seams.storage.partition_tables import WriteResult, read_table, write_table
 from tests.storage.table_samples import assert_same, count, sample_frame
 
 
