@@ -35,12 +35,11 @@ from seams.errors import DiskFullError, StorageError, free_bytes, os_error_messa
 from seams.paths import secure_data_dir
 from seams.resources.embedded_server import (
     StartFailed,
-    planned_pgdata,
-    record_pgdata,
     running_postmaster,
     start_server,
     stop_server,
 )
+from seams.resources.server_files import planned_pgdata, record_pgdata
 from seams.storage.migrations import DDL_LOCK  # every creator of schema-level objects takes it
 
 log = logging.getLogger(__name__)

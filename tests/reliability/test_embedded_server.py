@@ -18,7 +18,7 @@ from urllib.parse import parse_qs, urlsplit
 import psycopg
 import pytest
 
-from seams.resources import embedded_server
+from seams.resources import embedded_server, server_files
 from seams.resources.database import DATA_DATABASE, EmbeddedPostgres, database_url_for
 from seams.resources.embedded_server import planned_socket_folder, server_tempdir, server_user
 from tests.support.cli import run_seams, seams_env
@@ -135,7 +135,7 @@ def test_root_in_a_private_home_folder_gets_a_private_server_outside_it(
             shutil.copytree(package.parent / name, site / name, copy_function=os.link)
     data_dir = home / "checkout" / ".seams"
     env = seams_env(SEAMS_DATA_DIR=str(data_dir), PYTHONPATH=str(site))
-    copies = embedded_server.SERVER_HOME / "postgresql"
+    copies = server_files.SERVER_HOME / "postgresql"
     copies_before = set(copies.iterdir()) if copies.is_dir() else set()
     watched = _ancestors(home)
     before = _modes(watched)
@@ -143,8 +143,8 @@ def test_root_in_a_private_home_folder_gets_a_private_server_outside_it(
     try:
         started = run_seams("db", "start", env=env)
         assert started.returncode == 0, started.stdout + started.stderr
-        pgdata = Path((data_dir / embedded_server.POINTER_NAME).read_text().strip())
-        assert pgdata.parent == embedded_server.SERVER_HOME / "servers"
+        pgdata = Path((data_dir / server_files.POINTER_NAME).read_text().strip())
+        assert pgdata.parent == server_files.SERVER_HOME / "servers"
         assert str(pgdata) in started.stdout  # says where the server is
         owner = server_user()
         info = pgdata.lstat()
