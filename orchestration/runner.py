@@ -25,7 +25,7 @@ from seams.orchestration.dagster_internals import StaleStatus, stale_status_reso
 from seams.orchestration.found_model import record_found_model
 from seams.paths import sample_corpus
 from seams.resources.postgres import PostgresResource
-from seams.storage import quarantine
+from seams.storage import publication, quarantine
 from seams.storage.batches import (
     RETIRE_REASON,
     batch_sources,
@@ -168,16 +168,27 @@ def materialize_batches(
 ) -> None:
     """Materialize `batch_keys` as one Dagster asset backfill, adding to `summary`.
 
-    The batches in `resume` (an earlier run left them unfinished) restart at their first step
-    that never completed: a finished step is not redone, so a file that failed extraction (a
-    zip bomb, a timeout) is not extracted again; `seams backfill` recomputes on purpose.
+    The batches in `resume` (left unpublished: see `unfinished`) restart at the first asset
+    their open build lacks: a step whose rows are written is not redone, so a file that failed
+    extraction (a zip bomb, a timeout) is not extracted again; `seams backfill` recomputes on
+    purpose. A build that is complete but was never published (killed between its last write
+    and its publication, or held) is published here without running anything.
     """
     keys = list(asset_selection or defs.resolve_job_def(JOB_NAME).asset_layer.executable_asset_keys)
     targets: dict[str, Sequence[dg.AssetKey]] = {key: keys for key in batch_keys}
-    for key, remaining in remaining_assets(instance, defs, [k for k in resume if k in targets]):
-        report(f"batch {key}: resuming at {remaining[0].to_user_string()}")
-        targets[key] = remaining
-    run_backfill(instance, targets, report, summary, defs=defs, started_by=started_by, tags=tags)
+    ready = []
+    for found in unfinished(defs, [k for k in resume if k in targets]):
+        if found.assets:
+            targets[found.batch] = found.assets
+        else:
+            del targets[found.batch]
+            ready.append(found.batch)
+    if ready:
+        publish_ready(ready, defs=defs)
+    if targets:
+        run_backfill(
+            instance, targets, report, summary, defs=defs, started_by=started_by, tags=tags
+        )
 
 
 def job_assets_in_order(defs: dg.Definitions) -> list[dg.AssetKey]:
@@ -186,19 +197,102 @@ def job_assets_in_order(defs: dg.Definitions) -> list[dg.AssetKey]:
     return [k for k in defs.resolve_asset_graph().toposorted_asset_keys if k in wanted]
 
 
-def remaining_assets(
-    instance: dg.DagsterInstance, defs: dg.Definitions, batch_keys: Sequence[str]
-) -> list[tuple[str, list[dg.AssetKey]]]:
-    """Per batch, the job's assets from the first one never materialized for it onwards (in
-    dependency order); batches with nothing missing are left out."""
+@dataclass(frozen=True)
+class Unfinished:
+    """A batch readers do not see as built (`publication.unpublished`), and what finishes it."""
+
+    batch: str
+    source: str
+    assets: tuple[dg.AssetKey, ...]
+    """The job's assets to materialize, in order; empty: the build is complete, publish it."""
+    state: publication.Unpublished
+
+    def describe(self) -> str:
+        """`batch K: resuming at chunk_index` (or `from the start`, `publishing`)."""
+        if not self.assets:
+            what = "publishing its complete build"
+        elif self.state.generation is None or not self.state.parts:
+            what = "from the start"
+        else:
+            what = f"resuming at {self.assets[0].to_user_string()}"
+        return f"batch {self.batch}: {what}"
+
+
+def unfinished(defs: dg.Definitions, batch_keys: Sequence[str] | None = None) -> list[Unfinished]:
+    """Every batch (of `batch_keys`, or all, whatever its source) whose index is not published:
+    registered and never built, or with an open build (a run or backfill killed at any step,
+    between `chunks` and `chunk_index` too). Decided from the data, not from Dagster's event
+    log: a batch is done when readers see it, and a step's materialization event can land
+    without its publication, or its publication without the event."""
     order = job_assets_in_order(defs)
-    done = {key: instance.get_materialized_partitions(key) for key in order}
-    found = []
-    for batch in batch_keys:
-        first = next((i for i, key in enumerate(order) if batch not in done[key]), None)
-        if first is not None:
-            found.append((batch, order[first:]))
-    return found
+    wanted = None if batch_keys is None else set(batch_keys)
+    postgres = _postgres(defs=defs)
+    postgres.ensure_schema()  # writers' entry: a first run finds no tables yet
+    with postgres.connection() as conn:
+        found = [
+            u for u in publication.unpublished(conn) if wanted is None or u.batch_key in wanted
+        ]
+        written = {u.batch_key: _as_build(u) for u in found if _written_through(order, u)}
+        lacking = publication.incomplete(conn, written) if written else {}
+    return [
+        Unfinished(u.batch_key, u.source, _remaining(order, u, u.batch_key in lacking), u)
+        for u in found
+    ]
+
+
+def _as_build(state: publication.Unpublished) -> publication.Build:
+    assert state.generation is not None and state.started_at is not None
+    return publication.Build(
+        state.batch_key,
+        state.generation,
+        state.state,
+        state.parts,
+        state.run_id,
+        state.started_at,
+        state.published_generation,
+    )
+
+
+def _written_through(order: Sequence[dg.AssetKey], state: publication.Unpublished) -> bool:
+    """Whether the batch's open build wrote every asset from its first part to the last."""
+    return state.generation is not None and bool(state.parts) and not _gap(order, state.parts)
+
+
+def _gap(order: Sequence[dg.AssetKey], parts: Sequence[str]) -> int | None:
+    """The position in `order` of the first asset after `parts[0]` that is not a part."""
+    names = [key.to_user_string() for key in order]
+    first = names.index(parts[0]) if parts[0] in names else 0
+    return next((i for i in range(first, len(names)) if names[i] not in parts), None)
+
+
+def _remaining(
+    order: Sequence[dg.AssetKey], state: publication.Unpublished, lacking: bool
+) -> tuple[dg.AssetKey, ...]:
+    """The assets that finish a batch's build: all of them without one; else from the first
+    asset after the build's first part that it has not written (its earlier parts are written,
+    or inherited from the published build, and consistent: writing a table drops the build's
+    later parts); a build written through `chunk_index`: `chunk_index` again when publication
+    finds it `lacking` (chunks without vectors), else nothing (it only awaits publication)."""
+    if state.generation is None or not state.parts:
+        return tuple(order)
+    gap = _gap(order, state.parts)
+    if gap is not None:
+        return tuple(order[gap:])
+    return (order[-1],) if lacking else ()
+
+
+def publish_ready(batch_keys: Sequence[str], *, defs: dg.Definitions) -> dict[str, int]:
+    """Publish the complete builds of `batch_keys` that nothing is left to write for; per
+    batch, the generation published."""
+    with _postgres(defs=defs).connection() as conn:
+        return publication.publish_ready(conn, batch_keys).published
+
+
+def describe_unfinished(found: Sequence[Unfinished], *, most: int = 5) -> str:
+    """One line: `finishing 2 batch(es) left unpublished: batch K: resuming at chunk_index; ...`."""
+    shown = "; ".join(u.describe() for u in found[:most])
+    more = f"; and {len(found) - most} more" if len(found) > most else ""
+    return f"finishing {len(found)} batch(es) left unpublished: {shown}{more}"
 
 
 def check_can_submit(defs: dg.Definitions, command: str) -> None:
@@ -331,19 +425,11 @@ def quarantined_batches(source: str, *, defs: dg.Definitions) -> list[str]:
 
 
 def unfinished_batches(
-    instance: dg.DagsterInstance, *, source: str, defs: dg.Definitions
+    instance: dg.DagsterInstance, *, defs: dg.Definitions, source: str | None = None
 ) -> list[str]:
-    """Batches registered from `source` whose chunks were never materialized (a killed run)."""
-    with _postgres(defs=defs).connection() as conn:
-        keys = [
-            r[0]
-            for r in conn.execute(
-                "SELECT batch_key FROM seams.batches WHERE source = %s ORDER BY batch_key",
-                (source,),
-            )
-        ]
-    done = instance.get_materialized_partitions(dg.AssetKey("chunks"))
-    return [k for k in keys if k not in done]
+    """The batches whose index is not published (see `unfinished`), of `source` or of all."""
+    del instance  # decided from the data: see `unfinished`
+    return [u.batch for u in unfinished(defs) if source is None or u.source == source]
 
 
 def summarize(summary: RunSummary, *, defs: dg.Definitions) -> RunSummary:

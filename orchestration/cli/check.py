@@ -1,27 +1,106 @@
-"""`seams check`: prove the installation works."""
+"""`seams check`: prove the installation works, and say whether search sees every batch."""
 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
+import psycopg
+
+from seams.orchestration import command_lock
 from seams.orchestration.cli.context import definitions
+from seams.orchestration.cli.terminal import printable
 from seams.orchestration.instance import prepare_instance
+from seams.orchestration.runner import seams_command
 from seams.resources.database import redact
+from seams.resources.postgres import PostgresResource
+from seams.storage import publication
+
+EXIT_UNPUBLISHED = 1
+"""A batch is not published and no command is building it: search misses it until it is."""
+CLI_SOURCE = "cli:"
 
 
 def run(args: argparse.Namespace) -> int:
-    """Prove the installation works: PostgreSQL reachable, Dagster instance and definitions load."""
+    """Prove the installation works: PostgreSQL reachable, Dagster instance and definitions load,
+    which settings file is in use; then report every batch whose index is not published, with
+    the command that publishes it (exit 1 when one is left and nothing is building it)."""
     seams_instance = prepare_instance(args.environment)
-    repo = definitions(args).get_repository_def()
+    defs = definitions(args)
+    repo = defs.get_repository_def()
     with seams_instance.open() as instance:
         storage = type(instance.run_storage).__name__
     urls = seams_instance.urls
     where = "embedded" if urls.embedded else "external"
+    settings = args.environment.describe_settings().removeprefix("settings: ")
+    index, status = index_report(defs.resources["postgres"])
     print(
         f"PostgreSQL ({where}): {redact(urls.data)}\n"
+        f"Settings: {settings}\n"
         f"Dagster instance: {seams_instance.home} ({storage})\n"
         f"Definitions: {len(repo.assets_defs_by_key)} assets, {len(repo.get_all_jobs())} jobs, "
         f"{len(repo.sensor_defs)} sensors, {len(repo.schedule_defs)} schedules\n"
-        "Next: `seams dev` and open the UI."
+        + printable(index, keep="\n")  # batch sources are the user's folder names
+        + "\nNext: `seams dev` and open the UI."
     )
-    return 0
+    return status
+
+
+def index_report(postgres: PostgresResource) -> tuple[str, int]:
+    """The `Index:` lines and the exit status: what readers see, each batch they do not see as
+    built and why, and whether a command is building it now."""
+    try:
+        with postgres.connection() as conn:
+            left = publication.unpublished(conn)
+            published = conn.execute(
+                "SELECT count(*), (SELECT max(seq) FROM seams.publications)"
+                " FROM seams.batch_builds WHERE state = 'published'"
+            ).fetchone()
+            holder = command_lock.holder(conn)
+    except psycopg.errors.UndefinedTable:
+        return (
+            f"Index: the seams schema is older than this Seams: run `{seams_command()} db "
+            "upgrade` (or any `seams run`)",
+            EXIT_UNPUBLISHED,
+        )
+    count, seq = published if published is not None else (0, None)
+    lines = [
+        f"Index: {count} batch(es) published"
+        + (f" (publication {seq})" if seq is not None else "")
+        + (f", {len(left)} not published" if left else ", every registered batch searchable")
+    ]
+    lines += [f"Index: {_unpublished_line(u)}" for u in left]
+    if left and holder is not None:
+        lines.append(f"Index: being built now by {holder.describe()}: search sees them once done")
+        return "\n".join(lines), 0
+    return "\n".join(lines), EXIT_UNPUBLISHED if left else 0
+
+
+def _unpublished_line(state: publication.Unpublished) -> str:
+    """`batch K (cli:/data/in) not published: build 3 stopped after chunks (run R, 12:03):
+    run `seams run /data/in``."""
+    source = f" ({state.source})" if state.source else ""
+    seen = []
+    if state.run_id:
+        seen.append(f"run {state.run_id}")
+    if state.started_at is not None:
+        seen.append(state.started_at.astimezone().strftime("%Y-%m-%d %H:%M"))
+    when = f" ({', '.join(seen)})" if seen else ""
+    previous = (
+        f"; search shows its build {state.published_generation}"
+        if state.published_generation is not None
+        else "; search shows none of it"
+    )
+    return (
+        f"batch {state.batch_key}{source} not published: {state.reason}{when}{previous}: "
+        f"run `{_fix(state.source)}`"
+    )
+
+
+def _fix(source: str) -> str:
+    """The command that finishes the batch: `seams run FOLDER` for a batch `seams run FOLDER`
+    registered (any `seams run` finishes every unpublished batch), else `seams backfill`."""
+    if source.startswith(CLI_SOURCE):
+        folder = Path(source.removeprefix(CLI_SOURCE))
+        return f"{seams_command()} run {folder}"
+    return f"{seams_command()} backfill"

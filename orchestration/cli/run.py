@@ -45,11 +45,14 @@ def _run(args: argparse.Namespace) -> int:
     ):
         runner.ensure_model(instance, say, defs=defs)
         source = runner.source_of(path)
-        unfinished = runner.unfinished_batches(instance, source=source, defs=defs)
-        if runner.settle_in_flight(instance, say, unfinished):  # killed: failed; live: awaited
-            unfinished = runner.unfinished_batches(instance, source=source, defs=defs)
-        if unfinished:
-            say(f"finishing {len(unfinished)} batch(es) an earlier run left unfinished")
+        # Whatever its source, a batch readers do not see as built is finished here: a run
+        # ends with every current chunk searchable.
+        found = runner.unfinished(defs)
+        if runner.settle_in_flight(instance, say, [u.batch for u in found]):  # killed: failed
+            found = runner.unfinished(defs)  # live (a run of the UI's): awaited, look again
+        if found:
+            say(runner.describe_unfinished(found))
+        unfinished = [u.batch for u in found]
         retry = runner.quarantined_batches(source, defs=defs) if args.retry_quarantined else []
         if retry:
             say(f"reading the quarantined files of {len(retry)} batch(es) again")

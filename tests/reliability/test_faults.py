@@ -29,7 +29,9 @@ from seams.resources.database import EmbeddedPostgres, database_url_for
 from seams.resources.embedded_server import server_tempdir
 from seams.resources.postgres import close_pool
 from seams.storage import partition_tables as io_module
-from tests.support.databases import advisory_locks, rows
+from seams.storage import schema
+from tests.support.cli import run_seams, seams_env
+from tests.support.databases import advisory_locks, fresh_database, rows
 from tests.support.instances import current_definitions, export_instance, keep_environment
 from tests.support.samples import SHORT_DOC, copy_samples, run_path
 
@@ -178,86 +180,139 @@ def test_postgres_stopped_mid_partition_write_keeps_rows_fails_clearly_and_recov
     assert "PostgreSQL at postgresql://postgres:***@" in runner_message, runner_message
 
 
-# --- the run process killed --------------------------------------------------------------------
+# --- the run process killed -------------------------------------------------------------------
+#
+# `seams run` SIGKILLs itself at one place (tests/reliability/kill_at.py): at every boundary
+# between registration and the steps, after each asset table's write committed (before Dagster
+# records the step), and inside each table's COPY. Rerunning `seams run` then finishes what was
+# left, says so, and leaves exactly the index a run never killed leaves: the same chunks, vectors,
+# BM25 rows and statistics, every chunk published, no other generation left behind.
+
+KILL_AT = Path(__file__).with_name("kill_at.py")
+TABLES = tuple(schema.ASSET_TABLES)
+KILL_PLACES = (
+    "register",
+    "registered",
+    "run-created",
+    *(f"after:{t}" for t in TABLES),
+    *(f"copy:{t}" for t in TABLES),
+)
+KILL_CORPUS = ("field_notes.md", "history_of_maps.txt")
+
+# Everything readers can see, without what differs between two runs of the same files (batch
+# keys are timestamps; run ids; the generation a build got).
+INDEX_QUERIES = {
+    "chunks": "SELECT chunk_id, document_id, chunk_index, total_chunks, text, start_char,"
+    " end_char, overlap_start, overlap_end, token_count, sentence_count, page_start, page_end,"
+    " section, cohesion, boundary_method, strategy, config_hash, model_id, source_sha256,"
+    " code_version FROM seams.chunks ORDER BY document_id, chunk_index",
+    "current_chunks": "SELECT chunk_id FROM seams.current_chunks ORDER BY chunk_id",
+    "vectors": "SELECT chunk_id, document_id, mode, model_id, embedding::text, text_search_config"
+    " FROM seams.chunk_index ORDER BY chunk_id, mode",
+    "lexical_chunks": "SELECT text_search_config, document_id, chunk_id, length, lexemes::text"
+    " FROM seams.lexical_chunks ORDER BY chunk_id",
+    "lexical_postings": "SELECT text_search_config, lexeme, impact, document_id, chunk_id"
+    " FROM seams.lexical_postings ORDER BY lexeme, chunk_id",
+    "lexical_terms": "SELECT * FROM seams.lexical_terms ORDER BY text_search_config, lexeme",
+    "lexical_totals": "SELECT * FROM seams.lexical_totals ORDER BY text_search_config",
+    "builds": "SELECT state, parts FROM seams.batch_builds WHERE state <> 'superseded'",
+    "current_documents": "SELECT document_id, source_sha256 FROM seams.current_documents"
+    " ORDER BY document_id",
+}
 
 
-def _cli(*args: str, env: dict[str, str], timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "seams", *args],
-        env=env, capture_output=True, text=True, timeout=timeout,
-    )  # fmt: skip
+def _index(url: str) -> dict[str, list[tuple]]:
+    return {name: rows(url, query) for name, query in INDEX_QUERIES.items()}
+
+
+@pytest.fixture(scope="module")
+def kill_corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One folder for every kill test and the clean run: document ids follow the file's path."""
+    inbox = copy_samples(tmp_path_factory.mktemp("kill") / "inbox", KILL_CORPUS)
+    (inbox / "tides.md").write_text(SHORT_DOC, encoding="utf-8")
+    return inbox
+
+
+def _seams_env(url: str, manifest: ModelManifest) -> dict[str, str]:
+    return seams_env(SEAMS_DATABASE_URL=url, SEAMS_DATA_DIR=str(manifest.directory.parents[1]))
+
+
+@pytest.fixture(scope="module")
+def clean_index(
+    pg_server_url: str, exported_model: ModelManifest, kill_corpus: Path
+) -> dict[str, list[tuple]]:
+    """The index a `seams run` of the corpus leaves when nothing kills it."""
+    with fresh_database(pg_server_url) as url:
+        done = run_seams("run", str(kill_corpus), env=_seams_env(url, exported_model))
+        assert done.returncode == 0, done.stdout + done.stderr
+        index = _index(url)
+    assert index["chunks"] and index["vectors"] and index["lexical_postings"]
+    assert index["builds"] == [("published", list(TABLES))]
+    return index
 
 
 @pytest.mark.slow
-def test_run_process_sigkilled_mid_materialization_reruns_to_completion(
-    database_url: str, exported_model: ModelManifest, tmp_path: Path
+@pytest.mark.parametrize("place", KILL_PLACES)
+def test_run_killed_anywhere_reruns_to_exactly_the_clean_index(
+    place: str,
+    database_url: str,
+    exported_model: ModelManifest,
+    kill_corpus: Path,
+    clean_index: dict[str, list[tuple]],
 ) -> None:
-    inbox = copy_samples(tmp_path / "inbox", SAMPLES)
-    (inbox / "tides.md").write_text(SHORT_DOC, encoding="utf-8")
-    env = {
-        **os.environ,
-        "SEAMS_DATABASE_URL": database_url,
-        "DAGSTER_HOME": "",
-        "PYTHONUNBUFFERED": "1",
-    }
-    env.pop(database.DAGSTER_URL_ENV, None)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "seams", "run", str(inbox)],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    env = _seams_env(database_url, exported_model)
+    killed = subprocess.run(
+        [sys.executable, str(KILL_AT), place, "run", str(kill_corpus)],
+        env=env, capture_output=True, text=True, timeout=300, cwd="/",
     )  # fmt: skip
-    try:
-        # Kill it once the first step of the batch has committed: mid-materialization.
-        deadline = time.monotonic() + 240
-        while time.monotonic() < deadline and proc.poll() is None:
-            done = _extracted_rows(database_url)
-            if done:
-                break
-            time.sleep(0.05)
-        assert proc.poll() is None, f"the run ended before it could be killed: {proc.stdout}"
-        proc.send_signal(signal.SIGKILL)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        output = proc.communicate(timeout=30)[0]
-    assert proc.returncode == -signal.SIGKILL, output
-    assert rows(database_url, "SELECT count(*) FROM seams.chunks")[0][0] == 0, output
-    (batch,) = (r[0] for r in rows(database_url, "SELECT batch_key FROM seams.batches"))
-
-    # Its sessions die with it: no advisory lock is left behind to block the rerun.
+    assert killed.returncode == -signal.SIGKILL, f"{place} was never reached: {killed.stdout}"
+    # Its sessions die with it: no advisory lock (the command's, a partition's) stays behind.
     deadline = time.monotonic() + 10
     while advisory_locks(database_url) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert advisory_locks(database_url) == []
+    kind, _, table = place.partition(":")
+    if kind in ("after", "copy") and table != "chunk_index":
+        # Readers saw nothing of the unfinished batch.
+        assert rows(database_url, "SELECT count(*) FROM seams.current_chunks") == [(0,)]
 
-    # Running the same folder again finishes the interrupted batch.
-    rerun = _cli("run", str(inbox), env=env)
-    assert rerun.returncode == 0, rerun.stdout + rerun.stderr
-    # The killed run does not stay STARTED (holding a queue slot for hours): the rerun saw its
-    # process was gone and marked it failed before finishing its batch.
-    assert "which is gone: marked failed" in rerun.stderr + rerun.stdout, rerun.stderr
-    # Its summary says what was resumed and claims no throughput for the work the killed run
-    # did (before: "registered 1 batch(es)" and words/s counted over every word of the batch).
-    assert "registered 0 new batch(es)" in rerun.stdout and "resuming 1 unfinished" in rerun.stdout
-    assert "resumed:        1 batch(es) an earlier run left unfinished" in rerun.stdout
-    assert "throughput:     not measured" in rerun.stdout and "words/s" not in rerun.stdout
-    statuses = [r[0] for r in rows(database_url, "SELECT status FROM runs ORDER BY id")]
-    assert "FAILURE" in statuses and "STARTED" not in statuses, statuses
-    documents = rows(database_url, "SELECT count(*) FROM seams.extracted_text")[0][0]
-    assert documents == len(SAMPLES) + 1
-    total, distinct, batches = rows(
-        database_url,
-        "SELECT count(*), count(DISTINCT (document_id, chunk_index)), array_agg(DISTINCT batch_key)"
-        " FROM seams.chunks",
-    )[0]
-    assert total > 0, "the rerun did not finish the interrupted batch: " + rerun.stdout
-    assert total == distinct and batches == [batch]
-    assert rows(database_url, "SELECT count(*) FROM seams.batches")[0][0] == 1
+    rerun = run_seams("run", str(kill_corpus), env=env)
+    said = rerun.stdout + rerun.stderr
+    assert rerun.returncode == 0, said
+
+    # The rerun finished what was unfinished, and said so in one line.
+    finishing = [line for line in rerun.stdout.splitlines() if "left unpublished" in line]
+    if place == "register":  # nothing was committed: a first run
+        assert not finishing and "registered 1 new batch(es)" in rerun.stdout, said
+    elif place == "after:chunk_index":  # published in the write's transaction: nothing left
+        assert not finishing and "nothing new under" in rerun.stdout, said
+    else:
+        resumed_at = _resumed_at(place)
+        assert len(finishing) == 1, said
+        assert finishing[0].startswith("seams: finishing 1 batch(es) left unpublished: batch ")
+        assert finishing[0].endswith(resumed_at), finishing
+        assert "registered 0 new batch(es)" in rerun.stdout and "resuming 1 unfinished" in said
+        assert "resumed:        1 batch(es) an earlier run left unfinished" in rerun.stdout
+        assert "words/s" not in rerun.stdout  # no throughput claimed for the killed run's work
+    if kind in ("run-created", "after", "copy"):
+        # The killed run does not stay NOT_STARTED/STARTED (holding a queue slot for hours).
+        statuses = [r[0] for r in rows(database_url, "SELECT status FROM runs ORDER BY id")]
+        assert statuses[0] == "FAILURE" and statuses[-1] == "SUCCESS", statuses
+        assert "which is gone: marked failed" in said
+
+    assert _index(database_url) == clean_index
+    assert rows(database_url, "SELECT count(*) FROM seams.batches") == [(1,)]
     assert advisory_locks(database_url) == []
 
 
-def _extracted_rows(url: str) -> int:
-    (table,) = rows(url, "SELECT to_regclass('seams.extracted_text')")[0]
-    return rows(url, "SELECT count(*) FROM seams.extracted_text")[0][0] if table else 0
+def _resumed_at(place: str) -> str:
+    """What the rerun's line says it does with the batch a kill at `place` left."""
+    kind, _, table = place.partition(":")
+    if kind in ("registered", "run-created") or place == "copy:extracted_text":
+        return "from the start"
+    if kind == "copy":
+        return f"resuming at {table}"
+    return f"resuming at {TABLES[TABLES.index(table) + 1]}"
 
 
 # --- the embedding model fails ---------------------------------------------------------------
