@@ -118,10 +118,14 @@ def build_chunks_asset(
         for batch, part in batch_frames:  # each batch's materialization describes that batch only
             metadata = chunk_metadata(part, config, files)
             if batch in sources:
-                metadata = {"source": sources[batch].folder, "files": sources[batch].files,
-                            **metadata}  # fmt: skip
-            context.add_asset_metadata({**metadata, "dagster/row_count": len(part)},
-                                       partition_key=batch)  # fmt: skip
+                metadata = {
+                    "source": sources[batch].folder,
+                    "files": sources[batch].files,
+                    **metadata,
+                }
+            context.add_asset_metadata(
+                {**metadata, "dagster/row_count": len(part)}, partition_key=batch
+            )
         yield dg.Output(df)
         yield from checks.evaluated_per_batch(
             context,

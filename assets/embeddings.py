@@ -112,13 +112,16 @@ def build_embeddings_asset(
             forward.extend(ahead)
             backward.extend(behind)
             offset += rows
-        df = carry(
-            sentence_candidates,
-            "candidate_embeddings",
-            model_id=[model_id] * len(forward),
-            embedding=forward,
-            window_before=backward,
-        ) if len(sentence_candidates) else frame("candidate_embeddings", [])  # fmt: skip
+        if len(sentence_candidates):
+            df = carry(
+                sentence_candidates,
+                "candidate_embeddings",
+                model_id=[model_id] * len(forward),
+                embedding=forward,
+                window_before=backward,
+            )
+        else:
+            df = frame("candidate_embeddings", [])
         model_used = {"model_id": model_id, "fallback": vectors is None}
         describe_batches(context, df, lambda part: model_used, also=cache)
         # The run's totals under the same names: every batch's materialization overrides them.

@@ -50,9 +50,11 @@ def extract_batch(
     run_id = context.run.run_id
     retry = context.run.tags.get(quarantine.QUARANTINE_RETRY_TAG) == "true"
     with postgres.connection() as conn:
-        poison = {} if retry else quarantine.left_behind(
-            conn, context.partition_keys, run_id, lambda run: _ended(context.instance, run)
-        )  # fmt: skip
+        poison = {}
+        if not retry:
+            poison = quarantine.left_behind(
+                conn, context.partition_keys, run_id, lambda run: _ended(context.instance, run)
+            )
         for batch_key in context.partition_keys:
             for entry in batch_manifest(conn, batch_key):
                 died_in = poison.get((batch_key, entry.document_id))
@@ -61,8 +63,9 @@ def extract_batch(
                     doc = failed("application/octet-stream", error)
                 else:
                     content = source_bytes(conn, entry.source_sha256)
-                    quarantine.begin(conn, batch_key, entry.document_id, entry.source_sha256,
-                                     run_id)  # fmt: skip
+                    quarantine.begin(
+                        conn, batch_key, entry.document_id, entry.source_sha256, run_id
+                    )
                     try:  # an exception ends the attempt; only a dead process leaves it behind
                         doc = extract_document(content, entry.source_uri, limits)
                     finally:

@@ -21,9 +21,16 @@ if TYPE_CHECKING:
     import dagster as dg
 
 CANDIDATE_FIELDS = (
-    "start_char", "end_char", "kind", "section", "token_count",
-    "paragraph", "split", "header_start", "header_end",
-)  # fmt: skip
+    "start_char",
+    "end_char",
+    "kind",
+    "section",
+    "token_count",
+    "paragraph",
+    "split",
+    "header_start",
+    "header_end",
+)
 
 
 def _columns(asset: str) -> list[str]:
@@ -60,15 +67,15 @@ def by_batch(df: pd.DataFrame, batches: Iterable[str]) -> Iterator[tuple[str, pd
         yield batch, groups.get(batch, df.iloc[0:0])
 
 
-def candidate_rows(doc: Any, candidates: Sequence[Candidate],
-                   pages: Any = None) -> list[dict[str, Any]]:  # fmt: skip
+def candidate_rows(
+    doc: Any, candidates: Sequence[Candidate], pages: Any = None
+) -> list[dict[str, Any]]:
     """Rows of `sentence_candidates` for one `extracted_text` row: each candidate with the text
     pieces that rebuild the document (`gap_before` + `text`) and the file it comes from."""
     rows = []
     previous_end = 0
     for c in candidates:
-        row = {BATCH_KEY: doc.batch_key, "document_id": doc.document_id,
-               "candidate_index": c.index}  # fmt: skip
+        row = {BATCH_KEY: doc.batch_key, "document_id": doc.document_id, "candidate_index": c.index}
         row.update({f: getattr(c, f) for f in CANDIDATE_FIELDS})
         row["page"] = pages.page_at(c.start_char) if pages else None
         row["last_page"] = pages.page_at(max(c.start_char, c.end_char - 1)) if pages else None
@@ -191,10 +198,25 @@ def chunk_rows(batch_key: str, chunks: Sequence[Chunk], lineage: dict[str, str])
 
 
 CHUNK_FIELDS = (
-    "chunk_id", "document_id", "chunk_index", "total_chunks", "text", "start_char", "end_char",
-    "overlap_start", "overlap_end", "token_count", "sentence_count", "page_start", "page_end",
-    "section", "cohesion", "boundary_method", "strategy", "metadata",
-)  # fmt: skip
+    "chunk_id",
+    "document_id",
+    "chunk_index",
+    "total_chunks",
+    "text",
+    "start_char",
+    "end_char",
+    "overlap_start",
+    "overlap_end",
+    "token_count",
+    "sentence_count",
+    "page_start",
+    "page_end",
+    "section",
+    "cohesion",
+    "boundary_method",
+    "strategy",
+    "metadata",
+)
 
 
 def stored_text_vectors(group: pd.DataFrame, config: Any) -> np.ndarray | None:

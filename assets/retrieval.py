@@ -125,12 +125,18 @@ def build_index_asset(
         df = frame(
             "chunk_index",
             [
-                {"batch_key": r.batch_key, "chunk_id": r.chunk_id, "document_id": r.document_id,
-                 "mode": mode, "model_id": model_id, "embedding": v,
-                 "text_search_config": text_search_config}
+                {
+                    "batch_key": r.batch_key,
+                    "chunk_id": r.chunk_id,
+                    "document_id": r.document_id,
+                    "mode": mode,
+                    "model_id": model_id,
+                    "embedding": v,
+                    "text_search_config": text_search_config,
+                }
                 for r, v in zip(indexed.itertuples(index=False), vectors[keep], strict=True)
             ],
-        )  # fmt: skip
+        )
         skipped = chunks.loc[~keep, "batch_key"].value_counts()
         if len(skipped):
             context.log.warning(

@@ -117,10 +117,13 @@ class OnnxEmbedder(BaseModel):
         for name, variant in manifest.variants.items():
             if variant.sha256 == model_id:
                 return type(self)(
-                    model_dir=self.model_dir, variant=name, batch_size=self.batch_size,
-                    intra_op_threads=self.intra_op_threads, long_text=self.long_text,
+                    model_dir=self.model_dir,
+                    variant=name,
+                    batch_size=self.batch_size,
+                    intra_op_threads=self.intra_op_threads,
+                    long_text=self.long_text,
                     max_tokens=self.max_tokens,
-                )  # fmt: skip
+                )
         raise EmbeddingError(
             f"the chunk index was built with model {model_id[:12]}, which is not among the "
             f"models exported in {manifest.directory} ({', '.join(sorted(manifest.variants))}): "

@@ -65,8 +65,10 @@ def look_at_inbox(
 
 
 def _run_requests(tick: InboxTick) -> list[dg.RunRequest]:
-    return [dg.RunRequest(partition_key=k, run_key=k, tags={"seams/trigger": tick.reason[:200]})
-            for k in tick.batch_keys]  # fmt: skip
+    return [
+        dg.RunRequest(partition_key=k, run_key=k, tags={"seams/trigger": tick.reason[:200]})
+        for k in tick.batch_keys
+    ]
 
 
 def build_inbox_sensor(inbox: InboxSettings) -> dg.SensorDefinition:

@@ -41,9 +41,13 @@ from seams.orchestration.dagster_internals import (
 SYNC_CHECK = "in_sync"
 SYNC_SENSOR = "settings_sync"
 SYNCED_ASSETS = (
-    "extracted_text", "sentence_candidates", "candidate_embeddings", "semantic_boundaries",
-    "chunks", "chunk_index",
-)  # fmt: skip
+    "extracted_text",
+    "sentence_candidates",
+    "candidate_embeddings",
+    "semantic_boundaries",
+    "chunks",
+    "chunk_index",
+)
 """The per-batch assets whose partitions the check watches."""
 LISTED_BATCHES = 20
 SYNC_DESCRIPTION = (

@@ -105,9 +105,14 @@ def private_folder_problem(folder: Path, owner_uid: int) -> str | None:
 
 
 def _pg_command(
-    binaries: Path, program: str, args: list[str], *, pgdata: Path, timeout: float,
+    binaries: Path,
+    program: str,
+    args: list[str],
+    *,
+    pgdata: Path,
+    timeout: float,
     user: ServerUser,
-) -> str:  # fmt: skip
+) -> str:
     """Run `program -D pgdata args` from `binaries` as `user`; its output. Output goes through
     temporary files, not pipes: `pg_ctl start` leaves the server holding its stdout, and a pipe
     would never close. A failure carries the output (`stdout`, `stderr`) for its one line."""
@@ -115,9 +120,14 @@ def _pg_command(
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         try:
             subprocess.run(
-                command, check=True, stdout=out, stderr=err, text=True, timeout=timeout,
+                command,
+                check=True,
+                stdout=out,
+                stderr=err,
+                text=True,
+                timeout=timeout,
                 **user.subprocess_kwargs(),
-            )  # fmt: skip
+            )
         except subprocess.CalledProcessError as exc:
             out.seek(0)
             err.seek(0)
@@ -242,15 +252,17 @@ def start_server(pgdata: Path, *, runtime_dir: Path | None = None) -> str:
         _prepare_pgdata(pgdata, user, binaries)
         socket_dir = socket_folder(pgdata, user, runtime_dir)
         server_options = " ".join(
-            ["-c listen_addresses=''", f"-k {shlex.quote(str(socket_dir))}",
-             "-c unix_socket_permissions=0700"]
-        )  # fmt: skip
+            [
+                "-c listen_addresses=''",
+                f"-k {shlex.quote(str(socket_dir))}",
+                "-c unix_socket_permissions=0700",
+            ]
+        )
+        wait = ["-w", "-t", str(START_TIMEOUT_S)]
+        start = [*wait, "-o", server_options, "-l", str(pgdata / "log"), "start"]
         _pg_command(
-            binaries, "pg_ctl",
-            ["-w", "-t", str(START_TIMEOUT_S), "-o", server_options, "-l", str(pgdata / "log"),
-             "start"],
-            pgdata=pgdata, timeout=START_TIMEOUT_S + 30, user=user,
-        )  # fmt: skip
+            binaries, "pg_ctl", start, pgdata=pgdata, timeout=START_TIMEOUT_S + 30, user=user
+        )
         info = running_postmaster(pgdata)
         if info is None or info.status != "ready":
             raise StartFailed(
@@ -323,9 +335,13 @@ def stop_server(pgdata: Path) -> None:
     for mode in ("fast", "immediate"):
         with contextlib.suppress(subprocess.CalledProcessError, subprocess.TimeoutExpired):
             _pg_command(
-                binaries, "pg_ctl", ["-w", "-t", "60", "-m", mode, "stop"], pgdata=pgdata,
-                timeout=90, user=user,
-            )  # fmt: skip
+                binaries,
+                "pg_ctl",
+                ["-w", "-t", "60", "-m", mode, "stop"],
+                pgdata=pgdata,
+                timeout=90,
+                user=user,
+            )
         if running_postmaster(pgdata) is None:
             return
     raise StorageError(f"could not stop the embedded PostgreSQL in {pgdata}: see {pgdata / 'log'}")
@@ -347,10 +363,13 @@ def _prepare_pgdata(pgdata: Path, user: ServerUser, binaries: Path) -> None:
     if (pgdata / "PG_VERSION").exists():
         return
     _pg_command(
-        binaries, "initdb",
+        binaries,
+        "initdb",
         ["--auth-local=trust", "--auth-host=reject", "--encoding=utf8", "-U", SUPERUSER],
-        pgdata=pgdata, timeout=300, user=user,
-    )  # fmt: skip
+        pgdata=pgdata,
+        timeout=300,
+        user=user,
+    )
 
 
 def _check_socket_is_private(pgdata: Path, socket_dir: Path | None, user: ServerUser) -> None:

@@ -76,10 +76,19 @@ def server_user() -> ServerUser:
     except KeyError:
         try:
             subprocess.run(
-                ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin",
-                 "--user-group", SERVER_SYSTEM_USER],
-                check=True, capture_output=True, text=True,
-            )  # fmt: skip
+                [
+                    "useradd",
+                    "--system",
+                    "--no-create-home",
+                    "--shell",
+                    "/usr/sbin/nologin",
+                    "--user-group",
+                    SERVER_SYSTEM_USER,
+                ],
+                check=True,
+                capture_output=True,
+                text=True,
+            )
         except (OSError, subprocess.CalledProcessError) as exc:
             detail = getattr(exc, "stderr", "") or exc
             raise StorageError(
@@ -246,9 +255,11 @@ def reachable_binaries(user: ServerUser) -> Path:
                 for part in parts:
                     make_dirs(staging / part.parent, mode=0o755)
                     shutil.copytree(
-                        package.parent / part, staging / part, symlinks=True,
+                        package.parent / part,
+                        staging / part,
+                        symlinks=True,
                         copy_function=_link_or_copy,
-                    )  # fmt: skip
+                    )
                 staging.chmod(0o755)
                 staging.rename(target)
     return copied_bin

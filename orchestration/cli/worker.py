@@ -126,8 +126,10 @@ def run(args: argparse.Namespace) -> int:
         concurrency=args.concurrency,
         loglevel=args.loglevel,
     )
-    print(f"seams: Celery worker {args.name or default_worker_name()} (DAGSTER_HOME {launch.home})",
-          flush=True)  # fmt: skip
+    print(
+        f"seams: Celery worker {args.name or default_worker_name()} (DAGSTER_HOME {launch.home})",
+        flush=True,
+    )
     os.execve(launch.command[0], launch.command, launch.env)
     return 0  # not reached: the worker replaced this process
 
