@@ -301,9 +301,11 @@ def test_stale_versions_are_never_returned(database_url: str, exported_model: Mo
 
 def test_bad_queries_get_clear_errors_or_notes_never_crashes(shared: Indexed) -> None:
     postgres, embedder = shared.postgres, shared.embedder
-    for empty in ("", "   \n\t ", "\x00\x01"):
+    for empty in ("", "   \n\t ", "\x01\x02"):
         with pytest.raises(InputError, match="empty"):
             search(postgres, embedder, empty)  # type: ignore[arg-type]
+    with pytest.raises(InputError, match="NUL"):
+        search(postgres, embedder, "\x00\x01")
     for bad_k in (0, -1, 101, True, 2.5):
         with pytest.raises(InputError, match="k must be"):
             search(postgres, embedder, "compost", k=bad_k)  # type: ignore[arg-type]
