@@ -25,14 +25,8 @@ import numpy as np
 
 from seams.errors import ConfigError, DiskFullError, InputError, SeamsError, os_error_message
 from seams.storage.connections import ConnectionSource
-from seams.storage.export_rows import (
-    FORMATS,
-    ExportColumn,
-    ExportFormat,
-    ExportRequest,
-    export_columns,
-    stream_rows,
-)
+from seams.storage.export_formats import FORMATS, ExportFormat
+from seams.storage.export_rows import ExportColumn, ExportRequest, export_columns, stream_rows
 
 if TYPE_CHECKING:
     import pyarrow as pa

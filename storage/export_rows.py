@@ -16,17 +16,15 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import psycopg
 from psycopg import sql
 
 from seams.errors import ConfigError, InputError
 from seams.storage import schema
+from seams.storage.export_formats import DEFAULT_BATCH_ROWS, FORMATS, ExportFormat
 
-ExportFormat = Literal["parquet", "jsonl"]
-FORMATS: tuple[ExportFormat, ...] = ("parquet", "jsonl")
-DEFAULT_BATCH_ROWS = 1000
 _CURSOR_NAME = "seams_export"
 
 

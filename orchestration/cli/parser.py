@@ -11,7 +11,7 @@ import argparse
 from collections.abc import Sequence
 from typing import Any
 
-from seams.storage.export_rows import DEFAULT_BATCH_ROWS, FORMATS
+from seams.storage.export_formats import DEFAULT_BATCH_ROWS, FORMATS
 
 
 class CommandParser(argparse.ArgumentParser):

@@ -15,8 +15,8 @@ from seams.models.model_store import load_manifest
 from seams.orchestration.cli.context import definitions
 from seams.orchestration.cli.terminal import printable, printable_json
 from seams.orchestration.runner import seams_command
-from seams.storage.query_text import validate_query
 from seams.storage.search import SearchHit, SearchResponse, search_response
+from seams.storage.search.query import validate_query
 
 
 def run(args: argparse.Namespace) -> int:

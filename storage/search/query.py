@@ -13,7 +13,6 @@ from typing import Literal, Protocol, get_args
 import numpy as np
 
 from seams.errors import InputError
-from seams.storage.query_text import validate_query
 
 
 class QueryEmbedder(Protocol):
@@ -49,6 +48,21 @@ def check_kind(search: object) -> None:
     """An `InputError` unless `search` names one of `SEARCH_KINDS`."""
     if search not in SEARCH_KINDS:
         raise InputError(f"retrieval.search={search!r}: must be one of {', '.join(SEARCH_KINDS)}")
+
+
+def validate_query(text: object) -> str:
+    """`text` itself when it can be searched for; `InputError` saying what to change when it is
+    not a string or holds a NUL character. Called by the search entry points before they embed
+    or connect, so a bad query costs nothing."""
+    if not isinstance(text, str):
+        raise InputError(f"the query must be a string, got {type(text).__name__}")
+    position = text.find("\x00")
+    if position >= 0:
+        raise InputError(
+            f"the query contains a NUL character (\\x00) at position {position}: PostgreSQL "
+            "text cannot hold one; remove it and search again"
+        )
+    return text
 
 
 def prepare_query(query: object, max_chars: int = MAX_QUERY_CHARS) -> PreparedQuery:

@@ -18,7 +18,7 @@ import pytest
 from seams.errors import InputError
 from seams.orchestration import cli
 from seams.orchestration.cli.terminal import printable, printable_json
-from seams.storage.query_text import validate_query
+from seams.storage.search.query import validate_query
 
 CLEAR = "\x1b[2J"
 TITLE = "\x1b]0;pwned\x07"
