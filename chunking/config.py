@@ -28,7 +28,7 @@ figures behind the defaults", and docs/benchmarks-segmentation.md):
   set loses on.
 
 `boundary_model="static"` (the `fast` preset) finds boundaries with a static embedding model
-distilled from the same MiniLM (`seams.StaticEmbedder`, ~100x cheaper than the transformer);
+distilled from the same MiniLM (`seams.StaticEmbedder`, far cheaper than the transformer);
 retrieval embeddings stay on the transformer. `tokenizer="cl100k_base"` measures `tokens` in an
 LLM's tokens (tiktoken's cl100k_base) instead of the embedding model's word pieces.
 """

@@ -147,7 +147,7 @@ class SeamsEnvironment:
     def pgdata(self) -> Path:
         """The embedded PostgreSQL's folder by default. As root, when the server's own user cannot
         enter a folder above the data dir, it lives elsewhere and the data dir's
-        `postgres.location` names it (`resources.embedded_server.recorded_pgdata`)."""
+        `postgres.location` names it (`resources.server_files.recorded_pgdata`)."""
         return self.data_dir / "postgres"
 
     @property
