@@ -46,13 +46,15 @@ def build_backfill_unsynced_job(location: Callable[[], dg.Definitions]) -> dg.Jo
             context.log.info(f"all {len(partitions)} batch(es) are up to date: nothing to backfill")
             yield dg.Output(None, metadata={"backfill": "none", "unsynced_batches": 0})
             return
-        backfill = launch.request_backfill(
+        # Added as requested: the daemon plans and launches its runs, as for a UI backfill.
+        backfill = launch.create_backfill(
             context.instance,
             defs,
             stale,
             started_by=BACKFILL_JOB,
             tags={REQUESTED_BY_RUN_TAG: context.run_id},
         )
+        context.instance.add_backfill(backfill)
         listed = [
             f"- {batch}: {', '.join(key.to_user_string() for key in keys)}"
             for batch, keys in list(stale.items())[:LISTED_BATCHES]

@@ -107,21 +107,6 @@ def create_backfill(
     )
 
 
-def request_backfill(
-    instance: dg.DagsterInstance,
-    defs: dg.Definitions,
-    targets: Mapping[str, Sequence[dg.AssetKey]],
-    *,
-    started_by: str,
-    tags: Mapping[str, str] | None = None,
-) -> PartitionBackfill:
-    """One asset backfill of `targets`, added to the instance as requested: the daemon (`seams
-    dev`) plans and launches its runs, as it does a backfill launched from the UI."""
-    backfill = create_backfill(instance, defs, targets, started_by=started_by, tags=tags)
-    instance.add_backfill(backfill)
-    return backfill
-
-
 def workspace_asset_graph(defs: dg.Definitions):
     """`defs` as the daemon sees them: the workspace asset graph of location `seams`, on which
     Dagster's backfill planner works (see `dagster_internals.workspace_asset_graph`)."""
@@ -209,7 +194,7 @@ def run_backfill_here(
 ) -> BackfillOutcome:
     """Execute `backfill` (from `create_backfill`) here, iteration by iteration, as the daemon
     would; it is registered in the instance as its first run starts (see the module doc), unless
-    it is there already (a requested one, see `request_backfill`).
+    it is there already (a requested one, as the `backfill_unsynced` job adds).
 
     `distributed`: each run executes through the location's executor (Celery: its steps go to
     the workers) from the reconstructable job the workers load too, instead of in-process, and

@@ -40,6 +40,7 @@ from seams.resources.embedded_server import (
     stop_server,
 )
 from seams.resources.server_files import planned_pgdata, record_pgdata
+from seams.storage.connections import CONNECT_TIMEOUT_S, redact
 from seams.storage.migrations import DDL_LOCK  # every creator of schema-level objects takes it
 
 log = logging.getLogger(__name__)
@@ -48,7 +49,6 @@ URL_ENV = DATABASE_URL_ENV
 DAGSTER_URL_ENV = DAGSTER_DATABASE_URL_ENV
 DATA_DATABASE = "seams"
 DAGSTER_DATABASE = "dagster"
-CONNECT_TIMEOUT_S = 5
 
 
 @dataclass(frozen=True)
@@ -63,23 +63,6 @@ class DatabaseUrls:
     data: str
     dagster: str
     embedded: bool
-
-
-# `scheme://user:secret@host`: everything between the user's `:` and the last `@` of the run is
-# the password, even when it holds characters a URL should have encoded (`@`, `/`, `#`).
-_URL_PASSWORD = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://[^\s:@/'\"]*):[^\s'\"]+@")
-# Keyword DSNs and query strings: `password=x`, `password = 'with spaces \' and quotes'`,
-# `?sslpassword=x&...`, `PGPASSWORD=x`; an unterminated quote runs to the end of the text.
-_KEYWORD_PASSWORD = re.compile(
-    r"""(?i)(\b\w*password\s*=\s*)('(?:[^'\\]|\\.)*'?|"(?:[^"\\]|\\.)*"?|[^\s&;,'"]+)"""
-)
-
-
-def redact(text: str) -> str:
-    """`text` (a URL, a DSN, or a message quoting them) with every password replaced by `***`:
-    safe for logs, errors and metadata."""
-    text = _URL_PASSWORD.sub(r"\1:***@", text)
-    return _KEYWORD_PASSWORD.sub(r"\1***", text)
 
 
 def dagster_url(url: str) -> str:

@@ -42,11 +42,10 @@ from seams.environment import SeamsEnvironment
 from seams.errors import StorageError
 from seams.resources.database import (
     CONNECT_TIMEOUT_S,
-    URL_ENV,
     redact,
     resolve_data_url,
 )
-from seams.storage.connections import connection_lost
+from seams.storage.connections import connect_direct, connection_lost
 from seams.storage.migrations import Migration, SchemaState, migrate, read_state
 
 log = logging.getLogger(__name__)
@@ -243,14 +242,7 @@ def _check_schema(url: str) -> SchemaState:
     deadlock with anyone; a role that may not create them is told what to run.
     """
     where = redact(url)
-    try:
-        conn = psycopg.connect(url, connect_timeout=CONNECT_TIMEOUT_S, autocommit=True)
-    except psycopg.OperationalError as exc:
-        raise StorageError(
-            f"cannot connect to PostgreSQL at {where}: {redact(_first_line(exc))}. Check that "
-            f"the server is running and the URL is right, or unset {URL_ENV} to use Seams' "
-            "embedded PostgreSQL."
-        ) from exc
+    conn = connect_direct(url, where)
     with conn:
         try:
             with conn.transaction():
@@ -281,11 +273,6 @@ def _check_schema(url: str) -> SchemaState:
             state.describe(),
         )
     return state
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def close_pool(url: str) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import random
+import re
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
@@ -22,6 +23,7 @@ from typing import Any, Protocol, TypeVar
 import psycopg
 import psycopg.errors
 
+from seams.environment import DATABASE_URL_ENV
 from seams.errors import StorageError
 
 log = logging.getLogger(__name__)
@@ -125,7 +127,7 @@ def connection_lost(
             f"PostgreSQL at {redacted_url} aborted the transaction ({_aborted_name(aborted)}) "
             f"while {doing}{times}; nothing was written (each write is one transaction): rerun"
         )
-    reason = _first_line(exc)
+    reason = first_line(exc)
     if (getattr(exc, "sqlstate", None) or "").startswith("53"):  # disk full, out of memory, ...
         return StorageError(
             f"PostgreSQL at {redacted_url} ran out of resources while {doing}: {reason}. "
@@ -156,10 +158,45 @@ def _aborted_name(exc: BaseException) -> str:
     sqlstate = getattr(exc, "sqlstate", None) or ""
     if isinstance(exc, psycopg.errors.LockNotAvailable):
         return f"lock wait timeout, SQLSTATE {sqlstate or '55P03'}"
-    name = _ROLLBACK_NAMES.get(sqlstate) or _first_line(exc)
+    name = _ROLLBACK_NAMES.get(sqlstate) or first_line(exc)
     return f"{name}, SQLSTATE {sqlstate}" if sqlstate else name
 
 
-def _first_line(exc: BaseException) -> str:
+def first_line(exc: BaseException) -> str:
+    """The first line of an exception's message (psycopg's carry libpq's multi-line detail), or
+    its type's name when it has none: what a one-line error quotes."""
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
+
+
+CONNECT_TIMEOUT_S = 5
+"""Seconds a direct connection may take before its one-line error."""
+
+# `scheme://user:secret@host`: everything between the user's `:` and the last `@` of the run is
+# the password, even when it holds characters a URL should have encoded (`@`, `/`, `#`).
+_URL_PASSWORD = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://[^\s:@/'\"]*):[^\s'\"]+@")
+# Keyword DSNs and query strings: `password=x`, `password = 'with spaces \' and quotes'`,
+# `?sslpassword=x&...`, `PGPASSWORD=x`; an unterminated quote runs to the end of the text.
+_KEYWORD_PASSWORD = re.compile(
+    r"""(?i)(\b\w*password\s*=\s*)('(?:[^'\\]|\\.)*'?|"(?:[^"\\]|\\.)*"?|[^\s&;,'"]+)"""
+)
+
+
+def redact(text: str) -> str:
+    """`text` (a URL, a DSN, or a message quoting them) with every password replaced by `***`:
+    safe for logs, errors and metadata."""
+    text = _URL_PASSWORD.sub(r"\1:***@", text)
+    return _KEYWORD_PASSWORD.sub(r"\1***", text)
+
+
+def connect_direct(url: str, where: str) -> psycopg.Connection[Any]:
+    """One autocommit connection outside any pool, or the one-line `StorageError` that says the
+    server at `where` (a redacted URL) cannot be reached and what to check."""
+    try:
+        return psycopg.connect(url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S)
+    except psycopg.OperationalError as exc:
+        raise StorageError(
+            f"cannot connect to PostgreSQL at {where}: {redact(first_line(exc))}. Check that "
+            f"the server is running and the URL is right, or unset {DATABASE_URL_ENV} to use "
+            "Seams' embedded PostgreSQL."
+        ) from exc

@@ -42,7 +42,13 @@ from psycopg.pq import TransactionStatus
 from seams.environment import DATABASE_URL_ENV
 from seams.errors import StorageError
 from seams.storage import schema
-from seams.storage.connections import connection_lost, describe_connection, retrying
+from seams.storage.connections import (
+    connect_direct,
+    connection_lost,
+    describe_connection,
+    first_line,
+    retrying,
+)
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +61,6 @@ SCHEMA_NUMBER = 1
 #: How long one DDL statement may wait for a lock (readers' long queries) before the migration
 #: is retried: a writer waits for searches to finish, it never queues all of them behind it.
 LOCK_TIMEOUT = "10s"
-CONNECT_TIMEOUT_S = 5
 
 Step = Callable[[psycopg.Connection[Any]], None]
 #: `STEPS[n]` moves an existing database from number n-1 to n, before `ddl()` runs (a fresh
@@ -193,14 +198,7 @@ def migrate(target: str | psycopg.Connection[Any], *, redacted_url: str | None =
     if isinstance(target, psycopg.Connection):
         return _migrate(target, redacted_url or describe_connection(target))
     where = redacted_url or _where(target)
-    try:
-        conn = psycopg.connect(target, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S)
-    except psycopg.OperationalError as exc:
-        raise StorageError(
-            f"cannot connect to PostgreSQL at {where}: {_first_line(exc)}. Check that the "
-            f"server is running and the URL is right, or unset {DATABASE_URL_ENV} to use Seams' "
-            "embedded PostgreSQL."
-        ) from exc
+    conn = connect_direct(target, where)
     with conn:
         return _migrate(conn, where)
 
@@ -227,7 +225,7 @@ def _migrate(conn: psycopg.Connection[Any], where: str) -> Migration:
         check_declared_columns(conn, where)
     except (psycopg.errors.UndefinedFile, psycopg.errors.InsufficientPrivilege) as exc:
         raise StorageError(
-            f"cannot create the seams schema at {where}: {_first_line(exc)}. The pgvector "
+            f"cannot create the seams schema at {where}: {first_line(exc)}. The pgvector "
             "extension must be installed and the user allowed to CREATE in the database "
             "(or an administrator runs `CREATE EXTENSION vector` and `seams db upgrade`); or "
             f"unset {DATABASE_URL_ENV} to use Seams' embedded PostgreSQL, which has both."
@@ -347,8 +345,3 @@ def _where(url: str) -> str:
     host = str(info.get("host") or "localhost")
     port = f":{info['port']}" if info.get("port") else ""
     return f"{host}{port}/{info.get('dbname') or ''}"
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__

@@ -29,6 +29,7 @@ Plain psycopg 3 over any `ConnectionSource` (the Postgres resource is one); no D
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
@@ -104,19 +105,11 @@ def write_table(
     """`_write_table_once`, rerun whole when PostgreSQL aborts its transaction (a deadlock or a
     serialization failure: nothing was written); past the last attempt, a `StorageError` that
     names the abort."""
-    return retrying(
-        postgres.redacted_url,
-        f"writing asset {asset or table.name} to {table.qualified_name}",
-        lambda: _write_table_once(
-            postgres,
-            table,
-            frame,
-            partition_keys,
-            asset=asset,
-            copy_format=copy_format,
-            run_id=run_id,
-        ),
+    doing = f"writing asset {asset or table.name} to {table.qualified_name}"
+    once = functools.partial(
+        _write_table_once, postgres, table, frame, partition_keys, asset, copy_format, run_id
     )
+    return retrying(postgres.redacted_url, doing, once)
 
 
 def _write_table_once(
@@ -124,10 +117,9 @@ def _write_table_once(
     table: schema.Table,
     frame: pd.DataFrame,
     partition_keys: Sequence[str] | None,
-    *,
-    asset: str | None = None,
-    copy_format: CopyFormat = "binary",
-    run_id: str | None = None,
+    asset: str | None,
+    copy_format: CopyFormat,
+    run_id: str | None,
 ) -> WriteResult:
     """Replace the rows of `partition_keys` (all rows when unpartitioned) with `frame`, atomically.
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 import psycopg
@@ -69,29 +70,11 @@ PARENT_CHARS = 4000
 
 
 def search(
-    postgres: ConnectionSource,
-    embedder: QueryEmbedder,
-    query: str,
-    k: int = 5,
-    *,
-    search: SearchKind = "hybrid",
-    lexical_weight: float = LEXICAL_WEIGHT,
-    mode: str | None = None,
-    parent_chars: int = PARENT_CHARS,
-    sentence_weight: float = SENTENCE_WEIGHT,
+    postgres: ConnectionSource, embedder: QueryEmbedder, query: str, k: int = 5, **options: Any
 ) -> list[SearchHit]:
-    """The top-`k` current chunks for `query`, best first (see `search_response`)."""
-    return search_response(
-        postgres,
-        embedder,
-        query,
-        k,
-        search=search,
-        lexical_weight=lexical_weight,
-        mode=mode,
-        parent_chars=parent_chars,
-        sentence_weight=sentence_weight,
-    ).hits
+    """The top-`k` current chunks for `query`, best first: the hits of `search_response`, which
+    takes the same `options` (search kind, weights, mode, parent size, budget)."""
+    return search_response(postgres, embedder, query, k, **options).hits
 
 
 def candidates(
