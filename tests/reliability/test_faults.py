@@ -297,7 +297,9 @@ def test_run_killed_anywhere_reruns_to_exactly_the_clean_index(
     if kind in ("run-created", "after", "copy"):
         # The killed run does not stay NOT_STARTED/STARTED (holding a queue slot for hours).
         statuses = [r[0] for r in rows(database_url, "SELECT status FROM runs ORDER BY id")]
-        assert statuses[0] == "FAILURE" and statuses[-1] == "SUCCESS", statuses
+        # Killed after chunk_index committed, the batch was published: nothing left to run.
+        rerun_ran = [] if place == "after:chunk_index" else ["SUCCESS"]
+        assert statuses == ["FAILURE", *rerun_ran], statuses
         assert "which is gone: marked failed" in said
 
     assert _index(database_url) == clean_index
