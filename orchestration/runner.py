@@ -165,6 +165,7 @@ def materialize_batches(
     started_by: str = "seams run",
     resume: Sequence[str] = (),
     tags: Mapping[str, str] | None = None,
+    announce: bool = True,
 ) -> None:
     """Materialize `batch_keys` as one Dagster asset backfill, adding to `summary`.
 
@@ -172,12 +173,15 @@ def materialize_batches(
     their open build lacks: a step whose rows are written is not redone, so a file that failed
     extraction (a zip bomb, a timeout) is not extracted again; `seams backfill` recomputes on
     purpose. A build that is complete but was never published (killed between its last write
-    and its publication, or held) is published here without running anything.
+    and its publication, or held) is published here without running anything. `announce`: one
+    line per resumed batch (`batch K: resuming at chunks`); off where the caller said it.
     """
     keys = list(asset_selection or defs.resolve_job_def(JOB_NAME).asset_layer.executable_asset_keys)
     targets: dict[str, Sequence[dg.AssetKey]] = {key: keys for key in batch_keys}
     ready = []
     for found in unfinished(defs, [k for k in resume if k in targets]):
+        if announce:
+            report(found.describe())
         if found.assets:
             targets[found.batch] = found.assets
         else:
