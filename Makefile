@@ -16,7 +16,9 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
+# The checkout keeps its data beside it (./.seams), where every command run from here finds it.
 demo: install
+	@mkdir -p .seams
 	$(BIN)/seams run
 
 # Two workers: most tests wait on subprocesses (PostgreSQL, Dagster, Celery), so the second one
