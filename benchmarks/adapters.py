@@ -42,6 +42,7 @@ HERE = Path(__file__).resolve().parent
 if str(HERE.parent) not in sys.path:
     sys.path.insert(0, str(HERE.parent))
 
+from benchmarks.header import with_header  # noqa: E402
 from benchmarks.texts import prose  # noqa: E402
 from seams.chunking import ChunkingConfig, chunk_text  # noqa: E402
 
@@ -214,7 +215,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             "results": results,
         }
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
+        args.json.write_text(
+            json.dumps(with_header(payload, argv), indent=2) + "\n", encoding="utf-8"
+        )
     return 0
 
 

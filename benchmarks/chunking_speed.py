@@ -51,6 +51,7 @@ from topic_shift import (  # noqa: E402
     token_counter,
 )
 
+from benchmarks.header import with_header  # noqa: E402
 from seams.chunking import (  # noqa: E402
     ChunkingConfig,
     assemble_chunks,
@@ -317,7 +318,9 @@ def main(argv: list[str] | None = None) -> int:
         )
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+        args.json.write_text(
+            json.dumps(with_header(results, argv), indent=2) + "\n", encoding="utf-8"
+        )
     return 0
 
 

@@ -32,6 +32,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from benchmarks.header import with_header  # noqa: E402
 from seams.models.embedders import OnnxEmbedder  # noqa: E402
 from seams.models.model_export import export_model, packaged_model_dir  # noqa: E402
 
@@ -234,7 +235,7 @@ def main(argv: list[str] | None = None) -> int:
     report = run(args.rounds, text, args.model_dir, args.threads)
     print(markdown(report))
     args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps(report, indent=2) + "\n")
+    args.json.write_text(json.dumps(with_header(report, argv), indent=2) + "\n")
     print(f"\nJSON: {args.json}")
     return 0
 

@@ -18,6 +18,8 @@ import time
 import uuid
 from pathlib import Path
 
+from benchmarks.header import with_header
+
 RESULTS = Path(__file__).parent / "results" / "embedding_cache.json"
 
 
@@ -82,7 +84,7 @@ def main() -> int:
         "| measure | value |\n|---|---|\n" + "\n".join(f"| {k} | {v} |" for k, v in result.items())
     )
     RESULTS.parent.mkdir(exist_ok=True)
-    RESULTS.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    RESULTS.write_text(json.dumps(with_header(result), indent=2) + "\n", encoding="utf-8")
     return 0
 
 

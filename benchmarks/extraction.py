@@ -38,6 +38,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from benchmarks.embedding import technical_text  # noqa: E402
+from benchmarks.header import with_header  # noqa: E402
 from seams.chunking import chunk_text  # noqa: E402
 from seams.extraction import extract_document  # noqa: E402
 
@@ -205,7 +206,7 @@ def main(argv: list[str] | None = None) -> None:
     report = run(args)
     print_table(report)
     args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps(report, indent=2) + "\n")
+    args.json.write_text(json.dumps(with_header(report, argv), indent=2) + "\n")
     print(f"\nwrote {args.json}")
 
 

@@ -57,6 +57,7 @@ from topic_shift import (  # noqa: E402
     token_counter,
 )
 
+from benchmarks.header import with_header  # noqa: E402
 from seams.chunking import ChunkingConfig, chunk_text  # noqa: E402
 
 TARGET_SECONDS_PER_10K = 0.1
@@ -287,7 +288,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"\n({time.perf_counter() - started:.0f} s)")
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
+        args.json.write_text(
+            json.dumps(with_header(payload, argv), indent=2) + "\n", encoding="utf-8"
+        )
     return 0
 
 

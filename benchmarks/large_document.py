@@ -34,6 +34,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks.header import with_header
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 for path in (str(ROOT), str(HERE)):
@@ -266,7 +268,7 @@ def main(argv: list[str] | None = None) -> int:
                 )
     print("\n".join(rows))
     if args.json:
-        args.json.write_text(json.dumps({"results": results}, indent=2) + "\n")
+        args.json.write_text(json.dumps(with_header({"results": results}, argv), indent=2) + "\n")
     return 0
 
 

@@ -63,6 +63,7 @@ import numpy as np
 
 from benchmarks import correctness, texts
 from benchmarks.correctness import Piece
+from benchmarks.header import with_header
 
 ROOT = Path(__file__).resolve().parents[1]
 Encode = Callable[[list[str]], np.ndarray]
@@ -524,7 +525,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+        args.json.write_text(
+            json.dumps(with_header(results, argv), indent=2) + "\n", encoding="utf-8"
+        )
     print(f"{args.comparison}: {results['seconds']:.0f} s")
     return 0
 

@@ -22,6 +22,8 @@ import sys
 import time
 from pathlib import Path
 
+from benchmarks.header import with_header
+
 RESULTS = Path(__file__).parent / "results" / "pipeline.json"
 
 
@@ -124,7 +126,7 @@ def main() -> int:
         + "\n".join(f"| {k} | {v} |" for k, v in result.items())
     )
     RESULTS.parent.mkdir(exist_ok=True)
-    RESULTS.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    RESULTS.write_text(json.dumps(with_header(result), indent=2) + "\n", encoding="utf-8")
     from seams.environment import SeamsEnvironment
     from seams.resources.database import EmbeddedPostgres
 

@@ -43,6 +43,7 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks.header import with_header
 from benchmarks.qa_metrics import merge_spans
 from benchmarks.topic_shift import CachedEmbedder, fixed_size_starts, pk_windowdiff
 
@@ -666,5 +667,7 @@ def run_and_report(
     report(payload)
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
+        args.json.write_text(
+            json.dumps(with_header(payload, argv), indent=2) + "\n", encoding="utf-8"
+        )
     return 0

@@ -66,6 +66,7 @@ from topic_shift import (  # noqa: E402
     load_minilm,
 )
 
+from benchmarks.header import with_header  # noqa: E402
 from seams.chunking import ChunkingConfig, chunk_text  # noqa: E402
 from seams.models.chunk_vectors import late_vectors  # noqa: E402
 from seams.models.embedders import OnnxEmbedder  # noqa: E402
@@ -384,7 +385,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             "config_default": default.model_dump(mode="json"),
             "results": results,
         }
-        args.json.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
+        args.json.write_text(
+            json.dumps(with_header(payload, argv), indent=2) + "\n", encoding="utf-8"
+        )
     return 0
 
 

@@ -29,6 +29,7 @@ import sys
 import time
 from pathlib import Path
 
+from benchmarks.header import with_header
 from tests.support.processes import start_redis, start_workers, stop_group
 
 RESULTS = Path(__file__).parent / "results" / "scale_out.json"
@@ -174,8 +175,8 @@ def main() -> int:
         print("| " + " | ".join(str(row[c]) for c in columns) + " |")
     RESULTS.parent.mkdir(exist_ok=True)
     RESULTS.write_text(
-        json.dumps({"cores": os.cpu_count(), "documents": args.documents, "batches": args.batches,
-                    "results": results}, indent=2) + "\n",
+        json.dumps(with_header({"cores": os.cpu_count(), "documents": args.documents,
+                                "batches": args.batches, "results": results}), indent=2) + "\n",
         encoding="utf-8",
     )  # fmt: skip
     shutil.rmtree(work, ignore_errors=True)

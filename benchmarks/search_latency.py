@@ -48,6 +48,7 @@ for path in (ROOT, ROOT / "benchmarks"):
 from psycopg import sql  # noqa: E402
 from retrieval_eval import build_corpus, build_questions  # noqa: E402
 
+from benchmarks.header import with_header  # noqa: E402
 from seams.models.embedders import OnnxEmbedder  # noqa: E402
 from seams.resources.database import DATA_DATABASE, EmbeddedPostgres, database_url_for  # noqa: E402
 from seams.resources.embedded_server import server_tempdir  # noqa: E402
@@ -365,7 +366,9 @@ def main(argv: Sequence[str] | None = None) -> int:
           f"{index_write_seconds:.0f} s for {rows:,} rows")  # fmt: skip
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+        args.json.write_text(
+            json.dumps(with_header(result, argv), indent=2) + "\n", encoding="utf-8"
+        )
     return 0
 
 

@@ -46,6 +46,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from benchmarks.header import with_header  # noqa: E402
 from seams.chunking import ChunkingConfig, chunk_text, load_token_counter  # noqa: E402
 
 CORPUS = Path(__file__).resolve().parent / "corpus" / "topics"
@@ -394,7 +395,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         payload = {"config_default": default.model_dump(mode="json"), "results": results}
-        args.json.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
+        args.json.write_text(
+            json.dumps(with_header(payload, argv), indent=2) + "\n", encoding="utf-8"
+        )
     return 0
 
 

@@ -8,8 +8,8 @@ them disabled, alternating which goes first. Reported: medians over the rounds o
 and of the `chunk_index` write (the IO manager's `write_seconds`: where the BM25 work happens),
 and the BM25 share of a run, (write on - write off) / run off.
 
-    .venv/bin/python benchmarks/lexical_write.py                      # the bundled sample corpus
-    .venv/bin/python benchmarks/lexical_write.py --rounds 5 --json /tmp/lexical_write.json
+    .venv/bin/python benchmarks/experiments/lexical_write.py   # the bundled sample corpus
+    .venv/bin/python benchmarks/experiments/lexical_write.py --rounds 5 --json /tmp/lw.json
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
@@ -34,6 +34,7 @@ import dagster as dg  # noqa: E402
 import psycopg  # noqa: E402
 from psycopg import sql  # noqa: E402
 
+from benchmarks.header import with_header  # noqa: E402
 from seams.assets.partitions import document_batches  # noqa: E402
 from seams.orchestration.definitions import build_assets  # noqa: E402
 from seams.paths import sample_corpus  # noqa: E402
@@ -140,7 +141,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"\nBM25 index share of a run: {100 * result['bm25_share_of_run']:.2f} %")
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+        args.json.write_text(
+            json.dumps(with_header(result, argv), indent=2) + "\n", encoding="utf-8"
+        )
     return 0
 
 

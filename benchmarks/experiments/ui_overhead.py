@@ -10,7 +10,7 @@ daemon) running on the same instance:
 
 Order: headless backfills, then (UI up) backfills and runs, then headless runs, so every backfill
 covers the same two batches. Prints medians and the ratio with/without the UI; `--json PATH`
-writes them. Usage: `python -m benchmarks.ui_overhead [--repeats 3] [--json out.json]`.
+writes them. Usage: `python -m benchmarks.experiments.ui_overhead [--repeats 3] [--json out.json]`.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ import sys
 import time
 from pathlib import Path
 
+from benchmarks.header import with_header
 from tests.support.processes import stop_group
 
 SAMPLES = (("field_notes.md",), ("history_of_maps.txt", "kitchen_science.md"))
@@ -170,7 +171,9 @@ def main(argv: list[str] | None = None) -> int:
     times = measure(args.repeats)
     print(table(times))
     if args.json:
-        args.json.write_text(json.dumps(times, indent=2) + "\n", encoding="utf-8")
+        args.json.write_text(
+            json.dumps(with_header(times, argv), indent=2) + "\n", encoding="utf-8"
+        )
     return 0
 
 

@@ -13,9 +13,9 @@ embedding included) and of its database part (`search_ms`), idle vs during, and 
 (goal: within 1.5x); answers shorter than the same query's idle answer (goal: none); how many
 publications the answers saw during the backfill; the share of chunk ids each backfill changed.
 
-    .venv/bin/python benchmarks/search_during_backfill.py
-    .venv/bin/python benchmarks/search_during_backfill.py \
-        --json benchmarks/results/search_during_backfill.json
+    .venv/bin/python benchmarks/experiments/search_during_backfill.py
+    .venv/bin/python benchmarks/experiments/search_during_backfill.py \
+        --json benchmarks/experiments/results/search_during_backfill.json
 """
 
 from __future__ import annotations
@@ -30,12 +30,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks.header import with_header
+
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-RESULTS = ROOT / "benchmarks" / "results" / "search_during_backfill.json"
+RESULTS = ROOT / "benchmarks" / "experiments" / "results" / "search_during_backfill.json"
 RECUTS = ("{overlap_tokens: 24, chunk_size_max: 200}", "{overlap_tokens: 48, chunk_size_max: 230}")
 """The backfills' chunking overrides, alternating: each one changes every chunk's text (the
 overlap each chunk repeats) and moves the size-capped boundaries."""
@@ -209,7 +211,7 @@ def main() -> int:
     print(json.dumps(report["median"], indent=2))
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+        args.json.write_text(json.dumps(with_header(report), indent=2) + "\n", encoding="utf-8")
     EmbeddedPostgres.for_environment(environment).stop()
     return 0
 
