@@ -80,6 +80,12 @@ class BackfillOutcome:
     """In-process runs only: their results (events) for the caller's summary."""
 
 
+def started_by_tags(started_by: str) -> dict[str, str]:
+    """The tags that say who started a backfill or run: ours, and the one the UI shows under
+    "Launched by"."""
+    return {STARTED_BY_TAG: started_by, LAUNCHED_BY_TAG: started_by}
+
+
 def create_backfill(
     instance: dg.DagsterInstance,
     defs: dg.Definitions,
@@ -100,7 +106,7 @@ def create_backfill(
         graph,
         wanted,
         timestamp=time.time(),
-        tags={**(tags or {}), STARTED_BY_TAG: started_by, LAUNCHED_BY_TAG: started_by},
+        tags={**(tags or {}), **started_by_tags(started_by)},
         title=f"{started_by}: {len(targets)} batch(es)",
         description=", ".join(sorted(targets)),
         run_config=run_config,

@@ -92,9 +92,16 @@ def hold_data(
     return command_lock.command_lock(url, command, report, wait=wait)
 
 
-def ensure_model(instance: dg.DagsterInstance, report: Report, *, defs: dg.Definitions) -> None:
+def ensure_model(
+    instance: dg.DagsterInstance,
+    report: Report,
+    *,
+    defs: dg.Definitions,
+    started_by: str = "seams run",
+) -> None:
     """Materialize `embedding_model` unless a verified export is already there (in the folder
-    the definitions' embedder reads)."""
+    the definitions' embedder reads); its run says who started it (the UI's "Launched by") and
+    which process owns it (so the orphan check can mark it failed if that process dies)."""
     embedder = defs.resources["embedder"]
     try:
         load_manifest(embedder.resolved_model_dir())
@@ -109,6 +116,7 @@ def ensure_model(instance: dg.DagsterInstance, report: Report, *, defs: dg.Defin
         instance=instance,
         asset_selection=[dg.AssetKey("embedding_model")],
         run_config=QUIET,
+        tags={**launch.started_by_tags(started_by), **ownership.owner_tags()},
         raise_on_error=False,
     )
     if not result.success:
@@ -179,7 +187,8 @@ def materialize_batches(
     keys = list(asset_selection or defs.resolve_job_def(JOB_NAME).asset_layer.executable_asset_keys)
     targets: dict[str, Sequence[dg.AssetKey]] = {key: keys for key in batch_keys}
     ready = []
-    for found in unfinished(defs, [k for k in resume if k in targets]):
+    resumed = [k for k in resume if k in targets]
+    for found in unfinished(defs, resumed) if resumed else ():  # nothing to read otherwise
         if announce:
             report(found.describe())
         if found.assets:

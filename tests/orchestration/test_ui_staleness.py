@@ -32,6 +32,7 @@ from seams.orchestration import runner
 from seams.orchestration.definitions import build_definitions
 from seams.orchestration.sync import SYNC_CHECK, SYNCED_ASSETS
 from seams.settings import load_settings
+from tests.support.processes import free_port, stop_group
 
 STALE_BY_PARTITION = """
 query Stale($key: AssetKeyInput!, $partitions: [String!]) {
@@ -92,7 +93,6 @@ import dagster as dg
 
 from seams.orchestration import location  # `defs` must be the one Definitions here
 from seams.orchestration.sync import SYNC_SENSOR, build_sync_sensor
-from tests.support.processes import free_port, stop_group
 
 defs = dg.Definitions(
     assets=location.defs.assets,

@@ -158,7 +158,8 @@ def test_export_to_an_unusable_target_is_one_line(
 
 def seed_chunks(url: str, *, rows: int, chars: int) -> None:
     """`rows` chunks of `chars` characters each in `seams.chunks` (every column filled by its
-    type), inserted with parameters: an export then has that much to write."""
+    type) of one published batch, inserted with parameters: an export then has that much to
+    write."""
     PostgresResource(url=url).ensure_schema()
     columns = [c for c in schema.CHUNKS.columns if not c.nullable or c.name == "text"]
     by_type = {"text": "x", "integer": 0, "bigint": 0, "double precision": 0.0, "boolean": False}
@@ -180,6 +181,11 @@ def seed_chunks(url: str, *, rows: int, chars: int) -> None:
                 else:
                     values.append(by_type[column.pg_type.split("(")[0]])
             conn.execute(query, values)
+        # Published, as a run's chunk_index write leaves them: exports read what readers see.
+        conn.execute(
+            "INSERT INTO seams.batch_builds (batch_key, generation, state, parts)"
+            " VALUES ('x', 1, 'published', ARRAY['chunks']) ON CONFLICT DO NOTHING"
+        )
 
 
 def test_the_traceback_is_there_with_v(places: dict[str, Path], database_url: str) -> None:

@@ -183,10 +183,11 @@ def test_postgres_stopped_mid_partition_write_keeps_rows_fails_clearly_and_recov
 # --- the run process killed -------------------------------------------------------------------
 #
 # `seams run` SIGKILLs itself at one place (tests/reliability/kill_at.py): at every boundary
-# between registration and the steps, after each asset table's write committed (before Dagster
-# records the step), and inside each table's COPY. Rerunning `seams run` then finishes what was
-# left, says so, and leaves exactly the index a run never killed leaves: the same chunks, vectors,
-# BM25 rows and statistics, every chunk published, no other generation left behind.
+# between registration and the steps, inside each table's COPY and after each table's write
+# committed (before Dagster records the step). One test kills a run at each place in turn, each
+# rerun recovering from the kill before it: every rerun says what it finishes and where it
+# resumes, and the last one leaves exactly the index a run never killed leaves: the same chunks,
+# vectors, BM25 rows and statistics, every chunk published, no other generation left behind.
 
 KILL_AT = Path(__file__).with_name("kill_at.py")
 TABLES = tuple(schema.ASSET_TABLES)
@@ -194,8 +195,7 @@ KILL_PLACES = (
     "register",
     "registered",
     "run-created",
-    *(f"after:{t}" for t in TABLES),
-    *(f"copy:{t}" for t in TABLES),
+    *(place for t in TABLES for place in (f"copy:{t}", f"after:{t}")),
 )
 KILL_CORPUS = ("field_notes.md", "history_of_maps.txt")
 
@@ -252,55 +252,50 @@ def clean_index(
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("place", KILL_PLACES)
-def test_run_killed_anywhere_reruns_to_exactly_the_clean_index(
-    place: str,
+def test_a_run_killed_at_every_place_in_turn_reruns_to_exactly_the_clean_index(
     database_url: str,
     exported_model: ModelManifest,
     kill_corpus: Path,
     clean_index: dict[str, list[tuple]],
 ) -> None:
     env = _seams_env(database_url, exported_model)
-    killed = subprocess.run(
-        [sys.executable, str(KILL_AT), place, "run", str(kill_corpus)],
-        env=env, capture_output=True, text=True, timeout=300, cwd="/",
-    )  # fmt: skip
-    assert killed.returncode == -signal.SIGKILL, f"{place} was never reached: {killed.stdout}"
-    # Its sessions die with it: no advisory lock (the command's, a partition's) stays behind.
-    deadline = time.monotonic() + 10
-    while advisory_locks(database_url) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert advisory_locks(database_url) == []
-    kind, _, table = place.partition(":")
-    if kind in ("after", "copy") and table != "chunk_index":
-        # Readers saw nothing of the unfinished batch.
-        assert rows(database_url, "SELECT count(*) FROM seams.current_chunks") == [(0,)]
+    previous = None
+    for place in KILL_PLACES:
+        killed = subprocess.run(
+            [sys.executable, str(KILL_AT), place, "run", str(kill_corpus)],
+            env=env, capture_output=True, text=True, timeout=300, cwd="/",
+        )  # fmt: skip
+        said = killed.stdout + killed.stderr
+        assert killed.returncode == -signal.SIGKILL, f"{place} was never reached: {said}"
+        # Its sessions die with it: no advisory lock (the command's, a partition's) stays behind.
+        deadline = time.monotonic() + 10
+        while advisory_locks(database_url) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert advisory_locks(database_url) == [], place
+        if place != "after:chunk_index":  # published in that write's transaction
+            # Readers saw nothing of the unfinished batch.
+            assert rows(database_url, "SELECT count(*) FROM seams.current_chunks") == [(0,)]
+        # This run finished what the kill before it left, and said so in one line.
+        finishing = [line for line in killed.stdout.splitlines() if "left unpublished" in line]
+        if previous in (None, "register"):  # nothing was committed before: a first run
+            assert not finishing, said
+        else:
+            assert len(finishing) == 1, (place, said)
+            assert finishing[0].startswith("seams: finishing 1 batch(es) left unpublished: batch ")
+            assert finishing[0].endswith(_resumed_at(previous)), (previous, finishing)
+        previous = place
 
+    # Killed after chunk_index committed, the batch was published: nothing is left to run.
     rerun = run_seams("run", str(kill_corpus), env=env)
     said = rerun.stdout + rerun.stderr
     assert rerun.returncode == 0, said
-
-    # The rerun finished what was unfinished, and said so in one line.
-    finishing = [line for line in rerun.stdout.splitlines() if "left unpublished" in line]
-    if place == "register":  # nothing was committed: a first run
-        assert not finishing and "registered 1 new batch(es)" in rerun.stdout, said
-    elif place == "after:chunk_index":  # published in the write's transaction: nothing left
-        assert not finishing and "nothing new under" in rerun.stdout, said
-    else:
-        resumed_at = _resumed_at(place)
-        assert len(finishing) == 1, said
-        assert finishing[0].startswith("seams: finishing 1 batch(es) left unpublished: batch ")
-        assert finishing[0].endswith(resumed_at), finishing
-        assert "registered 0 new batch(es)" in rerun.stdout and "resuming 1 unfinished" in said
-        assert "resumed:        1 batch(es) an earlier run left unfinished" in rerun.stdout
-        assert "words/s" not in rerun.stdout  # no throughput claimed for the killed run's work
-    if kind in ("run-created", "after", "copy"):
-        # The killed run does not stay NOT_STARTED/STARTED (holding a queue slot for hours).
-        statuses = [r[0] for r in rows(database_url, "SELECT status FROM runs ORDER BY id")]
-        # Killed after chunk_index committed, the batch was published: nothing left to run.
-        rerun_ran = [] if place == "after:chunk_index" else ["SUCCESS"]
-        assert statuses == ["FAILURE", *rerun_ran], statuses
-        assert "which is gone: marked failed" in said
+    assert "nothing new under" in rerun.stdout and "left unpublished" not in said, said
+    # No killed run stays NOT_STARTED/STARTED (holding a queue slot for hours): every run that
+    # was created (at run-created and after) is marked failed by the next command.
+    statuses = [r[0] for r in rows(database_url, "SELECT status FROM runs ORDER BY id")]
+    created = len(KILL_PLACES) - KILL_PLACES.index("run-created")
+    assert statuses == ["FAILURE"] * created, statuses
+    assert "which is gone: marked failed" in said
 
     assert _index(database_url) == clean_index
     assert rows(database_url, "SELECT count(*) FROM seams.batches") == [(1,)]

@@ -21,7 +21,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from seams.resources.database import DATA_DATABASE, EmbeddedPostgres
+from seams.resources.database import DAGSTER_DATABASE, DATA_DATABASE, EmbeddedPostgres
 from seams.resources.embedded_server import orphaned_servers, server_tempdir
 from tests.support.cli import run_seams, seams_env
 from tests.support.databases import rows
@@ -82,6 +82,16 @@ def test_two_first_runs_at_once_on_an_empty_data_dir_both_complete(root: Path) -
     assert published == ["all-MiniLM-L6-v2", "all-MiniLM-L6-v2-static"]
     assert (models / "all-MiniLM-L6-v2" / "manifest.json").is_file()
     assert not [p for p in models.iterdir() if ".tmp-" in p.name]
+    # Every run the two commands started (the model export's included) says so where the UI
+    # shows "Launched by".
+    dagster_url = EmbeddedPostgres(data_dir / "postgres").url(DAGSTER_DATABASE)
+    launched = rows(
+        dagster_url,
+        "SELECT r.pipeline_name, t.value FROM runs r LEFT JOIN run_tags t"
+        " ON t.run_id = r.run_id AND t.key = 'user' ORDER BY r.id",
+    )
+    assert launched and all(user == "seams run" for _, user in launched), launched
+    assert "__ASSET_JOB" in {job for job, _ in launched}  # the export ran here, tagged too
 
 
 def test_a_data_dir_deleted_under_its_running_server_starts_afresh(root: Path) -> None:
