@@ -64,7 +64,10 @@ LIMIT 1
 
 
 class CommandBusy(SeamsError):
-    """Another command holds the data (`--no-wait`): the one line names it."""
+    """Another command holds the data (`--no-wait`): the one line names it, and the command
+    exits with its own status."""
+
+    exit_status = 3
 
 
 @dataclass(frozen=True)

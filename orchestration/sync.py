@@ -3,11 +3,11 @@
 Dagster knows, per partition, when an asset is unsynced: its code version (which folds in the
 settings that shape it, see `assets.versions`) or an upstream data version changed since the
 partition was materialized. But Dagster 1.13 shows that only on a single partition's page: the
-asset graph and the asset overview never mark a partitioned asset unsynced (dagster-io/dagster
-issue 22553). So Seams reports Dagster's own per-partition verdict as an asset check, which the
-graph and the overview do show: after a settings change and "Reload definitions", the affected
-assets carry a failed (warning) `in_sync` check naming how many batches are unsynced, and the
-others a passed one.
+asset graph and the asset overview never mark a partitioned asset unsynced
+(dagster-io/dagster#22553). So Seams reports Dagster's own per-partition verdict as an asset
+check, which the graph and the overview do show: after a settings change and "Reload
+definitions", the affected assets carry a failed (warning) `in_sync` check naming how many
+batches are unsynced, and the others a passed one.
 
 The `settings_sync` sensor recomputes Dagster's verdict on every tick (no run needed: it reports
 check evaluations directly) and reports it again whenever the verdict, the set of batches or any

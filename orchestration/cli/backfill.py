@@ -9,23 +9,13 @@ import time
 from seams.orchestration import runner
 from seams.orchestration.cli.context import definitions
 from seams.orchestration.cli.failures import print_err
-from seams.orchestration.cli.run import EXIT_BUSY
 from seams.orchestration.cli.terminal import printable, say
-from seams.orchestration.command_lock import CommandBusy
 from seams.orchestration.instance import prepare_instance
 
 
 def run(args: argparse.Namespace) -> int:
     """Recompute, for every batch, the assets a settings or code change made unsynced, once no
     other `seams run`/`seams backfill` works on the same data (see `--no-wait`)."""
-    try:
-        return _backfill(args)
-    except CommandBusy as exc:
-        print_err(f"seams: error: {exc}")
-        return EXIT_BUSY
-
-
-def _backfill(args: argparse.Namespace) -> int:
     defs = definitions(args)
     runner.check_can_submit(defs, "seams backfill")
     started = time.perf_counter()

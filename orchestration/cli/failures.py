@@ -78,7 +78,8 @@ def exit_status(
             traceback.print_exc()
         instead = disk_full_instead(exc, environment) if environment is not None else None
         print_err(f"seams: error: {instead or exc}")
-        return EXIT_ERROR
+        # An error may carry a status of its own (another command holding the data: 3).
+        return getattr(exc, "exit_status", EXIT_ERROR)
     if isinstance(exc, KeyboardInterrupt):
         print_err("seams: interrupted")
         return EXIT_INTERRUPTED

@@ -9,27 +9,14 @@ from pathlib import Path
 from seams.errors import InputError
 from seams.orchestration import runner
 from seams.orchestration.cli.context import definitions
-from seams.orchestration.cli.failures import print_err
 from seams.orchestration.cli.terminal import printable, say
-from seams.orchestration.command_lock import CommandBusy
 from seams.orchestration.instance import prepare_instance
 from seams.storage.quarantine import QUARANTINE_RETRY_TAG
-
-EXIT_BUSY = 3
-"""`--no-wait` and another `seams run`/`seams backfill` holds the data."""
 
 
 def run(args: argparse.Namespace) -> int:
     """Register PATH (default: the sample corpus) as batches and materialize them end to end,
     once no other `seams run`/`seams backfill` works on the same data (see `--no-wait`)."""
-    try:
-        return _run(args)
-    except CommandBusy as exc:
-        print_err(f"seams: error: {exc}")
-        return EXIT_BUSY
-
-
-def _run(args: argparse.Namespace) -> int:
     path = Path(args.path) if args.path else runner.SAMPLE_CORPUS
     if not path.expanduser().exists():  # before any expensive work (model export, database)
         raise InputError(
