@@ -49,6 +49,7 @@ Segmenter = Literal["optimal", "threshold"]
 WindowMode = Literal["single", "pooled", "text"]
 BoundaryModel = Literal["model", "static"]
 TokenizerName = Literal["model", "cl100k_base"]
+Language = Literal["en", "de", "fr", "es", "it", "auto"]
 
 #: `chunk_chars_max` by default: 8x the ~4 characters an English word piece averages, so only
 #: text that tokenizes pathologically (no spaces, [UNK] runs) ever meets it.
@@ -79,6 +80,8 @@ _LATER_FIELDS: dict[str, Any] = {
     # the size level's revision, below, marks the change).
     "paragraph_cost": 0.0,
     "null_spread": 0.0,
+    # English sentence rules, as before the setting existed.
+    "language": "en",
 }
 #: Revision of the optimal segmenter's algorithm, in every optimal config's digests: revision 2
 #: splits over-cap topics into the fewest pieces, so the same knobs give other chunks than
@@ -135,6 +138,7 @@ CONFIG_SECTIONS: dict[str, tuple[str, ...]] = {
         "detect_code",
         "indented_code",
         "extra_abbreviations",
+        "language",
     ),
     "embedding": ("window_mode", "window_size", "boundary_model"),
     "boundaries": (*_THRESHOLD_BOUNDARY_INPUTS, "segmenter", *_OPTIMAL_BOUNDARY_INPUTS),
@@ -237,6 +241,12 @@ class ChunkingConfig(BaseModel):
     indented_code: bool = True
     split_on_headings: bool = True
     extra_abbreviations: tuple[str, ...] = ()
+    language: Language = "en"
+    """Sentence rules: "en" (English, the default), "de", "fr", "es" or "it" (that language's
+    abbreviations such as "Abs.", "p. ex.", "Sra.", ordinal dates such as "am 1. Januar", and
+    quotation marks such as „…“ and « … »); "auto" picks one of them per document from its most
+    frequent function words (`chunking.sentence_rules`). Only where sentences end changes;
+    structure detection is the same for every language."""
 
     PRESETS: ClassVar[tuple[str, ...]] = ("default", "technical_docs", "narrative", "fast")
 

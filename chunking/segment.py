@@ -16,7 +16,9 @@ Not at abbreviations (Dr., e.g., U.S., No. 5), single-letter initials, ellipses,
 or quotes that close soon after, nor at `.` without following whitespace (decimals, versions,
 URLs, e-mail addresses). A single line break is not a sentence end (hard-wrapped text); a blank
 line ends a paragraph. Sentences shorter than `min_sentence_length` characters are joined to a
-neighbour in the same paragraph, never dropped.
+neighbour in the same paragraph, never dropped. These are the English rules (`language="en"`,
+the default); German, French, Spanish and Italian add their abbreviations, ordinal dates ("am 1.
+Januar") and quotation marks („…“, « … »): see `chunking.sentence_rules`.
 
 A unit bigger than the limit (`chunk_size_max` in the size unit, or `max_candidate_chars`) is
 split into length-bounded pieces: tables by rows (the header span is recorded on each later
@@ -32,6 +34,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from seams.chunking.config import ChunkingConfig
+from seams.chunking.sentence_rules import (
+    DOTTED_ABBREVIATION,
+    LOOKAHEAD_CHARS,
+    SentenceRules,
+    sentence_rules,
+)
 from seams.chunking.tokens import count_tokens, resolve_token_counter
 
 KINDS = ("sentence", "heading", "list_item", "table", "code", "rule", "fragment")
@@ -102,34 +110,9 @@ _TABLE_DELIMITER = re.compile(r"[ ]{0,3}\|?[ \t]*:?-+:?[ \t]*(?:\|[ \t]*:?-+:?[ 
 _HEADING_TITLE = re.compile(r"^[ \t]*#{1,6}[ \t]*|[ \t]+#+[ \t]*$|[ \t]*$")
 _BLANK_BEFORE = re.compile(r"(?:\A|\n)[^\S\n]*\n[^\S\n]*\Z")
 
-# --- sentences -------------------------------------------------------------------------------
-_SENTENCE_END = re.compile(
-    r"""
-    (?=[\n.!?…‼⁇⁈⁉。！？｡])  # a first-character class lets the regex engine skip ahead fast
-    (?:(?P<para>\n[^\S\n]*\n\s*)
-    |(?P<term>\.{2,}|…+|[.!?‼⁇⁈⁉]+)(?P<close>["'”’»)\]}›]*)(?P<ws>\s+)
-    |(?P<cjk>[。！？｡]+[」』”’）】〕〉》"']*))
-    """,
-    re.VERBOSE,
-)
+# --- sentences (the rules per language live in chunking.sentence_rules) ----------------------
 _PARA_BREAK = re.compile(r"\n[^\S\n]*\n")
 _NON_SPACE = re.compile(r"\S")
-_OPENERS = "\"'“‘([{«¿¡‹"
-_DOTTED_ABBREVIATION = re.compile(r"(?:[^\W\d_]{1,3}\.)+[^\W\d_]{1,3}")
-_ABBREVIATIONS_WORDS = """
-mr mrs ms mx dr prof sr jr st mt ft gen col lt maj sgt capt cmdr adm gov rev hon pres
-sen rep messrs mme mlle esq vs cf viz approx ca dept est inc ltd co corp llc bros al ed
-eds trans jan feb mar apr jun jul aug sep sept oct nov dec
-"""
-_ABBREVIATIONS = frozenset(_ABBREVIATIONS_WORDS.split())
-# Abbreviations that are ordinary words unless a number follows ("No. 5", "p. 12", "Fig. 3").
-_NUMBER_ABBREVIATIONS_WORDS = """
-no nos nr fig figs p pp vol vols ch sec eq art op ref
-"""
-_NUMBER_ABBREVIATIONS = frozenset(_NUMBER_ABBREVIATIONS_WORDS.split())
-_BRACKETS = (("(", ")"), ("[", "]"), ("“", "”"), ("«", "»"))
-_OPENING = re.compile(r'[(\[“«"]')
-_LOOKAHEAD_CHARS = 300
 
 # --- oversize splitting: where a too-long unit may be cut, best first ------------------------
 _LINE_GAP = re.compile(r"[^\S\n]*\n\s*")
@@ -189,7 +172,8 @@ class _Segmenter:
         self.paragraph = -1
         self.headings: list[tuple[int, str]] = []
         self.section = ""
-        self.abbreviations = _ABBREVIATIONS | {
+        self.rules: SentenceRules = sentence_rules(config.language, text)
+        self.abbreviations = self.rules.abbreviations | {
             a.strip().rstrip(".").lower() for a in config.extra_abbreviations
         }
         self.last_block_kind = ""
@@ -316,7 +300,8 @@ class _Segmenter:
                     self._emit(sentence_start, end, "sentence")
             sentence_start = next_start
 
-        for match in _SENTENCE_END.finditer(text, sentence_start, stop):
+        spaced_closers = bool(self.rules.spaced_closers)
+        for match in self.rules.sentence_end.finditer(text, sentence_start, stop):
             group = match.lastgroup
             if group == "para":
                 close(match.start(), match.end())
@@ -333,6 +318,10 @@ class _Segmenter:
             # group == "term": punctuation, closing quotes/brackets, whitespace
             cut = match.end("close")
             next_start = match.end()
+            if spaced_closers and match.start("spaced") >= 0:
+                mark = match.start("spaced")
+                if text[mark] == '"' and text.count('"', sentence_start, match.start()) % 2 == 0:
+                    cut, next_start = mark - 1, mark  # it opens the next sentence's quotation
             whitespace = match.group("ws")
             if "\n" in whitespace and _PARA_BREAK.search(whitespace):
                 close(cut, next_start)
@@ -352,48 +341,87 @@ class _Segmenter:
         self, match: re.Match[str], sentence_start: int, cut: int, next_start: int, stop: int
     ) -> bool:
         text = self.text
+        rules = self.rules
         punct = match.group("term")
-        if "…" in punct or punct.startswith(".."):
+        ellipsis = "…" in punct or punct.startswith("..")
+        if ellipsis and not rules.ellipsis_ends:
             return False  # ellipses do not end a sentence
         # The next word: skip opening quotes and brackets.
         j = next_start
-        while j < stop and text[j] in _OPENERS:
+        openers = rules.openers
+        while j < stop and text[j] in openers:
             j += 1
         following = text[j] if j < stop else ""
+        if ellipsis:
+            # Before a capital, unless it marks an elision: "[…]", "(...)".
+            before = text[match.start() - 1] if match.start() > 0 else ""
+            if not following.isupper() or before in ("[", "("):
+                return False
         # A terminator set off by whitespace ("end . next", tokenised text) ends the sentence
         # whatever follows; attached to a word, a lower-case continuation means it does not.
         detached = match.start() > sentence_start and text[match.start() - 1].isspace()
         if following.islower() and not detached:
             return False
-        if punct == ".":
+        if punct == "." and not (
+            rules.bracket_ends_abbreviation and following.isupper() and ")" in match.group("close")
+        ):  # "(Gruau par ex.) Ainsi": the bracket closes a sentence that ends in an abbreviation
             word_start = match.start()
             floor = max(sentence_start, word_start - 40)
             while word_start > floor and not text[word_start - 1].isspace():
                 word_start -= 1
-            word = text[word_start : match.start()].lstrip(_OPENERS)
+            word = text[word_start : match.start()].lstrip(openers)
+            if rules.elision and ("'" in word or "’" in word):
+                word = word.replace("’", "'").rpartition("'")[2]  # "l'art.", "dell'art."
             lower = word.lower()
             if lower in self.abbreviations:
                 return False
-            if lower == "etc":
+            if lower in rules.end_before_capital:
                 return following.isupper()
-            if lower in _NUMBER_ABBREVIATIONS and following.isdigit():
+            if lower in rules.number_abbreviations and following.isdigit():
                 return False
             if len(word) == 1 and word.isalpha():
                 return False  # an initial: "J. R. R. Tolkien"
-            if _DOTTED_ABBREVIATION.fullmatch(word):
+            if DOTTED_ABBREVIATION.fullmatch(word):
                 return False  # "e.g", "U.S", "Ph.D", "a.m"
+            if rules.number_labels and word.isdigit():
+                if word_start == sentence_start:
+                    return False  # a label opening its sentence: "977. Enfiteusi", "2. Die"
+                if rules.ordinal_after and self._is_ordinal(word, word_start, j, following):
+                    return False
         # Inside brackets or quotes that close soon after: not the end of the outer sentence.
-        if _OPENING.search(text, sentence_start, cut) is None:
+        if rules.opening.search(text, sentence_start, cut) is None:
             return True
         segment = text[sentence_start:cut]
-        horizon = min(stop, cut + _LOOKAHEAD_CHARS)
-        for opener, closer in _BRACKETS:
+        horizon = min(stop, cut + LOOKAHEAD_CHARS)
+        for opener, closer in rules.brackets:
             if (
                 segment.count(opener) > segment.count(closer)
                 and text.find(closer, cut, horizon) >= 0
             ):
                 return False
         return not (segment.count('"') % 2 == 1 and text.find('"', cut, horizon) >= 0)
+
+    def _is_ordinal(self, number: str, number_start: int, next_word: int, following: str) -> bool:
+        """Whether "<number>." is an ordinal: "am 1. Januar", "im 19. Jahrhundert", "der 2.
+        Weltkrieg", "1. 3. 2024"; not "im Jahr 2020." nor "Kapitel 3." (see `SentenceRules`)."""
+        if len(number) > 3:
+            return False  # a year
+        rules = self.rules
+        text = self.text
+        if following.isdigit():
+            return len(number) <= 2  # a date written with spaces
+        end = next_word
+        while end < len(text) and text[end].isalpha():
+            end += 1
+        if text[next_word:end].lower() in rules.ordinal_next:
+            return True
+        previous_end = number_start
+        while previous_end > 0 and text[previous_end - 1] in " \t":
+            previous_end -= 1
+        previous_start = previous_end
+        while previous_start > 0 and text[previous_start - 1].isalpha():
+            previous_start -= 1
+        return text[previous_start:previous_end].lower() in rules.ordinal_after
 
 
 def _next_line_blank(text: str, pos: int) -> bool:
