@@ -135,7 +135,7 @@ def test_auto_falls_back_to_english_on_thin_or_tied_evidence():
     assert detect_language("Die Katze.") == "en"  # one function word
     assert detect_language("The cat and the dog sat on the mat with the bird.") == "en"
     assert detect_language("Die Katze und der Hund sind mit dem Vogel auf der Matte.") == "de"
-    # Only the first 2,000 characters count: the same verdict however long the text goes on.
+    # Only the first 1,000 characters count: the same verdict however long the text goes on.
     german = "Die Katze und der Hund sind mit dem Vogel auf der Matte. " * 200
     assert detect_language(german + "The cat and the dog. " * 2000) == "de"
 
