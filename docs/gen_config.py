@@ -63,9 +63,10 @@ MEANINGS: dict[str, str] = {
     "retrieval.sentence_weight": "`seams search` scores a chunk by its vector and by its best "
     "sentence's stored vector: the sentence's share (0: the chunk vector alone). Set 0 with "
     "`window_mode: text`, whose stored vectors reach past a chunk's end.",
-    "execution.executor": "How a run's steps execute: `multiprocess` (Dagster's default, a "
-    "process per step), `in_process`, or `celery` (steps on `seams worker`s; see "
-    "[Scaling out](scaling-out.md)).",
+    "execution.executor": "How a run's steps execute: `in_process` (every step in the run's "
+    "own process: the chain's steps run one after another anyway, so this saves a process "
+    "start per step), `multiprocess` (Dagster's default, a process per step), or `celery` "
+    "(steps on `seams worker`s; see [Scaling out](scaling-out.md)).",
     "execution.celery_queue": "The Celery queue runs are sent to and `seams worker` listens on.",
     "backfill.automatic": 'true: after a settings change and "Reload definitions", the daemon '
     "backfills the assets the change made unsynced by itself.",

@@ -1,8 +1,8 @@
 """What `seams run` and `seams backfill` do, as functions the CLI and the tests share.
 
 Runs go through the project's Dagster instance (PostgreSQL-backed), in-process: they appear in
-the UI like any other run, without the per-run subprocess overhead of the default executor (a
-step process per run: seconds each, far more than a small partition's own work).
+the UI like any other run, without a run worker process to start per run (seconds each, far
+more than a small partition's own work).
 """
 
 from __future__ import annotations

@@ -109,14 +109,16 @@ class InboxSettings(Section):
 class ExecutionSettings(Section):
     """How the code location executes a run's steps (the `executor=` of the definitions).
 
-    multiprocess: Dagster's default (one process per step; a run's config may pick in-process);
-    in_process: every step in the run's own process; celery: steps go to Celery workers
+    in_process (the default): every step in the run's own process. The pipeline is a linear
+    chain, so a process per step (`multiprocess`, Dagster's own default) runs nothing in
+    parallel and pays Python's and Dagster's start-up once per step (~3 s of CPU each) instead of
+    once per run. celery: steps go to Celery workers
     (`seams worker`, extra `seams[celery]`), broker and backend from `SEAMS_CELERY_BROKER_URL`
     and `SEAMS_CELERY_BACKEND_URL`. `seams run`/`seams backfill` execute in-process unless this is
     `celery`, when they submit the runs and follow them.
     """
 
-    executor: Literal["in_process", "multiprocess", "celery"] = "multiprocess"
+    executor: Literal["in_process", "multiprocess", "celery"] = "in_process"
     celery_queue: str = Field("dagster", pattern=r"^[A-Za-z0-9_.-]{1,200}$")
 
 

@@ -4,8 +4,7 @@ than 2 at a time, and no row is lost or duplicated. Six is three times the limit
 the queue to hold runs back in every wave, which is the property under test.
 
 Each batch is one short document, so what is measured is Dagster's per-run overhead. Runs use
-the in-process executor (one process per run instead of one per step), as a deployment that
-queues many small batches would.
+the location's default executor, in-process (one process per run instead of one per step).
 """
 
 from __future__ import annotations
@@ -81,7 +80,6 @@ def test_six_batches_through_the_queue_all_complete_with_nothing_lost(
                 "chunk_batches",
                 repository_location_name="seams",
                 repository_name="__repository__",
-                run_config={"execution": {"config": {"in_process": {}}}},
                 tags={"dagster/partition": key},
             ): key
             for key in keys
