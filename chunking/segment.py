@@ -363,7 +363,7 @@ class _Segmenter:
         if following.islower() and not detached:
             return False
         if punct == "." and not (
-            rules.bracket_ends_abbreviation and following.isupper() and ")" in match.group("close")
+            text[cut - 1] == ")" and rules.bracket_ends_abbreviation and following.isupper()
         ):  # "(Gruau par ex.) Ainsi": the bracket closes a sentence that ends in an abbreviation
             word_start = match.start()
             floor = max(sentence_start, word_start - 40)
