@@ -63,7 +63,7 @@ def build_assets(settings: SeamsSettings) -> list[dg.AssetsDefinition]:
     retrieval = settings.retrieval
     automation = settings_changed_condition(settings.backfill.automatic)
     assets = [
-        build_model_asset(settings.embedder.variant),
+        build_model_asset(settings.embedder.variant, static=config.boundary_model == "static"),
         build_extraction_asset(settings.extraction_limits()),
         build_candidates_asset(config, parts, automation_condition=automation),
         build_embeddings_asset(config, parts, automation_condition=automation),

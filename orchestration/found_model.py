@@ -8,8 +8,7 @@ and keeps the downstream assets' staleness exact.
 
 import dagster as dg
 
-from seams.assets.model import MODEL_VERSION, found_model_metadata
-from seams.assets.versions import code_version
+from seams.assets.model import MODEL_KEY, found_model_metadata, model_code_version
 from seams.models.model_store import load_manifest
 from seams.orchestration.dagster_internals import (
     CODE_VERSION_TAG,
@@ -24,17 +23,25 @@ def record_found_model(
     instance: dg.DagsterInstance,
     embedder: OnnxEmbedderResource,
     static_embedder: StaticEmbedderResource,
+    *,
+    static: bool,
 ) -> bool:
     """Report `embedding_model` materialized when a verified model is in the embedder's folder
-    but the instance's latest materialization (if any) is of another model file. True when
+    (and the static model in its own, when the settings use it: `static`) but the instance's
+    latest materialization (if any) is of another model file or code version. True when
     reported."""
     variant = embedder.variant
     manifest = load_manifest(embedder.resolved_model_dir())
     sha256 = manifest.variant(variant).sha256
-    key = dg.AssetKey("embedding_model")
+    key = MODEL_KEY
     latest = instance.get_latest_materialization_event(key)
     seen = latest.asset_materialization if latest is not None else None
-    if seen is not None and seen.tags.get(DATA_VERSION_TAG) == sha256:
+    version = model_code_version(variant, static=static)
+    if (
+        seen is not None
+        and seen.tags.get(DATA_VERSION_TAG) == sha256
+        and seen.tags.get(CODE_VERSION_TAG) == version
+    ):
         return False
     instance.report_runless_asset_event(
         dg.AssetMaterialization(
@@ -43,7 +50,7 @@ def record_found_model(
             tags={
                 DATA_VERSION_TAG: sha256,
                 DATA_VERSION_IS_USER_PROVIDED_TAG: "true",
-                CODE_VERSION_TAG: code_version(MODEL_VERSION, variant),
+                CODE_VERSION_TAG: version,
             },
         )
     )

@@ -17,9 +17,10 @@ from pathlib import Path
 import dagster as dg
 import numpy as np
 
+from seams.assets.model import distils_static
 from seams.assets.partitions import document_batches
 from seams.errors import InputError, SeamsError
-from seams.models.model_store import load_manifest
+from seams.models.model_store import load_manifest, load_static_manifest
 from seams.orchestration import command_lock, launch, ownership
 from seams.orchestration.dagster_internals import StaleStatus, stale_status_resolver
 from seams.orchestration.found_model import record_found_model
@@ -99,18 +100,26 @@ def ensure_model(
     defs: dg.Definitions,
     started_by: str = "seams run",
 ) -> None:
-    """Materialize `embedding_model` unless a verified export is already there (in the folder
-    the definitions' embedder reads); its run says who started it (the UI's "Launched by") and
-    which process owns it (so the orphan check can mark it failed if that process dies)."""
-    embedder = defs.resources["embedder"]
+    """Materialize `embedding_model` unless verified models are already there (in the folders
+    the definitions' embedders read: the static one only when the settings use it); its run
+    says who started it (the UI's "Launched by") and which process owns it (so the orphan check
+    can mark it failed if that process dies)."""
+    embedder, static_embedder = defs.resources["embedder"], defs.resources["static_embedder"]
+    static = distils_static(defs)
     try:
         load_manifest(embedder.resolved_model_dir())
+        if static:
+            load_static_manifest(static_embedder.resolved_model_dir())
     except SeamsError:
         pass
     else:  # copied in or exported elsewhere: the UI must not say "Never materialized"
-        record_found_model(instance, embedder, defs.resources["static_embedder"])
+        record_found_model(instance, embedder, static_embedder, static=static)
         return
-    report("exporting the embedding model to ONNX (one-off, ~10-30 s)...")
+    report(
+        "exporting the embedding model to ONNX"
+        + (" and distilling its static model" if static else "")
+        + " (one-off, ~10-30 s)..."
+    )
     job = defs.resolve_implicit_global_asset_job_def()
     result = job.execute_in_process(
         instance=instance,

@@ -75,11 +75,11 @@ def test_two_first_runs_at_once_on_an_empty_data_dir_both_complete(root: Path) -
         assert source.endswith(f"inbox-{name}"), source
         texts = rows(url, "SELECT text FROM seams.chunks WHERE batch_key = %s", key)
         assert [t for (t,) in texts] == [DOCS[name].strip()]  # complete: the whole document
-    # Each model (the ONNX export, the static boundary model) published once, complete; no
-    # staging folder left behind.
+    # The ONNX export published once, complete (the static boundary model only for settings
+    # that use it); no staging folder left behind.
     models = data_dir / "models"
     published = sorted(p.name for p in models.iterdir() if not p.name.startswith("."))
-    assert published == ["all-MiniLM-L6-v2", "all-MiniLM-L6-v2-static"]
+    assert published == ["all-MiniLM-L6-v2"]
     assert (models / "all-MiniLM-L6-v2" / "manifest.json").is_file()
     assert not [p for p in models.iterdir() if ".tmp-" in p.name]
     # Every run the two commands started (the model export's included) says so where the UI
