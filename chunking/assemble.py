@@ -44,7 +44,12 @@ from seams.chunking.config import ChunkingConfig
 from seams.chunking.ids import assign_chunk_ids
 from seams.chunking.pages import PageIndex
 from seams.chunking.segment import Candidate
-from seams.chunking.similarity import candidate_vectors, expected_rows, normalise_rows
+from seams.chunking.similarity import (
+    candidate_vectors,
+    expected_rows,
+    normalise_rows,
+    prefix_sums,
+)
 from seams.chunking.tokens import (
     CL100K_NAME,
     HEURISTIC_COUNTER_NAME,
@@ -500,15 +505,13 @@ def _cohesions(vectors: np.ndarray, spans: Sequence[tuple[int, int, int]]) -> li
     """Mean pairwise cosine of each chunk's candidate vectors: for unit rows v_1..v_m,
     (|sum v|^2 - sum |v|^2) / (m (m - 1)); None for m < 2. Prefix sums per block of chunks."""
     out: list[float | None] = []
-    d = vectors.shape[1]
     for g in range(0, len(spans), COHESION_BLOCK_SPANS):
         group = spans[g : g + COHESION_BLOCK_SPANS]
         firsts = np.array([o for o, _, _ in group])
         stops = np.array([b for _, _, b in group])
         lo, hi = int(firsts.min()), int(stops.max())
         rows = normalise_rows(vectors[lo:hi])
-        cumulative = np.zeros((hi - lo + 1, d), dtype=np.float64)
-        np.cumsum(rows, axis=0, out=cumulative[1:])
+        cumulative = prefix_sums(rows, np.float64)
         squares = np.concatenate(([0.0], np.cumsum(np.einsum("ij,ij->i", rows, rows))))
         firsts, stops = firsts - lo, stops - lo
         sums = cumulative[stops] - cumulative[firsts]

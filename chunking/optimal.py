@@ -56,6 +56,7 @@ one embedding pass. Pure numpy; deterministic (ties go to the earliest start).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -63,6 +64,7 @@ import numpy as np
 
 from seams.chunking.config import ChunkingConfig
 from seams.chunking.segment import Candidate
+from seams.chunking.similarity import prefix_sums
 
 #: Penalty for an undersized chunk: larger than any evidence a cut can collect, so `min` behaves
 #: as a hard rule wherever a segmentation that keeps it exists.
@@ -224,7 +226,6 @@ def optimal_cuts(
     search = _Search(units, limits, config)
     topic_evidence = evidence - config.paragraph_cost * inside
     topics = search.run(0, n, topic_evidence, cost=config.cut_cost, capped=False)
-    size_cuts: list[int] = []
     hi, max_chars = config.chunk_size_max, config.effective_chars_max()
     firsts, stops = np.array([0, *topics]), np.array([*topics, n])
     if limits.unit == "chars":
@@ -238,14 +239,17 @@ def optimal_cuts(
     if max_chars is not None:
         over |= chars > max_chars
     size_evidence = evidence - SPLIT_INSIDE_COST * inside
-    for first, stop in zip(firsts[over].tolist(), stops[over].tolist(), strict=True):
-        size_cuts += search.run(first, stop, size_evidence, cost=PIECE_COST, capped=True)
+    runs = list(zip(firsts[over].tolist(), stops[over].tolist(), strict=True))
+    size_cuts = search.split_to_fit(runs, size_evidence)
     return Cuts(topics, size_cuts)
 
 
 #: Chunk ends scored per block: the block's dot products come from one matrix product (BLAS),
-#: and memory stays O(block * window) however long the document is.
+#: and memory stays O(block * window) however long the document is. The block layout fixes the
+#: rounding of the scores (each block sums its own prefix), so it must not change.
 _BLOCK = 256
+#: Memory for the prefix sums of the blocks summed together (float64).
+_PREFIX_BYTES = 16 << 20
 
 
 class _Search:
@@ -266,63 +270,170 @@ class _Search:
         its `cost` is `PIECE_COST`, so the fewest pieces come first.
         """
         window = min(self.config.max_chunk_candidates, stop - first)
-        best = np.full(stop - first + 1, -np.inf)
+        size = stop - first
+        best = np.full(size + 1, -np.inf)
         best[0] = 0.0
-        back = np.zeros(stop - first + 1, dtype=np.int64)
-        lengths = np.arange(1, window + 1)
-        for block in range(first + 1, stop + 1, _BLOCK):
-            ends = np.arange(block, min(block + _BLOCK, stop + 1))
-            score = self._chunk_scores(ends, first, window, evidence, cost, capped)
-            for row, end in enumerate(ends.tolist()):
-                local = end - first
-                k = min(window, local)
-                # candidates of the chunk's start: end-1, end-2, ..., end-k (lengths 1..k)
-                totals = best[local - 1 :: -1][:k] + score[row, :k]
-                j = int(np.argmax(totals))  # first maximum = shortest chunk: deterministic
-                best[local] = totals[j]
-                back[local] = end - lengths[j]
-        cuts = []
-        end = stop
-        while end > first:
-            begin = int(back[end - first])
-            if begin > first:
-                cuts.append(begin)
-            end = begin
-        return cuts[::-1]
+        # best[local - 1], best[local - 2], ... (the prefixes before the chunk's possible
+        # starts, shortest chunk first) are one slice of the reversed view.
+        reverse = best[::-1]
+        back = [0] * (size + 1)
+        blocks = list(range(first + 1, stop + 1, _BLOCK))
+        # Blocks whose prefix sums are summed together (one addition per row for all of them).
+        group = max(1, _PREFIX_BYTES // ((_BLOCK + window) * self.units.shape[1] * 8))
+        for at in range(0, len(blocks), group):
+            tops = blocks[at : at + group]
+            spans = [(max(first, top - window), min(top + _BLOCK, stop + 1) - 1) for top in tops]
+            for top, local in zip(tops, self._prefixes(spans), strict=True):
+                ends = np.arange(top, min(top + _BLOCK, stop + 1))
+                score = self._chunk_scores(ends, first, window, evidence, cost, capped, local)
+                width = score.shape[1]
+                for row, end in enumerate(ends.tolist()):
+                    local_end = end - first
+                    offset, k = size - local_end + 1, min(width, local_end)
+                    totals = reverse[offset : offset + k] + score[row, :k]
+                    j = int(totals.argmax())  # first maximum = shortest chunk: deterministic
+                    best[local_end] = totals[j]
+                    back[local_end] = end - 1 - j
+        return _backtrack(back, first, stop)
 
-    def _chunk_scores(
-        self,
-        ends: np.ndarray,
-        first: int,
-        window: int,
-        evidence: np.ndarray,
-        cost: float,
-        capped: bool,
+    def _prefixes(self, spans: list[tuple[int, int]]) -> list[np.ndarray]:
+        """For each (low, last): the prefix sums of units[low:last] from `low` (a zero row
+        first), summed in float64 and stored as float32: the sums of `np.cumsum` in its order,
+        for all spans at once (step t adds row t of every span in one call)."""
+        units = self.units
+        longest = max(last - low for low, last in spans)
+        rows = np.zeros((longest, len(spans), units.shape[1]), dtype=units.dtype)
+        for column, (low, last) in enumerate(spans):
+            rows[: last - low, column] = units[low:last]
+        prefix = prefix_sums(rows, np.float64).astype(np.float32)
+        return [
+            np.ascontiguousarray(prefix[: last - low + 1, column])
+            for column, (low, last) in enumerate(spans)
+        ]
+
+    def split_to_fit(self, runs: list[tuple[int, int]], evidence: np.ndarray) -> list[int]:
+        """The size cuts of every over-cap topic [first, stop) in `runs`, in order: exactly
+        `run(first, stop, evidence, cost=PIECE_COST, capped=True)` for each. Topics that fit one
+        block (all of them unless `max_chunk_candidates` exceeds it) are scored together, a
+        few numpy calls for all of them instead of a few dozen per topic."""
+        short = [(first, stop) for first, stop in runs if stop - first <= _BLOCK]
+        together: dict[tuple[int, int], list[int]] = {}
+        group = max(1, _PREFIX_BYTES // ((_BLOCK + 1) * self.units.shape[1] * 8))
+        for at in range(0, len(short), group):
+            batch = short[at : at + group]
+            together.update(zip(batch, self._split_short(batch, evidence), strict=True))
+        cuts: list[int] = []
+        for first, stop in runs:
+            if (first, stop) in together:
+                cuts += together[first, stop]
+            else:
+                cuts += self.run(first, stop, evidence, cost=PIECE_COST, capped=True)
+        return cuts
+
+    def _split_short(self, runs: list[tuple[int, int]], evidence: np.ndarray) -> list[list[int]]:
+        """`split_to_fit` for topics of at most `_BLOCK` candidates, each one block of `run`
+        (its ends first+1..stop, its prefix sums from `first`): the same arithmetic on every
+        value, batched. Only the prefix sums' norms and the dot products are per topic, with
+        the very calls `_chunk_scores` makes, so the scores are bit for bit the same."""
+        if not runs:
+            return []
+        config = self.config
+        firsts = np.array([first for first, _ in runs], dtype=np.int64)
+        counts = np.array([stop - first for first, stop in runs], dtype=np.int64)
+        rows_before = np.concatenate(([0], np.cumsum(counts)))  # batch row of each topic's end 1
+        total = int(rows_before[-1])
+        # One row per chunk end: its topic's first candidate and its own end.
+        topic_of_row = np.repeat(np.arange(len(runs)), counts)
+        row_first = firsts[topic_of_row]
+        ends = np.arange(total) - rows_before[topic_of_row] + row_first + 1
+        windows = np.minimum(config.max_chunk_candidates, counts)
+        widths = self._feasible_widths(ends, row_first, rows_before, windows)
+        width = int(widths.max())
+        prefixes = self._prefixes(runs)  # each topic's, from its first candidate
+        norms = np.zeros(total + len(runs), dtype=np.float64)  # topic q's at rows_before[q] + q
+        dots = np.zeros((total, width), dtype=np.float64)
+        for q, (count, topic_width) in enumerate(
+            zip(counts.tolist(), widths.tolist(), strict=True)
+        ):
+            local = prefixes[q]
+            at = int(rows_before[q])
+            norms[at + q : at + q + count + 1] = np.einsum(
+                "ij,ij->i", local, local, dtype=np.float64
+            )
+            buffer = np.zeros(topic_width + count * count, dtype=np.float32)
+            np.matmul(local[1:], local[:count].T, out=buffer[topic_width:].reshape(count, count))
+            # dots[row, k-1] = gram[row, row + 1 - k] (the chunk's start in the topic)
+            dots[at : at + count, :topic_width] = _band2d(
+                buffer, topic_width, count + 1, count, topic_width
+            )
+        lengths = np.arange(1, width + 1)
+        starts = ends[:, None] - lengths[None, :]
+        first_col = row_first[:, None]
+        valid = starts >= first_col
+        safe = np.where(valid, starts, first_col)
+        norm_at = (rows_before[topic_of_row] + topic_of_row - row_first)[:, None]
+        spread = norms[norm_at[:, 0] + ends][:, None] + norms[norm_at + safe] - 2.0 * dots
+        score = spread - PIECE_COST + np.where(safe > first_col, evidence[safe], 0.0)
+        score, valid = self._size_terms(score, valid, ends, safe, capped=True)
+        score = np.where(valid, score, -np.inf)
+        # The dynamic programme of `run`, in Python floats (the same IEEE sums; a few
+        # candidates per chunk, where numpy's per-call cost would dominate).
+        table = score.tolist()
+        out = []
+        for q, (first, stop) in enumerate(runs):
+            size, at, topic_width = stop - first, int(rows_before[q]), int(widths[q])
+            best = [0.0] + [-math.inf] * size
+            back = [0] * (size + 1)
+            for local in range(1, size + 1):
+                row = table[at + local - 1]
+                top, j = -math.inf, 0
+                for k in range(min(topic_width, local)):
+                    total_k = best[local - 1 - k] + row[k]
+                    if total_k > top:  # strict: the first maximum, as argmax
+                        top, j = total_k, k
+                best[local] = top
+                back[local] = first + local - 1 - j
+            out.append(_backtrack(back, first, stop))
+        return out
+
+    def _feasible_widths(
+        self, ends: np.ndarray, firsts: np.ndarray, starts_of: np.ndarray, windows: np.ndarray
     ) -> np.ndarray:
-        """score[row, k-1]: the chunk [ends[row] - k, ends[row]) without the best prefix before
-        it; -inf where the chunk would start before `first` or break a cap."""
+        """Per topic (rows `starts_of[q]:starts_of[q+1]`), the most candidates a capped chunk
+        ending at any of its `ends` can hold, at least 1 and at most its window: sizes grow
+        with every candidate added in front, so the chunks within the caps are the shortest
+        ones, and every score column beyond this width would be -inf."""
+        limits, config = self.limits, self.config
+        hi, max_chars = config.chunk_size_max, config.effective_chars_max()
+        earliest = firsts.copy()
+        if hi is not None:
+            if limits.unit == "chars":
+                bound = np.searchsorted(limits.starts, limits.ends[ends - 1] - hi, "left")
+            else:
+                bound = np.searchsorted(limits.unit_prefix, limits.unit_prefix[ends] - hi, "left")
+            earliest = np.maximum(earliest, bound)
+        if max_chars is not None:
+            bound = np.searchsorted(limits.starts, limits.ends[ends - 1] - max_chars, "left")
+            earliest = np.maximum(earliest, bound)
+        longest = np.maximum.reduceat(ends - earliest, starts_of[:-1])
+        return np.minimum(windows, np.maximum(1, longest))
+
+    def _size_terms(
+        self,
+        score: np.ndarray,
+        valid: np.ndarray,
+        ends: np.ndarray,
+        safe: np.ndarray,
+        *,
+        capped: bool,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The size rules on scores of chunks [safe, end): `UNDERSIZED_PENALTY` under
+        `chunk_size_min`; capped, the pull toward the target and chunks over a cap invalid."""
         config, limits = self.config, self.limits
-        lengths = np.arange(1, window + 1)
-        starts = ends[:, None] - lengths[None, :]  # (rows, window)
-        valid = starts >= first
-        safe = np.where(valid, starts, first)
-        # Prefix sums of the block's rows only (from its first possible start): exact in float64,
-        # small enough for the float32 product (~1e-5 absolute on the spreads), and nothing of
-        # the size of the document is ever allocated here.
-        low = max(first, int(ends[0]) - window)
-        local = np.zeros((int(ends[-1]) - low + 1, self.units.shape[1]), dtype=np.float64)
-        np.cumsum(self.units[low : int(ends[-1])], axis=0, dtype=np.float64, out=local[1:])
-        local = local.astype(np.float32)
-        norms = np.einsum("ij,ij->i", local, local, dtype=np.float64)
-        gram = local[ends - low] @ local[: int(ends[-1]) - low].T  # one BLAS call
-        dots = np.take_along_axis(gram, safe - low, axis=1).astype(np.float64)
-        spread = norms[ends - low][:, None] + norms[safe - low] - 2.0 * dots
-        if not capped:
-            spread = spread / lengths[None, :]
-        score = spread - cost + np.where(safe > first, evidence[safe], 0.0)
-        size = limits.unit_prefix[ends][:, None] - limits.unit_prefix[safe]
         if limits.unit == "chars":
             size = limits.ends[ends - 1][:, None] - limits.starts[safe]
+        else:
+            size = limits.unit_prefix[ends][:, None] - limits.unit_prefix[safe]
         if config.chunk_size_min > 1:
             score -= UNDERSIZED_PENALTY * (size < config.chunk_size_min)
         target = config.chunk_size_target
@@ -338,4 +449,90 @@ class _Search:
                 over |= chars > max_chars
             over[:, 0] = False  # a single candidate is always allowed
             valid &= ~over
+        return score, valid
+
+    def _chunk_scores(
+        self,
+        ends: np.ndarray,
+        first: int,
+        window: int,
+        evidence: np.ndarray,
+        cost: float,
+        capped: bool,
+        local: np.ndarray,
+    ) -> np.ndarray:
+        """score[row, k-1]: the chunk [ends[row] - k, ends[row]) without the best prefix before
+        it; -inf where the chunk would start before `first` or break a cap. Capped, only the
+        columns of lengths that can fit are returned (the rest would be -inf). `ends` are
+        consecutive, so every per-start value is a band of a vector: strided views, no gathers.
+
+        `local`: the prefix sums of the block's rows only, from its first possible start
+        (`_prefixes`): exact in float64, small enough for the float32 product (~1e-5 absolute
+        on the spreads), and nothing of the size of the document is ever allocated here.
+        """
+        rows, top, last = len(ends), int(ends[0]), int(ends[-1])
+        width = window
+        if capped:
+            bounds = np.array([0, rows])
+            firsts = np.full(rows, first, dtype=np.int64)
+            width = int(self._feasible_widths(ends, firsts, bounds, np.array([window]))[0])
+        lengths = np.arange(1, width + 1)
+        starts = ends[:, None] - lengths[None, :]  # (rows, width)
+        valid = starts >= first
+        low = max(first, top - window)
+        norms = np.einsum("ij,ij->i", local, local, dtype=np.float64)
+        columns = last - low
+        # gram[row, c] = <prefix at ends[row], prefix c>, one BLAS call, written after `width`
+        # spare slots so that the band below never reads before the buffer.
+        buffer = np.zeros(width + rows * columns, dtype=np.float32)
+        gram = buffer[width:].reshape(rows, columns)
+        np.matmul(local[ends - low], local[:columns].T, out=gram)
+        # dots[row, k-1] = gram[row, ends[row] - k - low]; where that start is before `first`
+        # the view reads a neighbour (masked below).
+        dots = _band2d(buffer, width + top - low - 1, columns + 1, rows, width).astype(np.float64)
+        spread = norms[ends - low][:, None] + _band(norms, top - low, rows, width) - 2.0 * dots
+        if not capped:
+            spread = spread / lengths[None, :]
+        score = spread - cost + np.where(starts > first, _band(evidence, top, rows, width), 0.0)
+        safe = np.where(valid, starts, first)
+        score, valid = self._size_terms(score, valid, ends, safe, capped=capped)
         return np.where(valid, score, -np.inf)
+
+
+def _backtrack(back: list[int], first: int, stop: int) -> list[int]:
+    """The cuts inside [first, stop) from `back` (the start of the best chunk ending at each
+    candidate, indexed from `first`)."""
+    cuts = []
+    end = stop
+    while end > first:
+        begin = back[end - first]
+        if begin > first:
+            cuts.append(begin)
+        end = begin
+    return cuts[::-1]
+
+
+def _band(values: np.ndarray, top: int, rows: int, width: int) -> np.ndarray:
+    """(rows, width) view: [r, k-1] = values[top + r - k] (rows of consecutive ends, lengths
+    1..width); where top + r - k < 0 it holds values[0] (a start before the range: masked by
+    the caller). Only a band near the document's start is copied, so a block costs the same
+    wherever it lies."""
+    missing = width - top
+    if missing <= 0:
+        return _band2d(values, top - 1, 1, rows, width)
+    padded = np.concatenate((np.repeat(values[:1], missing), values[: top + rows - 1]))
+    return _band2d(padded, width - 1, 1, rows, width)
+
+
+def _band2d(flat: np.ndarray, origin: int, row_step: int, rows: int, width: int) -> np.ndarray:
+    """(rows, width) view of 1-D `flat`: [r, j] = flat[origin + r * row_step - j] (numpy checks
+    that every element lies inside `flat`)."""
+    flat = np.ascontiguousarray(flat)
+    item = flat.itemsize
+    return np.ndarray(
+        (rows, width),
+        flat.dtype,
+        flat,
+        offset=origin * item,
+        strides=(row_step * item, -item),
+    )

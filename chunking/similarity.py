@@ -68,6 +68,20 @@ def normalise_rows(vectors: np.ndarray) -> np.ndarray:
     return array / np.where(norms > 0, norms, np.float32(1.0))
 
 
+def prefix_sums(rows: np.ndarray, dtype: type[np.floating] = np.float64) -> np.ndarray:
+    """(m+1, d) prefix sums of `rows` in `dtype`, the first row zero: exactly
+    `np.cumsum(rows, axis=0, dtype=dtype)` below a zero row (the same additions in the same
+    order), done row by row, which is several times faster than numpy's cumsum down the
+    columns of a C-ordered array."""
+    out = np.empty((rows.shape[0] + 1, *rows.shape[1:]), dtype=dtype)
+    out[0] = 0
+    out[1:] = rows
+    add = np.add
+    for row in range(2, out.shape[0]):
+        add(out[row - 1], out[row], out=out[row])
+    return out
+
+
 def _cosines(left: np.ndarray, right: np.ndarray) -> np.ndarray:
     """Row-wise cosine similarity, 0 where a row is zero."""
     dots = np.einsum("ij,ij->i", left, right)
@@ -92,8 +106,7 @@ def gap_similarities(vectors: np.ndarray, n_candidates: int, config: ChunkingCon
         return _cosines(array[0 : n - 1], array[w : w + n - 1])
     if config.window_mode == "single" or w == 1:
         return _cosines(array[:-1], array[1:])
-    cumulative = np.zeros((n + 1, array.shape[1]), dtype=np.float32)
-    np.cumsum(array, axis=0, out=cumulative[1:])
+    cumulative = prefix_sums(array, np.float32)
     out = np.empty(n - 1, dtype=np.float64)
     # In blocks of gaps, so the temporaries stay small however long the document is.
     for start in range(1, n, _GAP_BLOCK):

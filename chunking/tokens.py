@@ -169,24 +169,42 @@ class TokenizerCounter:
         cache = self._cache
         if len(cache) > self._max_cache:
             cache.clear()
+        # One pattern search over all texts finds whether any holds an unsafe character (the
+        # common answer is no); only then is each text searched.
         unsafe = UNSAFE_FOR_WORD_CACHE.search
-        splits: list[list[str] | None] = [None if unsafe(t) else t.split() for t in texts]
+        if unsafe("\n".join(texts)) is None:
+            splits: list[list[str] | None] = [t.split() for t in texts]
+        else:
+            splits = [None if unsafe(t) else t.split() for t in texts]
         if self.unknown_run_chars is not None:
             # Over-long words (a run without spaces) are counted whole and never cached: each
             # such text is unique, and the piece splitter would fill the cache with its slices.
             limit = self.unknown_run_chars
             splits = [
-                None if words is None or any(len(w) > limit for w in words) else words
-                for words in splits
+                None
+                if words is None or (len(t) > limit and max(map(len, words), default=0) > limit)
+                else words
+                for t, words in zip(texts, splits, strict=True)
             ]
-        missing = {w for words in splits if words is not None for w in words if w not in cache}
-        if missing:
-            ordered = sorted(missing)
-            cache.update(zip(ordered, self._encode(ordered), strict=True))
         whole = [t for t, words in zip(texts, splits, strict=True) if words is None]
-        whole_counts = iter(self._encode(whole))
+        whole_counts = self._encode(whole)
         get = cache.__getitem__
-        return [next(whole_counts) if words is None else sum(map(get, words)) for words in splits]
+        try:
+            return _word_counts(splits, whole_counts, get)
+        except KeyError:  # words not seen before: count them all in one batch, then again
+            missing = set().union(*(words for words in splits if words is not None))
+            ordered = sorted(missing.difference(cache))
+            cache.update(zip(ordered, self._encode(ordered), strict=True))
+            return _word_counts(splits, whole_counts, get)
+
+
+def _word_counts(
+    splits: list[list[str] | None], whole_counts: list[int], get: Callable[[str], int]
+) -> list[int]:
+    """Each text's count: the sum of its words' memoised counts, or its whole count (in order)
+    where it was counted whole. A word missing from the memo raises KeyError."""
+    whole = iter(whole_counts)
+    return [next(whole) if words is None else sum(map(get, words)) for words in splits]
 
 
 def _wordpiece_give_up(spec: dict[str, Any], tokenizer: Any) -> tuple[int | None, int | None]:
@@ -217,7 +235,9 @@ def unknown_runs(text: str, limit: int = 100) -> int:
     for BERT/MiniLM) would read as one `[UNK]`: letters and digits without a space, punctuation
     or CJK character for more than `limit` characters. An approximation of BERT's
     pre-tokenizer, used to flag chunks whose token counts were estimated by pieces."""
-    if len(text) <= limit:
+    # Such a run holds no whitespace, so it lies inside one whitespace-separated word: text
+    # whose words are all short has none (a split is far cheaper than the pattern).
+    if len(text) <= limit or max(map(len, text.split()), default=0) <= limit:
         return 0
     return sum(1 for _ in _long_run_pattern(limit).finditer(text))
 
