@@ -264,9 +264,10 @@ def systems_for(language: str, min_sentence_length: int) -> dict[str, Splitter]:
 def segmentation_speed(
     documents: Sequence[Sequence[str]], configs: dict[str, ChunkingConfig], runs: int
 ) -> dict[str, float]:
-    """Candidates per second of `segment()` under each config, on about 300 KB of the documents'
-    text (repeated as needed), one document per call; the configs take turns within each run
-    (so load on the machine hits them alike), median of `runs`."""
+    """Candidates per CPU second of `segment()` under each config, on about 300 KB of the
+    documents' text (repeated as needed), one document per call; the configs take turns within
+    each run (so load on the machine hits them alike), median of `runs`. CPU time, not wall
+    time: on a shared machine other processes' load inflates wall time."""
     texts: list[str] = []
     size = 0
     while size < SPEED_CHARS:
@@ -279,9 +280,9 @@ def segmentation_speed(
     produced: dict[str, int] = {}
     for _ in range(runs):
         for name, config in configs.items():
-            began = time.perf_counter()
+            began = time.process_time()
             produced[name] = sum(len(segment(text, config)) for text in texts)
-            timings[name].append(time.perf_counter() - began)
+            timings[name].append(time.process_time() - began)
     return {name: produced[name] / statistics.median(timings[name]) for name in configs}
 
 
@@ -341,7 +342,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     if args.speed_runs:
         names = ("seams (en rules)", "seams (language)", "seams (auto)")
-        print(f"\nCandidates per second, {SPEED_CHARS // 1000} KB of each language's documents")
+        print(f"\nCandidates per CPU second, {SPEED_CHARS // 1000} KB of each language's documents")
         print(f"(median of {args.speed_runs} interleaved runs)\n")
         print("| language | " + " | ".join(names) + " |")
         print("|---|---:|---:|---:|")

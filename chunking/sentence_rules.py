@@ -20,15 +20,14 @@ English abbreviations that are not ordinary words of the language:
   elision marks "[…]" and "(...)"; so does an abbreviation closed by a bracket before a capital
   ("(Gruau par ex.) Ainsi").
 
-`language="auto"` picks the rules per text by counting function words ("der", "und", "le",
-"el", "il", ...) in its first 1,000 characters: deterministic, one pass over at most 1 kB,
-and English when the evidence is thin (fewer than 5 function words) or tied.
+`language="auto"` picks the rules per text by the function words ("der", "und", "le", "el",
+"il", ...) in its first 1,000 characters: deterministic, one pass over at most 1 kB, and English
+when the evidence is thin (fewer than 4 different function words) or tied.
 """
 
 from __future__ import annotations
 
 import re
-from collections import Counter
 from dataclasses import dataclass
 from functools import cache
 
@@ -252,17 +251,15 @@ _FUNCTION_WORD_SETS = {
     language: frozenset(words.split()) for language, words in _FUNCTION_WORDS.items()
 }
 AUTO_SAMPLE_CHARS = 1_000
-_AUTO_MIN_EVIDENCE = 5
+_AUTO_MIN_EVIDENCE = 4
 
 
 def detect_language(text: str) -> str:
-    """The most likely of `LANGUAGES` for `text`, from function words in its first 1,000
-    characters; "en" when fewer than 5 are found or two languages tie (deterministic)."""
-    counts = Counter(text[:AUTO_SAMPLE_CHARS].lower().split())  # function words stand alone
-    votes = [
-        (sum(counts.get(word, 0) for word in words), language)
-        for language, words in _FUNCTION_WORD_SETS.items()
-    ]
+    """The most likely of `LANGUAGES` for `text`: the one with the most different function words
+    in its first 1,000 characters; "en" when it has fewer than 4 or two languages tie
+    (deterministic)."""
+    present = set(text[:AUTO_SAMPLE_CHARS].lower().split())  # function words stand alone
+    votes = [(len(present & words), language) for language, words in _FUNCTION_WORD_SETS.items()]
     best = max(count for count, _ in votes)
     winners = [language for count, language in votes if count == best]
     if best < _AUTO_MIN_EVIDENCE or len(winners) > 1:

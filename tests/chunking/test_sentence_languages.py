@@ -133,6 +133,7 @@ def test_the_english_default_keeps_its_rules_for_every_text():
 def test_auto_falls_back_to_english_on_thin_or_tied_evidence():
     assert detect_language("") == "en"
     assert detect_language("Die Katze.") == "en"  # one function word
+    assert detect_language("le les et des el los las y") == "en"  # French and Spanish tie
     assert detect_language("The cat and the dog sat on the mat with the bird.") == "en"
     assert detect_language("Die Katze und der Hund sind mit dem Vogel auf der Matte.") == "de"
     # Only the first 1,000 characters count: the same verdict however long the text goes on.
