@@ -31,8 +31,10 @@ exceed max except when one candidate alone cannot be cut below it (flagged `over
 from __future__ import annotations
 
 import heapq
+import itertools
 import logging
 import math
+import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -41,7 +43,7 @@ import numpy as np
 
 from seams.chunking.boundaries import Boundary
 from seams.chunking.config import ChunkingConfig
-from seams.chunking.ids import assign_chunk_ids
+from seams.chunking.ids import assign_normalised_ids, normalise_text
 from seams.chunking.pages import PageIndex
 from seams.chunking.segment import Candidate
 from seams.chunking.similarity import (
@@ -127,11 +129,11 @@ class _Sizes:
 
     def __init__(self, candidates: Sequence[Candidate], unit: str):
         self.unit = unit
-        self.tokens = np.array([c.token_count for c in candidates], dtype=np.int64)
-        self.token_prefix = np.concatenate(([0], np.cumsum(self.tokens)))
-        self.starts = np.array([c.start_char for c in candidates], dtype=np.int64)
-        self.ends = np.array([c.end_char for c in candidates], dtype=np.int64)
         n = len(candidates)
+        self.tokens = np.fromiter((c.token_count for c in candidates), np.int64, n)
+        self.token_prefix = np.concatenate(([0], np.cumsum(self.tokens)))
+        self.starts = np.fromiter((c.start_char for c in candidates), np.int64, n)
+        self.ends = np.fromiter((c.end_char for c in candidates), np.int64, n)
         if unit == "sentences":
             self.prefix = np.arange(n + 1, dtype=np.int64)
         else:
@@ -171,8 +173,7 @@ def plan_segments(
         raise ValueError(
             f"got {len(boundaries)} boundaries for {n} candidates; expected one per gap ({n - 1})"
         )
-    planner = _Planner(candidates, boundaries, config)
-    return planner.plan()
+    return _Planner(candidates, boundaries, config, _Sizes(candidates, config.size_unit)).plan()
 
 
 class _Planner:
@@ -181,28 +182,33 @@ class _Planner:
         candidates: Sequence[Candidate],
         boundaries: Sequence[Boundary],
         config: ChunkingConfig,
+        sizes: _Sizes,
     ):
-        self.n = len(candidates)
+        n = self.n = len(candidates)
         self.config = config
-        self.sizes = _Sizes(candidates, config.size_unit)
+        self.sizes = sizes
         self.hi = size_cap(config)
         self.chars_max = config.effective_chars_max() or math.inf
         # gap i (1..n-1) lives at index i; index 0 and n are unused sentinels
-        self.similarity = np.ones(self.n + 1, dtype=np.float64)
-        self.reasons: dict[int, str] = {}
-        self.merge_preference = np.ones(self.n + 1, dtype=np.float64)
-        for b in boundaries:
-            self.similarity[b.index] = b.similarity
-            if b.is_boundary and b.reason:
-                self.reasons[b.index] = b.reason
-        self.merge_preference[:] = self.similarity
+        self.similarity = np.ones(n + 1, dtype=np.float64)
+        if boundaries:
+            index = np.fromiter((b.index for b in boundaries), np.int64, len(boundaries))
+            self.similarity[index] = [b.similarity for b in boundaries]
+        self.reasons: dict[int, str] = {
+            b.index: b.reason for b in boundaries if b.is_boundary and b.reason
+        }
+        self.merge_preference = self.similarity.copy()
         self.split_score = self.similarity.copy()
-        for i in range(1, self.n):
-            if candidates[i - 1].kind == "heading":
-                self.merge_preference[i] += _AFTER_HEADING_BONUS
-                self.split_score[i] += _AFTER_HEADING_BONUS
-            elif self.reasons.get(i) == "structural":
-                self.merge_preference[i] -= _STRUCTURAL_PENALTY
+        after_heading = np.zeros(n + 1, dtype=bool)
+        after_heading[1:n] = [c.kind == "heading" for c in candidates[: n - 1]]
+        self.merge_preference[after_heading] += _AFTER_HEADING_BONUS
+        self.split_score[after_heading] += _AFTER_HEADING_BONUS
+        structural = [
+            i
+            for i, reason in self.reasons.items()
+            if reason == "structural" and 0 < i < n and not after_heading[i]
+        ]
+        self.merge_preference[structural] -= _STRUCTURAL_PENALTY
 
     def plan(self) -> list[Segment]:
         cuts = sorted(self.reasons)
@@ -359,10 +365,15 @@ def assemble_chunks(
     `window_counter`: the embedding model's token counter; with `tokenizer="cl100k_base"` every
     chunk is measured with it against `model_window_tokens` (the conservative heuristic if None).
     """
-    segments = plan_segments(candidates, boundaries, config)
-    if not segments:
+    n = len(candidates)
+    if n == 0:
         return []
+    if len(boundaries) != n - 1:
+        raise ValueError(
+            f"got {len(boundaries)} boundaries for {n} candidates; expected one per gap ({n - 1})"
+        )
     sizes = _Sizes(candidates, config.size_unit)
+    segments = _Planner(candidates, boundaries, config, sizes).plan()
     vectors = _cohesion_vectors(embeddings, len(candidates), config)
     pages = PageIndex(page_spans) if page_spans is not None else None
     lo, hi = config.chunk_size_min, size_cap(config)
@@ -376,7 +387,13 @@ def assemble_chunks(
 
     texts = [text[candidates[o].start_char : candidates[b - 1].end_char] for o, _, b in spans]
     cohesions = _cohesions(vectors, spans) if vectors is not None else [None] * len(spans)
-    ids = assign_chunk_ids(document_id, texts)
+    words = [t.split() for t in texts]
+    # NFC leaves ASCII and text already in NFC as it is: its normal form is its words joined.
+    normalised = [
+        " ".join(w) if t.isascii() or unicodedata.is_normalized("NFC", t) else normalise_text(t)
+        for t, w in zip(texts, words, strict=True)
+    ]
+    ids = assign_normalised_ids(document_id, normalised)
     total = len(spans)
     window_counts: list[int] | None = None
     if config.tokenizer == CL100K_NAME:
@@ -389,7 +406,12 @@ def assemble_chunks(
         CL100K_NAME,
         HEURISTIC_COUNTER_NAME,
     )
-    estimated = [bool(model_sized and unknown_runs(t)) for t in texts]
+    # A run the tokenizer cannot read lies inside one word: most chunks are ruled out by their
+    # longest word before the pattern looks at them.
+    estimated = [
+        bool(model_sized and max(map(len, w), default=0) > 100 and unknown_runs(t))
+        for t, w in zip(texts, words, strict=True)
+    ]
     if any(estimated):
         logger.warning(
             "%s: %d chunk(s) hold runs of over 100 letters or digits without a space or "
@@ -398,13 +420,17 @@ def assemble_chunks(
             document_id,
             sum(estimated),
         )
+    # Per-candidate values as Python lists: the loop below reads a few per chunk.
+    split_before = [0, *itertools.accumulate(c.split for c in candidates)]
+    unit_prefix, token_prefix = sizes.prefix.tolist(), sizes.token_prefix.tolist()
+    chars_unit = config.size_unit == "chars"
     chunks = []
     for k, ((o, a, b), seg, chunk_text, cid, cohesion) in enumerate(
         zip(spans, segments, texts, ids, cohesions, strict=True)
     ):
         start = candidates[o].start_char
         end = candidates[b - 1].end_char
-        size = sizes.of(o, b)
+        size = end - start if chars_unit else unit_prefix[b] - unit_prefix[o]
         metadata: dict[str, Any] = {
             "size_unit": config.size_unit,
             "size": size,
@@ -412,7 +438,7 @@ def assemble_chunks(
             "boundary_reason": seg.reason,
             "oversized": size > hi,
             "undersized": size < lo,
-            "split_sentence": any(candidates[i].split for i in range(o, b)),
+            "split_sentence": split_before[b] > split_before[o],
             "overlap_candidates": a - o,
         }
         if estimated[k]:
@@ -434,7 +460,7 @@ def assemble_chunks(
                 end_char=end,
                 overlap_start=start,
                 overlap_end=candidates[a].start_char if o < a else start,
-                token_count=sizes.token_count(o, b),
+                token_count=token_prefix[b] - token_prefix[o],
                 sentence_count=b - o,
                 section=head.section,
                 page_start=pages.page_at(start) if pages else None,

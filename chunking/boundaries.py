@@ -89,11 +89,14 @@ def detect_boundaries(
     if config.segmenter == "optimal" and method == "semantic" and vectors is not None:
         reasons = _optimal_reasons(sims, candidates, config, vectors)
         return [
-            Boundary(gap + 1, float(sims[gap]), float(thresholds[gap]), r is not None, r)
-            for gap, r in enumerate(reasons)
+            Boundary(gap + 1, similarity, threshold, r is not None, r)
+            for gap, (similarity, threshold, r) in enumerate(
+                zip(sims.tolist(), thresholds.tolist(), reasons, strict=True)
+            )
         ]
     semantic_reason: Reason = "fallback" if method == "jaccard" else "semantic"
     kinds = [c.kind for c in candidates]
+    similarities, limits, dips = sims.tolist(), thresholds.tolist(), below.tolist()
     out = []
     for gap in range(n_gaps):
         index = gap + 1
@@ -102,13 +105,13 @@ def detect_boundaries(
             reason = None  # never separate a heading from what it introduces
         elif config.split_on_headings and kinds[index] == "heading":
             reason = "structural"
-        elif below[gap]:
+        elif dips[gap]:
             reason = semantic_reason
         out.append(
             Boundary(
                 index=index,
-                similarity=float(sims[gap]),
-                threshold=float(thresholds[gap]),
+                similarity=similarities[gap],
+                threshold=limits[gap],
                 is_boundary=reason is not None,
                 reason=reason,
             )

@@ -28,10 +28,15 @@ def chunk_id(document_id: str, text: str, occurrence: int = 1) -> str:
 
 def assign_chunk_ids(document_id: str, texts: Iterable[str]) -> list[str]:
     """Ids for a document's chunk texts in order, numbering repeats of the same normalised text."""
+    return assign_normalised_ids(document_id, (normalise_text(text) for text in texts))
+
+
+def assign_normalised_ids(document_id: str, normalised_texts: Iterable[str]) -> list[str]:
+    """`assign_chunk_ids` for texts already in `normalise_text` form (a caller that has split
+    the texts into words for another reason joins them instead of normalising again)."""
     seen: dict[str, int] = {}
     ids = []
-    for text in texts:
-        normalised = normalise_text(text)
+    for normalised in normalised_texts:
         occurrence = seen.get(normalised, 0) + 1
         seen[normalised] = occurrence
         ids.append(_digest(document_id, normalised, occurrence))

@@ -56,6 +56,7 @@ one embedding pass. Pure numpy; deterministic (ties go to the earliest start).
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -287,10 +288,13 @@ class _Search:
                 ends = np.arange(top, min(top + _BLOCK, stop + 1))
                 score = self._chunk_scores(ends, first, window, evidence, cost, capped, local)
                 width = score.shape[1]
-                for row, end in enumerate(ends.tolist()):
+                for row, end in zip(score, ends.tolist(), strict=True):
                     local_end = end - first
-                    offset, k = size - local_end + 1, min(width, local_end)
-                    totals = reverse[offset : offset + k] + score[row, :k]
+                    offset = size - local_end + 1
+                    if local_end >= width:
+                        totals = reverse[offset : offset + width] + row
+                    else:
+                        totals = reverse[offset : offset + local_end] + row[:local_end]
                     j = int(totals.argmax())  # first maximum = shortest chunk: deterministic
                     best[local_end] = totals[j]
                     back[local_end] = end - 1 - j
@@ -299,17 +303,25 @@ class _Search:
     def _prefixes(self, spans: list[tuple[int, int]]) -> list[np.ndarray]:
         """For each (low, last): the prefix sums of units[low:last] from `low` (a zero row
         first), summed in float64 and stored as float32: the sums of `np.cumsum` in its order,
-        for all spans at once (step t adds row t of every span in one call)."""
+        for all spans at once (step t adds row t of every span in one call). Each is a
+        C-ordered (last - low + 1, d) view of one array (`_stacked_prefixes`)."""
+        stacked, offsets = self._stacked_prefixes(spans)
+        return [stacked[a:b] for a, b in itertools.pairwise(offsets)]
+
+    def _stacked_prefixes(self, spans: list[tuple[int, int]]) -> tuple[np.ndarray, list[int]]:
+        """The prefix sums of `_prefixes`, one after the other: span k's are rows
+        offsets[k]:offsets[k+1] of the returned array."""
         units = self.units
         longest = max(last - low for low, last in spans)
         rows = np.zeros((longest, len(spans), units.shape[1]), dtype=units.dtype)
         for column, (low, last) in enumerate(spans):
             rows[: last - low, column] = units[low:last]
         prefix = prefix_sums(rows, np.float64).astype(np.float32)
-        return [
-            np.ascontiguousarray(prefix[: last - low + 1, column])
-            for column, (low, last) in enumerate(spans)
-        ]
+        stacked = np.concatenate(
+            [prefix[: last - low + 1, column] for column, (low, last) in enumerate(spans)]
+        )
+        offsets = [0, *itertools.accumulate(last - low + 1 for low, last in spans)]
+        return stacked, offsets
 
     def split_to_fit(self, runs: list[tuple[int, int]], evidence: np.ndarray) -> list[int]:
         """The size cuts of every over-cap topic [first, stop) in `runs`, in order: exactly
@@ -318,10 +330,18 @@ class _Search:
         few numpy calls for all of them instead of a few dozen per topic."""
         short = [(first, stop) for first, stop in runs if stop - first <= _BLOCK]
         together: dict[tuple[int, int], list[int]] = {}
-        group = max(1, _PREFIX_BYTES // ((_BLOCK + 1) * self.units.shape[1] * 8))
-        for at in range(0, len(short), group):
-            batch = short[at : at + group]
+        row_bytes = self.units.shape[1] * 8
+        batch: list[tuple[int, int]] = []
+        longest = 0
+        for topic in [*short, None]:  # batches whose prefix sums fit `_PREFIX_BYTES`
+            if topic is not None:
+                longest_with = max(longest, topic[1] - topic[0] + 1)
+                if not batch or longest_with * (len(batch) + 1) * row_bytes <= _PREFIX_BYTES:
+                    batch.append(topic)
+                    longest = longest_with
+                    continue
             together.update(zip(batch, self._split_short(batch, evidence), strict=True))
+            batch, longest = ([topic], topic[1] - topic[0] + 1) if topic is not None else ([], 0)
         cuts: list[int] = []
         for first, stop in runs:
             if (first, stop) in together:
@@ -349,17 +369,16 @@ class _Search:
         windows = np.minimum(config.max_chunk_candidates, counts)
         widths = self._feasible_widths(ends, row_first, rows_before, windows)
         width = int(widths.max())
-        prefixes = self._prefixes(runs)  # each topic's, from its first candidate
-        norms = np.zeros(total + len(runs), dtype=np.float64)  # topic q's at rows_before[q] + q
+        # Each topic's prefix sums from its first candidate, and all their norms in one call
+        # (a row's norm does not depend on its neighbours): topic q's at rows_before[q] + q.
+        stacked, offsets = self._stacked_prefixes(runs)
+        norms = np.einsum("ij,ij->i", stacked, stacked, dtype=np.float64)
         dots = np.zeros((total, width), dtype=np.float64)
         for q, (count, topic_width) in enumerate(
             zip(counts.tolist(), widths.tolist(), strict=True)
         ):
-            local = prefixes[q]
+            local = stacked[offsets[q] : offsets[q + 1]]
             at = int(rows_before[q])
-            norms[at + q : at + q + count + 1] = np.einsum(
-                "ij,ij->i", local, local, dtype=np.float64
-            )
             buffer = np.zeros(topic_width + count * count, dtype=np.float32)
             np.matmul(local[1:], local[:count].T, out=buffer[topic_width:].reshape(count, count))
             # dots[row, k-1] = gram[row, row + 1 - k] (the chunk's start in the topic)

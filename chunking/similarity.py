@@ -76,9 +76,11 @@ def prefix_sums(rows: np.ndarray, dtype: type[np.floating] = np.float64) -> np.n
     out = np.empty((rows.shape[0] + 1, *rows.shape[1:]), dtype=dtype)
     out[0] = 0
     out[1:] = rows
-    add = np.add
-    for row in range(2, out.shape[0]):
-        add(out[row - 1], out[row], out=out[row])
+    views = list(out[1:])  # row views made once: the loop then costs one addition per row
+    before = views[0] if views else None
+    for row in views[1:]:
+        row += before  # row + before == before + row, bit for bit
+        before = row
     return out
 
 
