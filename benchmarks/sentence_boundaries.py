@@ -40,7 +40,8 @@ with `git show HEAD:FILE`). Nothing is downloaded by this script; fetch once wit
 
 Run:
 
-    .venv/bin/pip install pysbd sentencex     # or: pip install -e '.[bench]'
+    .venv/bin/pip install pysbd==0.3.4 sentencex==1.0.32   # not in the bench extra: pysbd
+                                                           # installs a package `benchmarks`
     .venv/bin/python benchmarks/sentence_boundaries.py
     .venv/bin/python benchmarks/sentence_boundaries.py \
         --json benchmarks/results/sentence_boundaries.json
@@ -225,7 +226,7 @@ def peer_splitters(language: str) -> dict[str, Splitter]:
         segmenter = pysbd.Segmenter(language=language, clean=False)
         splitters["pysbd"] = lambda text: starts_of(text, segmenter.segment(text))
     except ImportError:
-        print("pysbd is not installed: pip install pysbd (or the bench extra)", file=sys.stderr)
+        print("pysbd is not installed: pip install pysbd==0.3.4", file=sys.stderr)
     try:
         import sentencex
 
