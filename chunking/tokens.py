@@ -176,6 +176,13 @@ class TokenizerCounter:
             splits: list[list[str] | None] = [t.split() for t in texts]
         else:
             splits = [None if unsafe(t) else t.split() for t in texts]
+        get = cache.__getitem__
+        if all(words is not None for words in splits):
+            try:
+                # Every word memoised: none is over-long either (those are never memoised).
+                return [sum(map(get, words)) for words in splits]  # type: ignore[arg-type]
+            except KeyError:
+                pass
         if self.unknown_run_chars is not None:
             # Over-long words (a run without spaces) are counted whole and never cached: each
             # such text is unique, and the piece splitter would fill the cache with its slices.
@@ -186,25 +193,13 @@ class TokenizerCounter:
                 else words
                 for t, words in zip(texts, splits, strict=True)
             ]
-        whole = [t for t, words in zip(texts, splits, strict=True) if words is None]
-        whole_counts = self._encode(whole)
-        get = cache.__getitem__
-        try:
-            return _word_counts(splits, whole_counts, get)
-        except KeyError:  # words not seen before: count them all in one batch, then again
-            missing = set().union(*(words for words in splits if words is not None))
+        missing = set().union(*(words for words in splits if words is not None))
+        if missing:
             ordered = sorted(missing.difference(cache))
             cache.update(zip(ordered, self._encode(ordered), strict=True))
-            return _word_counts(splits, whole_counts, get)
-
-
-def _word_counts(
-    splits: list[list[str] | None], whole_counts: list[int], get: Callable[[str], int]
-) -> list[int]:
-    """Each text's count: the sum of its words' memoised counts, or its whole count (in order)
-    where it was counted whole. A word missing from the memo raises KeyError."""
-    whole = iter(whole_counts)
-    return [next(whole) if words is None else sum(map(get, words)) for words in splits]
+        whole = [t for t, words in zip(texts, splits, strict=True) if words is None]
+        whole_counts = iter(self._encode(whole))
+        return [next(whole_counts) if words is None else sum(map(get, words)) for words in splits]
 
 
 def _wordpiece_give_up(spec: dict[str, Any], tokenizer: Any) -> tuple[int | None, int | None]:
