@@ -312,6 +312,9 @@ class _Search:
         """The prefix sums of `_prefixes`, one after the other: span k's are rows
         offsets[k]:offsets[k+1] of the returned array."""
         units = self.units
+        if len(spans) == 1:  # one span (a long block): no staging copies
+            low, last = spans[0]
+            return prefix_sums(units[low:last], np.float64).astype(np.float32), [0, last - low + 1]
         longest = max(last - low for low, last in spans)
         rows = np.zeros((longest, len(spans), units.shape[1]), dtype=units.dtype)
         for column, (low, last) in enumerate(spans):

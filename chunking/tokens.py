@@ -177,12 +177,15 @@ class TokenizerCounter:
         else:
             splits = [None if unsafe(t) else t.split() for t in texts]
         get = cache.__getitem__
-        if all(words is not None for words in splits):
-            try:
-                # Every word memoised: none is over-long either (those are never memoised).
-                return [sum(map(get, words)) for words in splits]  # type: ignore[arg-type]
-            except KeyError:
-                pass
+        try:
+            # Every word memoised: none is over-long either (those are never memoised).
+            summed = [None if words is None else sum(map(get, words)) for words in splits]
+        except KeyError:
+            pass
+        else:
+            whole = [t for t, count in zip(texts, summed, strict=True) if count is None]
+            counted = iter(self._encode(whole))
+            return [next(counted) if count is None else count for count in summed]
         if self.unknown_run_chars is not None:
             # Over-long words (a run without spaces) are counted whole and never cached: each
             # such text is unique, and the piece splitter would fill the cache with its slices.
