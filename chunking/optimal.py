@@ -260,6 +260,12 @@ class _Search:
         self.units = units
         self.limits = limits
         self.config = config
+        # Sizes grow with every candidate added in front (counts >= 0, candidates in order):
+        # then the chunks within the caps are the shortest ones (see `_feasible_widths`).
+        self.monotone = bool(
+            np.all(np.diff(limits.starts) >= 0)
+            and (limits.unit == "chars" or np.all(np.diff(limits.unit_prefix) >= 0))
+        )
 
     def run(
         self, first: int, stop: int, evidence: np.ndarray, *, cost: float, capped: bool
@@ -426,6 +432,8 @@ class _Search:
         with every candidate added in front, so the chunks within the caps are the shortest
         ones, and every score column beyond this width would be -inf."""
         limits, config = self.limits, self.config
+        if not self.monotone:  # no shortcut: every length up to the window
+            return windows.copy()
         hi, max_chars = config.chunk_size_max, config.effective_chars_max()
         earliest = firsts.copy()
         if hi is not None:
