@@ -53,6 +53,7 @@ from seams.chunking.similarity import (
     prefix_sums,
 )
 from seams.chunking.tokens import (
+    BERT_MAX_WORD_CHARS,
     CL100K_NAME,
     HEURISTIC_COUNTER_NAME,
     HeuristicTokenCounter,
@@ -409,7 +410,7 @@ def assemble_chunks(
     # A run the tokenizer cannot read lies inside one word: most chunks are ruled out by their
     # longest word before the pattern looks at them.
     estimated = [
-        bool(model_sized and max(map(len, w), default=0) > 100 and unknown_runs(t))
+        bool(model_sized and max(map(len, w), default=0) > BERT_MAX_WORD_CHARS and unknown_runs(t))
         for t, w in zip(texts, words, strict=True)
     ]
     if any(estimated):

@@ -228,7 +228,11 @@ def _long_run_pattern(limit: int) -> re.Pattern[str]:
     return pattern
 
 
-def unknown_runs(text: str, limit: int = 100) -> int:
+#: BERT/MiniLM's `max_input_chars_per_word`: a longer word comes out as one `[UNK]`.
+BERT_MAX_WORD_CHARS = 100
+
+
+def unknown_runs(text: str, limit: int = BERT_MAX_WORD_CHARS) -> int:
     """How many runs in `text` a WordPiece tokenizer (`max_input_chars_per_word = limit`, 100
     for BERT/MiniLM) would read as one `[UNK]`: letters and digits without a space, punctuation
     or CJK character for more than `limit` characters. An approximation of BERT's
