@@ -6,7 +6,7 @@ import argparse
 import json
 import time
 
-from seams.orchestration import runner
+from seams.orchestration import ownership, recovered, runner
 from seams.orchestration.cli.context import definitions
 from seams.orchestration.cli.failures import print_err
 from seams.orchestration.cli.terminal import printable, say
@@ -25,6 +25,9 @@ def run(args: argparse.Namespace) -> int:
         prepare_instance(args.environment).open() as instance,
         runner.hold_data(defs, "seams backfill", waiting, wait=not args.no_wait),
     ):
+        # What a killed run published but Dagster never recorded is recorded, not recomputed.
+        ownership.reap_orphans(instance, report)
+        recovered.record_unrecorded(instance, defs, args.settings, report)
         summary = runner.backfill(instance, report, defs=defs)
     summary.seconds = time.perf_counter() - started
     if args.json:

@@ -5,9 +5,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+import dagster as dg
 import psycopg
 
-from seams.orchestration import command_lock
+from seams.orchestration import command_lock, recovered
 from seams.orchestration.cli.context import definitions
 from seams.orchestration.cli.terminal import printable
 from seams.orchestration.instance import prepare_instance
@@ -30,6 +31,7 @@ def run(args: argparse.Namespace) -> int:
     repo = defs.get_repository_def()
     with seams_instance.open() as instance:
         storage = type(instance.run_storage).__name__
+        records = records_report(instance, defs, args)
     urls = seams_instance.urls
     where = "embedded" if urls.embedded else "external"
     settings = args.environment.describe_settings().removeprefix("settings: ")
@@ -41,6 +43,7 @@ def run(args: argparse.Namespace) -> int:
         f"Definitions: {len(repo.assets_defs_by_key)} assets, {len(repo.get_all_jobs())} jobs, "
         f"{len(repo.sensor_defs)} sensors, {len(repo.schedule_defs)} schedules\n"
         + printable(index, keep="\n")  # batch sources are the user's folder names
+        + "".join(f"\n{line}" for line in records)
         + "\nNext: `seams dev` and open the UI."
     )
     return status
@@ -74,6 +77,26 @@ def index_report(postgres: PostgresResource) -> tuple[str, int]:
         lines.append(f"Index: being built now by {holder.describe()}: search sees them once done")
         return "\n".join(lines), 0
     return "\n".join(lines), EXIT_UNPUBLISHED if left else 0
+
+
+def records_report(
+    instance: dg.DagsterInstance, defs: dg.Definitions, args: argparse.Namespace
+) -> list[str]:
+    """The `Dagster:` lines: each published write whose run stopped before Dagster recorded it
+    (the UI shows the batch missing or unsynced until it is recorded), and what records it."""
+    seams = seams_command()
+    lines = []
+    for entry in recovered.unrecorded(instance, defs, args.settings):
+        if entry.again:  # follows its chunks' record, named on their own line
+            continue
+        if entry.recordable:
+            fix = f"`{seams} run` or `{seams} backfill` records it"
+        else:
+            fix = (
+                f"made with other settings ({entry.other_settings}): `{seams} backfill` rebuilds it"
+            )
+        lines.append(printable(f"Dagster: {entry.state()}: {fix}"))  # batch keys name folders
+    return lines
 
 
 def _unpublished_line(state: publication.Unpublished) -> str:

@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 from seams.errors import InputError
-from seams.orchestration import runner
+from seams.orchestration import recovered, runner
 from seams.orchestration.cli.context import definitions
 from seams.orchestration.cli.terminal import printable, say
 from seams.orchestration.instance import prepare_instance
@@ -37,6 +37,9 @@ def run(args: argparse.Namespace) -> int:
         found = runner.unfinished(defs)
         if runner.settle_in_flight(instance, say, [u.batch for u in found]):  # killed: failed
             found = runner.unfinished(defs)  # live (a run of the UI's): awaited, look again
+        # Writes a run stopped before Dagster recorded them (published): recorded now, and
+        # again below for the batches this run finishes.
+        recovered.record_unrecorded(instance, defs, args.settings, say)
         if found:
             say(runner.describe_unfinished(found))
         unfinished = [u.batch for u in found]
@@ -62,6 +65,8 @@ def run(args: argparse.Namespace) -> int:
             resume=resumed, announce=False,  # said above, in one line
             tags={QUARANTINE_RETRY_TAG: "true"} if retry else None,
         )  # fmt: skip
+        if resumed:
+            recovered.record_unrecorded(instance, defs, args.settings, say)
     summary.seconds = time.perf_counter() - started
     home = args.environment.dagster_home
     shown = runner.format_summary(runner.summarize(summary, defs=defs), home=home)
