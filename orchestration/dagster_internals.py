@@ -11,6 +11,7 @@ private import goes here, with its reason, and into that test.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import random
 import string
@@ -48,12 +49,20 @@ from dagster._core.definitions.assets.graph.remote_asset_graph import (
 # or enum), and the tags with which a runless materialization (a model found in the data dir)
 # records its data and code version: `report_runless_asset_event` takes no data version, only
 # `MaterializeResult`/`Output` inside a run do.
+# The tags a run's materialization carries to say which input data versions and events it was
+# computed from, and its data version computed from them (`provenance_tags`: a materialization
+# recorded without a run, of a write a stopped run made); no public API writes them.
 from dagster._core.definitions.data_version import (
     CODE_VERSION_TAG,
     DATA_VERSION_IS_USER_PROVIDED_TAG,
     DATA_VERSION_TAG,
+    DEFAULT_DATA_VERSION,
+    NULL_EVENT_POINTER,
     CachingStaleStatusResolver,
     StaleStatus,
+    compute_logical_data_version,
+    get_input_data_version_tag,
+    get_input_event_pointer_tag,
 )
 
 # One (asset, partition) pair of a backfill's target set; not exported.
@@ -121,6 +130,7 @@ __all__ = [
     "execute_run_argument",
     "final_backfill_data",
     "new_asset_backfill",
+    "provenance_tags",
     "reconstructable_job",
     "stale_status_resolver",
     "with_backfill_data",
@@ -266,6 +276,31 @@ def final_backfill_data(data: AssetBackfillData) -> tuple[AssetBackfillData, boo
         data = data.with_failed_and_downstream_subset(data.failed_and_downstream_subset | missing)
     failed = data.failed_and_downstream_subset.num_partitions_and_non_partitioned_assets > 0
     return data, failed
+
+
+def provenance_tags(
+    code_version: str, inputs: Mapping[dg.AssetKey, dg.EventLogRecord | None]
+) -> dict[str, str]:
+    """The data version tags Dagster's step execution puts on a materialization of one
+    partition computed by `code_version` from `inputs` (each input's materialization of that
+    partition, None: never materialized): per input its data version (for a partitioned input,
+    the sha256 of its partitions' data versions: here one) and its event, then the data version
+    computed from them. The event is the input partition's own (a run names the input asset's
+    newest, whichever partition): staleness compares only the partition's later events with it."""
+    tags: dict[str, str] = {CODE_VERSION_TAG: code_version}
+    versions: dict[dg.AssetKey, dg.DataVersion] = {}
+    for key, record in inputs.items():
+        if record is None:
+            versions[key], pointer = DEFAULT_DATA_VERSION, NULL_EVENT_POINTER
+        else:
+            event = record.asset_materialization
+            own = (event.tags or {}).get(DATA_VERSION_TAG, "") if event is not None else ""
+            versions[key] = dg.DataVersion(hashlib.sha256(own.encode("utf-8")).hexdigest())
+            pointer = str(record.storage_id)
+        tags[get_input_data_version_tag(key)] = versions[key].value
+        tags[get_input_event_pointer_tag(key)] = pointer
+    tags[DATA_VERSION_TAG] = compute_logical_data_version(code_version, versions).value
+    return tags
 
 
 def reconstructable_job(module: str, job_name: str, attribute: str = "defs") -> ReconstructableJob:

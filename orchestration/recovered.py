@@ -26,7 +26,6 @@ record of theirs is left to show, and `seams backfill` recomputes it.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -35,22 +34,10 @@ from typing import Any
 import dagster as dg
 import psycopg
 
-# Dagster 1.13 has no public API for the provenance tags a run's materialization carries (the
-# code version and data version tags are also in `dagster_internals`): these say which input
-# data versions and events a materialization was computed from, and compute its data version.
-from dagster._core.definitions.data_version import (
-    DEFAULT_DATA_VERSION,
-    NULL_EVENT_POINTER,
-    compute_logical_data_version,
-    get_input_data_version_tag,
-    get_input_event_pointer_tag,
-)
-
 from seams.assets.retrieval import index_mode
 from seams.orchestration.dagster_internals import (
-    CODE_VERSION_TAG,
-    DATA_VERSION_TAG,
     StaleStatus,
+    provenance_tags,
     stale_status_resolver,
 )
 from seams.resources.io_manager import column_schema
@@ -361,28 +348,3 @@ def _record(instance: dg.DagsterInstance, defs: dg.Definitions, found: Unrecorde
             tags=provenance_tags(_code_version(defs, key), inputs),
         )
     )
-
-
-def provenance_tags(
-    code_version: str, inputs: Mapping[dg.AssetKey, dg.EventLogRecord | None]
-) -> dict[str, str]:
-    """The data version tags Dagster's step execution puts on a materialization of one
-    partition computed by `code_version` from `inputs` (each input's materialization of that
-    partition, None: never materialized): per input its data version (for a partitioned input,
-    the sha256 of its partitions' data versions: here one) and its event, then the data version
-    computed from them. The event is the input partition's own (a run names the input asset's
-    newest, whichever partition): staleness compares only the partition's later events with it."""
-    tags: dict[str, str] = {CODE_VERSION_TAG: code_version}
-    versions: dict[dg.AssetKey, dg.DataVersion] = {}
-    for key, record in inputs.items():
-        if record is None:
-            versions[key], pointer = DEFAULT_DATA_VERSION, NULL_EVENT_POINTER
-        else:
-            event = record.asset_materialization
-            own = (event.tags or {}).get(DATA_VERSION_TAG, "") if event is not None else ""
-            versions[key] = dg.DataVersion(hashlib.sha256(own.encode("utf-8")).hexdigest())
-            pointer = str(record.storage_id)
-        tags[get_input_data_version_tag(key)] = versions[key].value
-        tags[get_input_event_pointer_tag(key)] = pointer
-    tags[DATA_VERSION_TAG] = compute_logical_data_version(code_version, versions).value
-    return tags

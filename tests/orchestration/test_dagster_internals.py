@@ -137,6 +137,35 @@ def test_stale_status_resolver_tells_fresh_stale_and_missing(
     assert after.get_status(key, "a") == di.StaleStatus.STALE
 
 
+def test_provenance_tags_are_those_a_run_writes(instance: dg.DagsterInstance) -> None:
+    @dg.asset(partitions_def=BATCHES, code_version="1")
+    def rows() -> int:
+        return 1
+
+    @dg.asset(partitions_def=BATCHES, code_version="2")
+    def total(rows: int) -> int:  # a partitioned input, loaded by the IO manager
+        return rows + 1
+
+    for partition in ("a", "b"):
+        dg.materialize([rows], instance=instance, partition_key=partition)
+    dg.materialize([rows, total], instance=instance, partition_key="a", selection=[total])
+
+    def latest(key: dg.AssetKey) -> dg.EventLogRecord:
+        records = instance.fetch_materializations(
+            dg.AssetRecordsFilter(asset_key=key, asset_partitions=["a"]), limit=1
+        ).records
+        return records[0]
+
+    real = latest(total.key).asset_materialization.tags
+    rebuilt = di.provenance_tags("2", {rows.key: latest(rows.key)})
+    pointer = "dagster/input_event_pointer/rows"  # the run's names rows' newest event (of b)
+    assert rebuilt[pointer] == str(latest(rows.key).storage_id) != real[pointer]
+    assert {k: v for k, v in rebuilt.items() if k != pointer} == {
+        k: real[k] for k in rebuilt if k != pointer
+    }
+    assert di.CODE_VERSION_TAG in rebuilt and di.DATA_VERSION_TAG in rebuilt
+
+
 def test_check_evaluation_targets_a_materialization(instance: dg.DagsterInstance) -> None:
     dg.materialize(tiny_assets("1")[2:], instance=instance)
     key = dg.AssetKey("model")
@@ -278,6 +307,7 @@ EXERCISED = {
     "execute_run_argument": test_a_reconstructable_job_runs_in_a_run_worker,
     "final_backfill_data": test_a_backfill_planned_run_and_finished,
     "new_asset_backfill": test_a_backfill_planned_run_and_finished,
+    "provenance_tags": test_provenance_tags_are_those_a_run_writes,
     "reconstructable_job": test_a_reconstructable_job_runs_in_a_run_worker,
     "stale_status_resolver": test_stale_status_resolver_tells_fresh_stale_and_missing,
     "with_backfill_data": test_a_backfill_planned_run_and_finished,
