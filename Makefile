@@ -34,11 +34,11 @@ XDIST = $(if $(filter-out 0,$(PYTEST_WORKERS)),-n $(PYTEST_WORKERS) --dist works
 test: install
 	$(BIN)/python -m pytest $(XDIST)
 
-# The inner loop: everything but the tests marked `slow`, which start Dagster's webserver and
-# daemon, Celery workers and Redis, or whole `seams run`s and `seams dev` in child processes.
-# PostgreSQL and the model export are still real (started and made once per run).
+# The inner loop: the tests that start no server and no child process: neither the `slow` ones
+# (Dagster's webserver and daemon, Celery, whole `seams run`s) nor the `services` ones
+# (PostgreSQL, the ONNX export, a `seams` command in a child process).
 test-fast: install
-	$(BIN)/python -m pytest -m "not slow" $(XDIST)
+	$(BIN)/python -m pytest -m "not slow and not services" $(XDIST)
 
 bench: install
 	$(UV) torch==2.13.0 -e '.[pipeline,export,bench]'

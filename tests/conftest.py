@@ -115,13 +115,28 @@ def defs(instance: dg.DagsterInstance) -> dg.Definitions:
     return current_definitions()
 
 
+SERVICE_FIXTURES = frozenset({"pg_server_url", "exported_model"})
+"""Fixtures that start PostgreSQL or make the ONNX export: a test using one, directly or through
+another fixture, is marked `services` at collection (and left out of `make test-fast`)."""
+
+
 @pytest.fixture(autouse=True)
-def services_only_in_slow_tests(request: pytest.FixtureRequest) -> Iterator[None]:
-    """Tests not marked `slow` may not start Dagster's webserver and daemon or Celery workers
-    (`tests.support.processes` refuses): `make test-fast` runs exactly the unmarked ones."""
-    processes.services_allowed = request.node.get_closest_marker("slow") is not None
+def services_only_where_marked(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Only `slow` tests may start Dagster's webserver and daemon or Celery workers, and only
+    `slow` or `services` tests may run a `seams` command in a child process
+    (`tests.support.processes` refuses otherwise): `make test-fast` runs what is left, so no
+    test in it waits on a server."""
+    slow = request.node.get_closest_marker("slow") is not None
+    processes.services_allowed = slow
+    processes.children_allowed = slow or request.node.get_closest_marker("services") is not None
     yield
-    processes.services_allowed = True
+    processes.services_allowed = processes.children_allowed = True
+
+
+def pytest_itemcollected(item: pytest.Item) -> None:
+    """Mark a test that needs PostgreSQL or the ONNX export `services` (before `-m` selects)."""
+    if SERVICE_FIXTURES & set(getattr(item, "fixturenames", ())):
+        item.add_marker(pytest.mark.services)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -49,6 +49,7 @@ def test_a_broken_seams_yaml_is_one_line_for_every_command(
     assert err.startswith(f"seams: error: {settings}: ") and field in err and allowed in err
 
 
+@pytest.mark.services
 def test_help_works_with_a_broken_seams_yaml(tmp_path: Path) -> None:
     (tmp_path / "seams.yaml").write_text("embedder: {variant: fp16}\n", encoding="utf-8")
     for argv in (["--help"], *[[*c[:1], "--help"] for c in COMMANDS]):

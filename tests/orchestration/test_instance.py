@@ -39,6 +39,7 @@ def test_instance_writes_runs_to_postgres(
     assert row == ("SUCCESS",)
 
 
+@pytest.mark.services
 def test_dagster_loads_the_definitions(tmp_path) -> None:
     # An ephemeral instance, run outside the project root whose dagster.yaml needs PostgreSQL.
     env = {k: v for k, v in os.environ.items() if k != "DAGSTER_HOME"}

@@ -12,6 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from seams.environment import SeamsEnvironment
 from seams.orchestration.instance import SeamsInstance
 from seams.orchestration.location import SETTINGS_METADATA
@@ -43,6 +45,7 @@ def _reload(child_env: dict[str, str], home: Path) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.services
 def test_a_seams_yaml_written_after_start_up_changes_the_code_versions_on_reload(
     tmp_path: Path,
 ) -> None:

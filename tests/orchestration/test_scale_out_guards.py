@@ -13,7 +13,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from seams.resources.database import URL_ENV
+
+# Each test starts PostgreSQL or `seams` commands in child processes.
+pytestmark = pytest.mark.services
 
 SHARED_DB_MESSAGE = "must all point at one PostgreSQL"
 

@@ -205,6 +205,9 @@ from seams.resources.database import dagster_url, database_url_for
 from seams.resources.postgres import create_schema
 from tests.support.cli import run_seams, seams_env
 
+# Each test starts PostgreSQL or `seams` commands in child processes.
+pytestmark = pytest.mark.services
+
 pgdata, home, go = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3])
 (home / "ready").touch()
 while not go.exists():

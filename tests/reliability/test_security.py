@@ -208,6 +208,7 @@ def _assert_one_line_error(done: subprocess.CompletedProcess, names: str) -> Non
     assert "Traceback" not in done.stderr + done.stdout
 
 
+@pytest.mark.services
 @pytest.mark.parametrize("layout", ["data dir is a file", "parent is a file"])
 def test_an_unusable_data_dir_is_one_clear_line(tmp_path: Path, layout: str) -> None:
     blocker = tmp_path / "blocker"

@@ -163,6 +163,7 @@ def _recorded_pool_waits(monkeypatch: pytest.MonkeyPatch) -> list[float | None]:
     return waits
 
 
+@pytest.mark.services
 def test_a_stopped_server_fails_a_query_at_once_not_after_the_pool_timeout(
     own_server: EmbeddedPostgres, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -187,6 +188,7 @@ def test_a_stopped_server_fails_a_query_at_once_not_after_the_pool_timeout(
         close_pool(url)
 
 
+@pytest.mark.services
 def test_a_busy_pool_still_waits_for_a_connection_when_the_server_answers(
     own_server: EmbeddedPostgres, monkeypatch: pytest.MonkeyPatch
 ) -> None:

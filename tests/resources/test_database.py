@@ -35,6 +35,7 @@ def _stop(server: EmbeddedPostgres) -> None:
     assert not server.is_running()
 
 
+@pytest.mark.services
 def test_embedded_start_is_idempotent_and_keeps_data_across_restart(pgdata: Path) -> None:
     server = EmbeddedPostgres(pgdata)
     try:
@@ -61,6 +62,7 @@ def test_embedded_start_is_idempotent_and_keeps_data_across_restart(pgdata: Path
         server.stop()
 
 
+@pytest.mark.services
 def test_start_recovers_after_owner_and_postmaster_were_killed(pgdata: Path) -> None:
     owner = subprocess.Popen(
         [sys.executable, "-c",
@@ -115,6 +117,7 @@ def test_unreachable_url_gives_clear_error_without_secret(monkeypatch: pytest.Mo
     assert "s3cret-pw" not in message
 
 
+@pytest.mark.services
 def test_cli_reports_unreachable_database_without_traceback() -> None:
     env = {**os.environ, "SEAMS_DATABASE_URL": "postgresql://u:hunter22@127.0.0.1:1/db"}
     done = subprocess.run(

@@ -6,6 +6,8 @@ import os
 import subprocess
 import sys
 
+from tests.support import processes
+
 
 def seams_env(**overrides: str) -> dict[str, str]:
     """The environment of a `seams` child process: none of this process's `SEAMS_*` and
@@ -18,6 +20,7 @@ def seams_env(**overrides: str) -> dict[str, str]:
 
 def run_seams(*args: str, env: dict[str, str], timeout: float = 300) -> subprocess.CompletedProcess:
     """`python -m seams ARGS` as a user runs it, from `/` (no project seams.yaml nearby)."""
+    processes.require_children(f"`seams {' '.join(args[:1])}`")
     return subprocess.run(
         [sys.executable, "-m", "seams", *args],
         env=env,

@@ -26,12 +26,23 @@ from seams.orchestration.instance import workspace_file
 #: and daemon and Celery workers take tens of seconds, and `make test-fast` leaves out exactly
 #: the tests marked `slow`, so one that starts them unmarked fails at once instead.
 services_allowed = True
+children_allowed = True
 
 
 def _require_slow(what: str) -> None:
     if not services_allowed:
         raise AssertionError(
             f"this test starts {what}: mark it @pytest.mark.slow (make test-fast leaves those out)"
+        )
+
+
+def require_children(what: str) -> None:
+    """Refuse `what` (a `seams` command in a child process: seconds of start-up, and it may start
+    PostgreSQL) in a test marked neither `services` nor `slow`."""
+    if not children_allowed:
+        raise AssertionError(
+            f"this test runs {what}: mark it @pytest.mark.services "
+            "(make test-fast leaves those out)"
         )
 
 
