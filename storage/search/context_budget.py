@@ -14,17 +14,36 @@ allows:
   reader never gets half a sentence of a hit. A hit already inside a kept span costs nothing.
 
 The total of the spans' token counts never exceeds the budget.
+
+`pack_passages` packs passages instead of whole hits: each hit contributes whole sentences around
+its best-scoring sentence, so more distinct evidence fits (see its doc).
 """
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from seams.errors import InputError
 
 TokenCounter = Callable[[list[str]], list[int]]
 """Token counts of texts (a `TokenizerCounter`, or any function of that shape)."""
+
+
+PASSAGE_SHARE = 0.5
+"""A hit's best passage without a budget: its best sentence and the neighbours next to it (in a
+run) whose evidence is at least this share of the best sentence's."""
+
+
+@dataclass(frozen=True)
+class Sentence:
+    """One sentence of a hit (`source[start:end]`, whole) with its evidence for the query: the
+    fused lexical + dense score of the sentence, comparable across the hits of one answer."""
+
+    start: int
+    end: int
+    score: float
 
 
 @dataclass(frozen=True)
@@ -44,6 +63,10 @@ class BudgetItem:
     text: str
     window_start: int
     window_text: str
+    sentences: tuple[Sentence, ...] = ()
+    """The hit's sentences in order, inside `start_char:end_char` (empty: the hit is one unit)."""
+    value: float = 1.0
+    """The hit's weight among the answer's hits (its ranking score, scaled to [0, 1])."""
 
 
 @dataclass(frozen=True)
@@ -74,6 +97,9 @@ class PackedContext:
     budget: int
     skipped: tuple[int, ...]
     """Ranks of hits left out because they did not fit."""
+    passages: dict[int, tuple[int, int]] = field(default_factory=dict)
+    """Per rank of a hit given to the reader: the (start, end) of the part of it that was given
+    (its whole span when packed whole)."""
 
 
 def check_budget(budget: object) -> int:
@@ -116,7 +142,149 @@ def pack_budget(
         if used == budget:
             break
     spans.sort(key=lambda s: min(r for r, _ in s.members))
-    return PackedContext([s.frozen() for s in spans], used, budget, tuple(skipped))
+    kept = {rank for s in spans for rank, _ in s.members}
+    passages = {i.rank: (i.start_char, i.end_char) for i in items if i.rank in kept}
+    return PackedContext([s.frozen() for s in spans], used, budget, tuple(skipped), passages)
+
+
+def best_sentence(sentences: Sequence[Sentence]) -> int:
+    """The position of the best-scoring sentence (ties: the first)."""
+    return max(range(len(sentences)), key=lambda i: (sentences[i].score, -i))
+
+
+def best_passage(
+    sentences: Sequence[Sentence], share: float = PASSAGE_SHARE
+) -> tuple[int, int] | None:
+    """(first, last) positions of a hit's best passage without a budget: its best sentence, grown
+    to each side while the next sentence's evidence is at least `share` of the best's; None for
+    a hit without sentences."""
+    if not sentences:
+        return None
+    best = best_sentence(sentences)
+    floor = share * sentences[best].score
+    first = last = best
+    while first > 0 and sentences[first - 1].score >= floor:
+        first -= 1
+    while last + 1 < len(sentences) and sentences[last + 1].score >= floor:
+        last += 1
+    return first, last
+
+
+def pack_passages(
+    items: Sequence[BudgetItem], budget: int, count_tokens: TokenCounter
+) -> PackedContext:
+    """Passages of `items` (best first) that fit `budget` tokens: whole sentences of each hit
+    around its best sentence, chosen by the value they add.
+
+    A hit's best sentence is its seed; a passage grows by one neighbouring sentence at a time.
+    Every step (a new hit's seed, or the next sentence on either side of a given passage) is
+    worth the sentence's evidence times its hit's `value`, and the packer takes the most valuable
+    step that still fits, so a strong neighbour of the best hit's answer beats a weak sentence
+    of a tenth hit, and a strong sentence of a later hit beats padding around the first one.
+    Growth "pays" exactly while it is the best use of the next tokens.
+
+    As in `pack_budget`: passages of one document version that overlap or touch merge into one
+    span whose tokens are recounted; a step that does not fit is dropped (a seed: the hit is
+    skipped; growth: that side of the passage stops), never cut, so a span is always whole
+    sentences; the total never exceeds the budget and no text is given twice. A hit without
+    sentences is one unit (its whole span). Deterministic: ties go to the better rank, then the
+    seed before growth, then the left side."""
+    check_budget(budget)
+    units = [_units(item) for item in items]
+    passages: dict[int, tuple[int, int]] = {}  # item position -> (first, last) unit
+    spans: list[_Span] = []
+    used = 0
+    skipped: list[int] = []
+    closed: set[tuple[int, int]] = set()
+    heap: list[tuple[float, int, int, int]] = []  # (-value, rank, side, position)
+    for position, item in enumerate(items):
+        seed = units[position][best_sentence(units[position])]
+        heapq.heappush(heap, (-item.value * seed.score, item.rank, 0, position))
+    while heap and used < budget:
+        _, _, side, position = heapq.heappop(heap)
+        item, sentences = items[position], units[position]
+        if side == 0:
+            first = last = best_sentence(sentences)
+        else:
+            first, last = passages[position]
+            first, last = (first - 1, last) if side < 0 else (first, last + 1)
+        start, end = sentences[first].start, sentences[last].end
+        pieces = _pieces(items, item.group)
+        touching = [s for s in spans if s.group == item.group and _meets(s, start, end, pieces)]
+        low = min([start, *(s.start for s in touching)])
+        high = max([end, *(s.end for s in touching)])
+        inside = [s for s in touching if s.start <= start and end <= s.end]
+        if inside:
+            tokens, cost = inside[0].tokens, 0
+            touching = inside[:1]
+        else:
+            text = _cover(low, high, pieces + [(s.start, s.text) for s in touching])
+            tokens = count_tokens([text])[0]
+            cost = tokens - sum(s.tokens for s in touching)
+        if used + cost > budget:
+            if side == 0:
+                skipped.append(item.rank)
+            else:
+                closed.add((position, side))
+            continue
+        used += cost
+        if not inside:
+            merged = _Span(item.group, low, high, text, tokens)
+            for s in touching:
+                merged.members.extend(s.members)
+                spans.remove(s)
+            spans.append(merged)
+            target = merged
+        else:
+            target = inside[0]
+        if side == 0:  # growth keeps the hit in the span that holds it
+            target.add(item)
+        passages[position] = (first, last)
+        for direction in (-1, 1) if side == 0 else (side,):
+            nxt = first - 1 if direction < 0 else last + 1
+            if 0 <= nxt < len(sentences) and (position, direction) not in closed:
+                value = item.value * sentences[nxt].score
+                heapq.heappush(heap, (-value, item.rank, direction, position))
+    spans.sort(key=lambda s: min(r for r, _ in s.members))
+    given = {
+        items[p].rank: (units[p][first].start, units[p][last].end)
+        for p, (first, last) in passages.items()
+    }
+    return PackedContext([s.frozen() for s in spans], used, budget, tuple(skipped), given)
+
+
+def _units(item: BudgetItem) -> list[Sentence]:
+    """The item's sentences, or the whole item as one unit when it has none."""
+    if item.sentences:
+        return list(item.sentences)
+    return [Sentence(item.start_char, item.end_char, 0.0)]
+
+
+def _pieces(items: Sequence[BudgetItem], group: tuple[str, str]) -> list[tuple[int, str]]:
+    """The known stretches of one document version's source: every item's text and window."""
+    out: list[tuple[int, str]] = []
+    for item in items:
+        if item.group == group:
+            out += [(item.start_char, item.text), (item.window_start, item.window_text)]
+    return out
+
+
+def _meets(span: _Span, start: int, end: int, pieces: Sequence[tuple[int, str]]) -> bool:
+    """Whether `source[start:end]` overlaps or touches `span` (only whitespace between them,
+    as far as the known pieces show)."""
+    if start <= span.end and span.start <= end:
+        return True
+    low, high = (span.end, start) if span.end < start else (end, span.start)
+    gap = _known(low, high, pieces)
+    return gap is not None and not gap.strip()
+
+
+def _known(start: int, end: int, pieces: Sequence[tuple[int, str]]) -> str | None:
+    """`source[start:end]` when one known piece holds it all, else None."""
+    for offset, text in pieces:
+        if offset <= start and end <= offset + len(text):
+            return text[start - offset : end - offset]
+    return None
 
 
 class _Span:

@@ -36,11 +36,15 @@ import psycopg
 
 from seams.errors import InputError
 from seams.storage.connections import ConnectionSource, connection_lost
+from seams.storage.search import lexical
 from seams.storage.search.context_budget import (
     BudgetItem,
+    Sentence,
     TokenCounter,
+    best_passage,
     check_budget,
     pack_budget,
+    pack_passages,
 )
 from seams.storage.search.dense import (
     MAX_FETCH,
@@ -51,8 +55,8 @@ from seams.storage.search.dense import (
     other_targets,
     rescored,
 )
-from seams.storage.search.fusion import LEXICAL_WEIGHT, checked_lexical_weight
-from seams.storage.search.hit_context import hit_from_row, hit_rows
+from seams.storage.search.fusion import LEXICAL_WEIGHT, checked_lexical_weight, normalised
+from seams.storage.search.hit_context import hit_from_row, hit_rows, sentence_rows
 from seams.storage.search.hits import SearchHit, SearchResponse
 from seams.storage.search.pool import CandidatePool, fill_pool, pool_size, ranked_candidates
 from seams.storage.search.query import (
@@ -62,7 +66,11 @@ from seams.storage.search.query import (
     check_kind,
     prepare_query,
 )
-from seams.storage.search.sentence_rerank import SENTENCE_WEIGHT, checked_weight
+from seams.storage.search.sentence_rerank import (
+    SENTENCE_WEIGHT,
+    checked_weight,
+    sentence_evidence,
+)
 from seams.storage.search.snapshot import Snapshot, published_snapshot
 
 MAX_K = 100
@@ -107,7 +115,7 @@ def candidates(
     prepared = prepare_query(query)
     try:
         with postgres.connection() as conn, published_snapshot(conn) as snapshot:
-            return _pool(snapshot, embedder, prepared, pool, search, mode, sentence_weight)
+            return _pool(snapshot, embedder, prepared, pool, search, mode, sentence_weight)[0]
     except psycopg.OperationalError as exc:
         raise connection_lost(postgres.redacted_url, "searching the chunk index", exc) from exc
 
@@ -120,9 +128,10 @@ def _pool(
     search: SearchKind,
     mode: str | None,
     sentence_weight: float,
-) -> CandidatePool:
-    """The pool of a checked query, inside the answer's snapshot: the published target decides
-    the model that embeds the query, so both are read from the same publication."""
+) -> tuple[CandidatePool, np.ndarray | None]:
+    """The pool of a checked query, inside the answer's snapshot, and the query's vector (None
+    when the search uses none): the published target decides the model that embeds the query,
+    so both are read from the same publication."""
     conn = snapshot.conn
     target = index_target(conn, mode=mode)
     result = CandidatePool(prepared.text, search, target, (), [], list(prepared.notes))
@@ -132,7 +141,7 @@ def _pool(
         result.notes.append(
             f"nothing is indexed{wanted} yet: run `seams run` (or materialize chunk_index) first"
         )
-        return result
+        return result, None
     started = time.perf_counter()
     vector = None
     if search != "lexical":
@@ -142,7 +151,7 @@ def _pool(
     fill_pool(conn, result, vector, pool, sentence_weight)
     result.embed_ms = (embedded - started) * 1000
     result.search_ms = (time.perf_counter() - embedded) * 1000
-    return result
+    return result, vector
 
 
 def search_response(
@@ -158,6 +167,7 @@ def search_response(
     sentence_weight: float = SENTENCE_WEIGHT,
     budget: int | None = None,
     count_tokens: TokenCounter | None = None,
+    passages: bool = True,
 ) -> SearchResponse:
     """The top-`k` current chunks for `query` with their context, plus notes (e.g. truncation)
     and the time spent embedding and searching.
@@ -180,6 +190,13 @@ def search_response(
     document merged into one span (`response.context`; `context_budget`: a hit that
     does not fit whole is skipped, the total never exceeds the budget). Tokens are counted by
     `count_tokens`, by default the embedder's tokenizer (`embedder.count_tokens`).
+
+    `passages` (default): each hit's sentences are scored by the same fused lexical + dense
+    evidence (`sentence_evidence`); with a budget each hit contributes whole sentences around its
+    best one (`context_budget.pack_passages`), so more distinct evidence fits, and every hit
+    given says which part of it was (`passage_start`, `passage_end`); without a budget the hits
+    stay whole chunks with their best passage marked (`context_budget.best_passage`). False:
+    whole hits only, and no passage.
     """
     if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
         raise InputError(f"k must be an integer from 1 to {MAX_K}, got {k!r}")
@@ -194,7 +211,9 @@ def search_response(
     prepared = prepare_query(query)
     try:
         with postgres.connection() as conn, published_snapshot(conn) as snapshot:
-            pool = _pool(snapshot, embedder, prepared, pool_size(k), search, mode, sentence_weight)
+            pool, vector = _pool(
+                snapshot, embedder, prepared, pool_size(k), search, mode, sentence_weight
+            )
             response = SearchResponse(
                 query=pool.query,
                 k=k,
@@ -220,13 +239,20 @@ def search_response(
             ]
             rows = hit_rows(conn, keys, len(wanted), parent_chars) if wanted else []
             others = len(rows) < k and budget is None and other_targets(conn, pool.target)
+            hits = [hit_from_row(rank, row) for rank, row in enumerate(rows, 1)]
+            sentences = (
+                _hit_sentences(conn, pool, vector, hits, search, lexical_weight)
+                if passages and hits
+                else [() for _ in hits]
+            )
     except psycopg.OperationalError as exc:
         raise connection_lost(postgres.redacted_url, "searching the chunk index", exc) from exc
-    for rank, row in enumerate(rows, 1):
+    for hit, row, found in zip(hits, rows, sentences, strict=True):
         entry, score = wanted[int(row[0])]
+        marked = best_passage(found)
         response.hits.append(
             replace(
-                hit_from_row(rank, row),
+                hit,
                 score=score,
                 dense_score=entry.dense_score,
                 lexical_score=entry.lexical_score,
@@ -234,14 +260,25 @@ def search_response(
                 dense_rank=entry.dense_rank,
                 lexical_rank=entry.lexical_rank,
                 published_seq=snapshot.published_seq,
+                passage_start=found[marked[0]].start if marked else None,
+                passage_end=found[marked[1]].end if marked else None,
             )
         )
     if budget is not None:
-        response.context = pack_budget(
-            [_budget_item(h) for h in response.hits],
-            budget,
-            count_tokens,  # type: ignore[arg-type]
-        )
+        values = normalised([h.score for h in response.hits])
+        items = [
+            _budget_item(h, found, float(value))
+            for h, found, value in zip(response.hits, sentences, values, strict=True)
+        ]
+        pack = pack_passages if passages else pack_budget
+        response.context = pack(items, budget, count_tokens)  # type: ignore[arg-type]
+        given = response.context.passages
+        response.hits = [
+            replace(h, passage_start=given[h.rank][0], passage_end=given[h.rank][1])
+            if passages and h.rank in given
+            else h
+            for h in response.hits
+        ]
         kept = {rank for span in response.context.spans for rank in span.ranks}
         if not kept and response.hits:
             response.notes.append(
@@ -259,7 +296,48 @@ def search_response(
     return response
 
 
-def _budget_item(hit: SearchHit) -> BudgetItem:
+def _hit_sentences(
+    conn: psycopg.Connection[Any],
+    pool: CandidatePool,
+    vector: np.ndarray | None,
+    hits: list[SearchHit],
+    search: SearchKind,
+    lexical_weight: float,
+) -> list[tuple[Sentence, ...]]:
+    """Per hit, its sentences with their evidence for the query, fused over all the answer's
+    sentences by the search's own rule: dense alone, BM25's terms alone, or both at
+    `lexical_weight`."""
+    target = pool.target
+    assert target is not None
+    terms = None
+    if search != "dense":
+        terms = lexical.query_terms(conn, target.text_search_config, pool.query)
+    rows = sentence_rows(
+        conn,
+        hits,
+        vector=vector,
+        model_id=target.model_id,
+        config=terms.config if terms else None,
+        lexemes=terms.lexemes if terms else (),
+        idf=terms.idf if terms else (),
+    )
+    weight = {"dense": 0.0, "lexical": 1.0}.get(search, lexical_weight)
+    flat = [row for per_hit in rows for row in per_hit]
+    evidence = sentence_evidence([r[2] for r in flat], [r[3] for r in flat], weight)
+    out: list[tuple[Sentence, ...]] = []
+    position = 0
+    for per_hit in rows:
+        scores = evidence[position : position + len(per_hit)]
+        out.append(
+            tuple(Sentence(r[0], r[1], float(e)) for r, e in zip(per_hit, scores, strict=True))
+        )
+        position += len(per_hit)
+    return out
+
+
+def _budget_item(
+    hit: SearchHit, sentences: tuple[Sentence, ...] = (), value: float = 1.0
+) -> BudgetItem:
     context = hit.context
     return BudgetItem(
         rank=hit.rank,
@@ -270,6 +348,8 @@ def _budget_item(hit: SearchHit) -> BudgetItem:
         text=hit.text,
         window_start=context.window_start,
         window_text=context.window_text,
+        sentences=sentences,
+        value=value,
     )
 
 

@@ -173,3 +173,67 @@ def hit_from_row(rank: int, row: tuple[Any, ...]) -> SearchHit:
         ),
         generation=generation,
     )
+
+
+SENTENCES = """
+WITH q AS (
+    SELECT * FROM unnest(%(lexemes)s::text[], %(idf)s::float8[]) AS q(lexeme, idf)
+), hits AS (
+    SELECT * FROM unnest(%(batches)s::text[], %(docs)s::text[], %(starts)s::int[],
+                         %(ends)s::int[], %(generations)s::int[])
+         WITH ORDINALITY AS h(batch_key, document_id, start_char, end_char, generation, pos)
+)
+SELECT DISTINCT ON (h.pos, s.start_char)
+       h.pos, s.start_char, s.end_char,
+       CASE WHEN s.model_id = %(model)s AND s.embedding IS NOT NULL AND %(q)s::vector IS NOT NULL
+            THEN 1 - (s.embedding <=> %(q)s::vector) END,
+       CASE WHEN %(config)s::text IS NULL THEN 0 ELSE coalesce((
+           SELECT sum(q.idf)
+           FROM unnest(tsvector_to_array(to_tsvector(%(config)s::text::regconfig, s.text)))
+                AS u(lexeme)
+           JOIN q ON q.lexeme = u.lexeme), 0) END
+FROM hits AS h
+JOIN {boundaries} AS s ON s.batch_key = h.batch_key AND s.document_id = h.document_id
+                      AND s.start_char >= h.start_char AND s.end_char <= h.end_char
+                      -- the candidates of the build the hit was read from, never an older one's
+                      AND s.generation = (
+                          SELECT max(b.generation) FROM {boundaries} AS b
+                          WHERE b.batch_key = h.batch_key AND b.document_id = h.document_id
+                            AND b.generation <= h.generation)
+ORDER BY h.pos, s.start_char, (s.model_id = %(model)s) DESC
+"""
+
+
+def sentence_rows(
+    conn: psycopg.Connection[Any],
+    hits: list[SearchHit],
+    *,
+    vector: Any,
+    model_id: str,
+    config: str | None,
+    lexemes: tuple[str, ...] = (),
+    idf: tuple[float, ...] = (),
+) -> list[list[tuple[int, int, float | None, float]]]:
+    """Per hit, its sentences (the candidates `semantic_boundaries` holds inside its span, of the
+    build it was read from) in order, each as (start, end, cosine with the query or None, sum of
+    the IDF of the query lexemes it contains). One statement: pgvector and `to_tsvector` score
+    next to the rows, so no vector and no sentence text travels."""
+    out: list[list[tuple[int, int, float | None, float]]] = [[] for _ in hits]
+    if not hits:
+        return out
+    statement = sql.SQL(SENTENCES).format(boundaries=schema.SEMANTIC_BOUNDARIES.identifier())
+    params = {
+        "lexemes": list(lexemes),
+        "idf": list(idf),
+        "batches": [h.batch_key for h in hits],
+        "docs": [h.document_id for h in hits],
+        "starts": [h.start_char for h in hits],
+        "ends": [h.end_char for h in hits],
+        "generations": [h.generation for h in hits],
+        "model": model_id,
+        "q": vector,
+        "config": config,
+    }
+    for pos, start, end, dense, lexical in conn.execute(statement, params).fetchall():
+        out[pos - 1].append((start, end, None if dense is None else float(dense), float(lexical)))
+    return out

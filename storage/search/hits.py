@@ -95,6 +95,19 @@ class SearchHit:
     """The published build of its batch that it was read from (`seams.publications`)."""
     published_seq: int | None = None
     """The publication its answer saw (`SearchResponse.published_seq`)."""
+    passage_start: int | None = None
+    """Start of its best passage in the source: whole sentences of the hit around its
+    best-scoring sentence (by the fused lexical + dense evidence of each sentence). With a token
+    budget, the part of the hit given to the reader. None when its sentences are unknown."""
+    passage_end: int | None = None
+    """End of that passage: `source[passage_start:passage_end]`, inside `start_char:end_char`."""
+
+    @property
+    def passage(self) -> str | None:
+        """The best passage's text (`source[passage_start:passage_end]`), or None."""
+        if self.passage_start is None or self.passage_end is None:
+            return None
+        return self.text[self.passage_start - self.start_char : self.passage_end - self.start_char]
 
     @property
     def matched(self) -> str:
@@ -115,6 +128,7 @@ class SearchHit:
         out["file_name"] = self.file_name
         out["matched"] = self.matched
         out["matched_terms"] = list(self.matched_terms)
+        out["passage"] = self.passage
         out["context"]["parent"]["truncated"] = self.context.parent.truncated
         return out
 

@@ -26,6 +26,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from seams.errors import InputError
+from seams.storage.search.fusion import fuse_scores
 
 SENTENCE_WEIGHT = 0.7
 """Default share of the best sentence in a chunk's search score (seams.yaml
@@ -73,3 +74,21 @@ def rerank_order(
     Ties keep the pool's own order (a stable sort), so equal scores rank deterministically."""
     scores = reranked_scores(chunk_scores, best_sentence_scores, sentence_weight)
     return np.argsort(-scores, kind="stable"), scores
+
+
+def sentence_evidence(
+    dense: Sequence[float | None], lexical: Sequence[float], lexical_weight: float
+) -> np.ndarray:
+    """The evidence of each sentence of one answer's hits, comparable across its hits: the
+    hybrid rule of `fusion.fuse_scores` over the sentences (min-max of the cosine with the query
+    and of the summed IDF of the query lexemes a sentence holds, mixed by `lexical_weight`; 0
+    for dense search, 1 for lexical). A sentence without a vector of the query's model counts
+    as the least similar; a search without vectors therefore ranks sentences by their words."""
+    if not len(dense):
+        return np.zeros(0)
+    cosines = np.array([np.nan if d is None else d for d in dense], dtype=np.float64)
+    if np.isnan(cosines).all():
+        cosines = np.zeros_like(cosines)
+    else:
+        cosines = np.where(np.isnan(cosines), np.nanmin(cosines), cosines)
+    return fuse_scores(cosines, np.asarray(lexical, dtype=np.float64), lexical_weight)

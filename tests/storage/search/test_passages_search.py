@@ -1,0 +1,92 @@
+"""Passages through the real search (PostgreSQL + pgvector, the real ONNX model, the pipeline run
+by Dagster): with a budget the reader gets whole sentences of each hit around its best one, at
+exact offsets and never over budget; without one, each whole hit marks its best passage."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from seams.models.model_store import ModelManifest
+from seams.storage.search import search_response
+from tests.storage.search.test_engine import Indexed, _rows, _write_corpus
+from tests.support.databases import fresh_database
+
+QUERY = "the compost heap smells of ammonia and rotten eggs: how is that fixed?"
+ANSWER = "turning it with a fork and adding brown material fixes the smell"
+
+
+@pytest.fixture(scope="module")
+def indexed(
+    pg_server_url: str, exported_model: ModelManifest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Indexed]:
+    with fresh_database(pg_server_url) as url:
+        built = Indexed(url, _write_corpus(tmp_path_factory.mktemp("passages") / "docs"))
+        yield built
+        built.instance.dispose()
+
+
+def _sources(url: str) -> dict[str, str]:
+    return dict(_rows(url, "SELECT document_id, text FROM seams.extracted_text"))
+
+
+def _sentence_edges(url: str, document_id: str) -> tuple[set[int], set[int]]:
+    rows = _rows(
+        url,
+        "SELECT start_char, end_char FROM seams.semantic_boundaries WHERE document_id = %s",
+        document_id,
+    )
+    return {a for a, _ in rows}, {b for _, b in rows}
+
+
+def test_a_small_budget_gets_the_answer_sentence_where_whole_chunks_do_not_fit(
+    indexed: Indexed,
+) -> None:
+    sources = _sources(indexed.url)
+    for budget in (60, 120, 250):
+        response = search_response(indexed.postgres, indexed.embedder, QUERY, 3, budget=budget)
+        packed = response.context
+        assert packed is not None and packed.spans
+        assert packed.tokens <= budget
+        assert packed.tokens == sum(
+            indexed.embedder.count_tokens([s.text])[0] for s in packed.spans
+        )
+        seen: dict[str, list[tuple[int, int]]] = {}
+        for span in packed.spans:
+            assert span.text == sources[span.document_id][span.start_char : span.end_char]
+            starts, ends = _sentence_edges(indexed.url, span.document_id)
+            assert span.start_char in starts and span.end_char in ends  # whole sentences
+            for a, b in seen.get(span.document_id, []):
+                assert span.end_char <= a or b <= span.start_char  # no text twice
+            seen.setdefault(span.document_id, []).append((span.start_char, span.end_char))
+        assert ANSWER in packed.spans[0].text
+        for hit in response.hits:  # each hit given says which part of it was given
+            assert hit.start_char <= hit.passage_start < hit.passage_end <= hit.end_char
+            assert hit.passage == sources[hit.document_id][hit.passage_start : hit.passage_end]
+            assert any(
+                s.start_char <= hit.passage_start and hit.passage_end <= s.end_char
+                for s in packed.spans
+                if hit.rank in s.ranks
+            )
+    whole = search_response(
+        indexed.postgres, indexed.embedder, QUERY, 3, budget=60, passages=False
+    ).context
+    assert whole is not None
+    assert not any(ANSWER in s.text for s in whole.spans)  # a whole chunk costs more than 60
+
+
+def test_without_a_budget_hits_stay_whole_and_mark_their_best_passage(indexed: Indexed) -> None:
+    response = search_response(indexed.postgres, indexed.embedder, QUERY, 3)
+    best = response.hits[0]
+    assert ANSWER in best.text and ANSWER in (best.passage or "")
+    assert len(best.passage or "") < len(best.text)
+    as_json = best.to_dict()
+    assert as_json["passage"] == best.passage
+    assert (as_json["passage_start"], as_json["passage_end"]) == (
+        best.passage_start,
+        best.passage_end,
+    )
+    plain = search_response(indexed.postgres, indexed.embedder, QUERY, 3, passages=False)
+    assert [h.chunk_id for h in plain.hits] == [h.chunk_id for h in response.hits]
+    assert all(h.passage_start is None for h in plain.hits)
