@@ -88,7 +88,9 @@ from benchmarks.qa_metrics import (  # noqa: E402
     BM25,
     Hit,
     budget_recall,
+    covered,
     document_ndcg,
+    merge_spans,
     recall_at_k,
 )
 
@@ -222,6 +224,8 @@ def seams_rankings(qa: QaSet, work: Path, product: Path | None = None) -> dict[s
     )
     answer = work / "hits.json"
     env = {k: v for k, v in os.environ.items() if k != "SEAMS_DATABASE_URL"}
+    if "SEAMS_DATA_DIR" in env:  # the worker reuses this process's exported model
+        env["SEAMS_QA_MODELS"] = str(Path(env["SEAMS_DATA_DIR"]) / "models")
     env["SEAMS_DATA_DIR"] = str(work / "data")
     env["TOKENIZERS_PARALLELISM"] = "false"
     # The worker imports Seams from `product` when given (ahead of everything, so neither the
@@ -244,7 +248,7 @@ def seams_worker(request: Path, answer: Path) -> int:
     """In a fresh SEAMS_DATA_DIR: the pipeline over the set's documents, then every question
     through the product's search API, per search mode. Writes hits (and component scores)."""
     data_dir = Path(os.environ["SEAMS_DATA_DIR"])
-    models = ROOT / ".seams" / "models"
+    models = Path(os.environ.get("SEAMS_QA_MODELS") or ROOT / ".seams" / "models")
     if models.is_dir():  # reuse the checkout's export (verified by sha256 on load)
         data_dir.mkdir(parents=True, exist_ok=True)
         if not (data_dir / "models").exists():
@@ -366,6 +370,7 @@ def _search_all(
         modes[kind] = ranked_per_question
         times[kind] = ms
     return {
+        "packed": _packed_contexts(postgres, embedder, settings, questions, chunks),
         "modes": modes,
         "search_options": {
             "k": K,
@@ -375,6 +380,62 @@ def _search_all(
         },
         "search_ms_p50": {m: statistics.median(v) for m, v in times.items()},
     }
+
+
+PACKINGS = {"chunks": False, "passages": True}
+"""How `search_response` packs a budget: whole hits (the packing before passages) or passages."""
+
+
+def _packed_contexts(
+    postgres: Any,
+    embedder: Any,
+    settings: Any,
+    questions: list[str],
+    chunks: list[list[Any]],
+) -> dict[str, dict[str, list[list[list[Any]]]]]:
+    """What `seams search --budget B` (hybrid, the settings' weights) gives the reader, per
+    packing, budget and question: [doc id, start, end] per span. Both packings read the same
+    index, so their difference is the packing's alone. A product without passages gives only
+    "chunks"."""
+    import inspect
+
+    from seams.storage.search import search_response
+
+    doc_of = {row[4]: row[0] for row in chunks}
+    retrieval = settings.retrieval
+    has_passages = "passages" in inspect.signature(search_response).parameters
+    out: dict[str, dict[str, list[list[list[Any]]]]] = {}
+    for name, passages in PACKINGS.items():
+        if passages and not has_passages:
+            continue
+        options = {"passages": passages} if has_passages else {}
+        per_budget: dict[str, list[list[list[Any]]]] = {}
+        for budget in BUDGETS:
+            per_budget[str(budget)] = []
+            for question in questions:
+                response = search_response(
+                    postgres, embedder, question, K, search="hybrid",
+                    lexical_weight=retrieval.lexical_weight,
+                    sentence_weight=retrieval.sentence_weight, budget=budget, **options,
+                )  # fmt: skip
+                spans = response.context.spans if response.context else []
+                per_budget[str(budget)].append(
+                    [[doc_of[s.chunk_ids[0]], s.start_char, s.end_char] for s in spans]
+                )
+        out[name] = per_budget
+    return out
+
+
+def packed_recall(questions: Sequence[QaQuestion], contexts: Sequence[Sequence[Any]]) -> float:
+    """Mean share of each question's evidence characters inside the spans the product packed
+    for it (spans of other documents count for nothing)."""
+    shares = []
+    for q, spans in zip(questions, contexts, strict=True):
+        reference = merge_spans(q.evidence)
+        total = sum(b - a for a, b in reference)
+        mine = merge_spans((start, end) for doc, start, end in spans if doc == q.document)
+        shares.append(covered(mine, reference) / total if total else 0.0)
+    return statistics.mean(shares) if shares else 0.0
 
 
 # --- fusion cross-validation ------------------------------------------------------------------
@@ -706,6 +767,17 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     **score(qa.questions, ranking, starts),
                 }
                 _say(f"seams/{mode}", rows[f"seams/{mode}"])
+            for name, per_budget in seams.get("packed", {}).items():
+                key = f"seams/hybrid-packed-{name}"
+                rows[key] = {
+                    **rows["seams/hybrid"],
+                    "label": f"Seams hybrid, `search_response(budget=B)` packing {name}",
+                    **{
+                        f"recall@{b}t": packed_recall(qa.questions, per_budget[str(b)])
+                        for b in BUDGETS
+                    },
+                }
+                _say(key, rows[key])
             for size in (str(seams["search_options"]["pool_per_side"]),):
                 pools = seams_candidates(seams)
                 sized, halves = objectives.setdefault(size, {}), folds.setdefault(size, {})
@@ -906,6 +978,8 @@ LABELS = {
     "seams/dense": "**Seams `dense`** (pipeline + search API)",
     "seams/lexical": "**Seams `lexical`** (pipeline + search API)",
     "seams/hybrid-cv": "Seams `hybrid` re-fused at the cross-validated weight",
+    "seams/hybrid-packed-chunks": "**`seams search --budget`**, whole hits (before passages)",
+    "seams/hybrid-packed-passages": "**`seams search --budget`**, passages",
     "seams-chunks/bm25": "Seams' chunks, plain BM25 of this benchmark (diagnostic)",
 }
 
