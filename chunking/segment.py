@@ -277,16 +277,24 @@ class _Segmenter:
 
     # -- prose ------------------------------------------------------------------------------
     def _prose(self, begin: int, stop: int) -> None:
-        """Sentences of the prose between two blocks (may hold several paragraphs)."""
+        """Sentences of the prose between two blocks (may hold several paragraphs).
+
+        The sentence-end regex finds every possible end in C (see `chunking.sentence_rules`);
+        Python looks only at those, and `_is_sentence_end` settles the common one (a period
+        attached to a word, whitespace, a capital) with a handful of string operations.
+        """
         text = self.text
         first = _NON_SPACE.search(text, begin, stop)
         if first is None:
             return
         self.last_block_kind = "sentence"
         min_len = self.config.min_sentence_length
+        raws = self.raws
+        section = self.section
         sentence_start = first.start()
         self.paragraph += 1
-        paragraph_first = len(self.raws)  # index of this paragraph's first sentence
+        paragraph = self.paragraph
+        paragraph_first = len(raws)  # index of this paragraph's first sentence
 
         def close(cut: int, next_start: int) -> None:
             nonlocal sentence_start
@@ -294,21 +302,24 @@ class _Segmenter:
             while end > sentence_start and text[end - 1].isspace():
                 end -= 1
             if end > sentence_start:
-                if end - sentence_start < min_len and len(self.raws) > paragraph_first:
-                    self.raws[-1].end = end  # too short: join the previous sentence
+                if end - sentence_start < min_len and len(raws) > paragraph_first:
+                    raws[-1].end = end  # too short: join the previous sentence
                 else:
-                    self._emit(sentence_start, end, "sentence")
+                    raws.append(_Raw(sentence_start, end, "sentence", section, paragraph))
             sentence_start = next_start
 
         spaced_closers = bool(self.rules.spaced_closers)
+        is_sentence_end = self._is_sentence_end
+        find = text.find
+        para_break = _PARA_BREAK.search
         for match in self.rules.sentence_end.finditer(text, sentence_start, stop):
             group = match.lastgroup
             if group == "para":
                 close(match.start(), match.end())
                 if match.end() >= stop:
                     break
-                self.paragraph += 1
-                paragraph_first = len(self.raws)
+                paragraph += 1
+                paragraph_first = len(raws)
                 continue
             if group == "cjk":
                 cut = match.end()
@@ -322,27 +333,28 @@ class _Segmenter:
                 mark = match.start("spaced")
                 if text[mark] == '"' and text.count('"', sentence_start, match.start()) % 2 == 0:
                     cut, next_start = mark - 1, mark  # it opens the next sentence's quotation
-            whitespace = match.group("ws")
-            if "\n" in whitespace and _PARA_BREAK.search(whitespace):
+            ws_start, ws_end = match.span("ws")
+            if find("\n", ws_start, ws_end) >= 0 and para_break(text, ws_start, ws_end):
                 close(cut, next_start)
                 if next_start >= stop:
                     break
-                self.paragraph += 1
-                paragraph_first = len(self.raws)
+                paragraph += 1
+                paragraph_first = len(raws)
                 continue
             if next_start >= stop or cut - sentence_start < min_len:
                 continue
-            if not self._is_sentence_end(match, sentence_start, cut, next_start, stop):
-                continue
-            close(cut, next_start)
+            if is_sentence_end(match, sentence_start, cut, next_start, stop):
+                close(cut, next_start)
         close(stop, stop)
+        self.paragraph = paragraph
 
     def _is_sentence_end(
         self, match: re.Match[str], sentence_start: int, cut: int, next_start: int, stop: int
     ) -> bool:
         text = self.text
         rules = self.rules
-        punct = match.group("term")
+        start = match.start()
+        punct = text[start : match.end("term")]
         ellipsis = "…" in punct or punct.startswith("..")
         if ellipsis and not rules.ellipsis_ends:
             return False  # ellipses do not end a sentence
@@ -354,22 +366,24 @@ class _Segmenter:
         following = text[j] if j < stop else ""
         if ellipsis:
             # Before a capital, unless it marks an elision: "[…]", "(...)".
-            before = text[match.start() - 1] if match.start() > 0 else ""
+            before = text[start - 1] if start > 0 else ""
             if not following.isupper() or before in ("[", "("):
                 return False
         # A terminator set off by whitespace ("end . next", tokenised text) ends the sentence
         # whatever follows; attached to a word, a lower-case continuation means it does not.
-        detached = match.start() > sentence_start and text[match.start() - 1].isspace()
+        detached = start > sentence_start and text[start - 1].isspace()
         if following.islower() and not detached:
             return False
         if punct == "." and not (
             text[cut - 1] == ")" and rules.bracket_ends_abbreviation and following.isupper()
         ):  # "(Gruau par ex.) Ainsi": the bracket closes a sentence that ends in an abbreviation
-            word_start = match.start()
-            floor = max(sentence_start, word_start - 40)
-            while word_start > floor and not text[word_start - 1].isspace():
-                word_start -= 1
-            word = text[word_start : match.start()].lstrip(openers)
+            # The word before the period: back to whitespace, within the sentence and 40 chars.
+            if detached or start == sentence_start:
+                word_start, word = start, ""
+            else:  # the last whitespace-free run (str.split and isspace agree on whitespace)
+                word = text[max(sentence_start, start - 40) : start].rsplit(None, 1)[-1]
+                word_start = start - len(word)
+            word = word.lstrip(openers)
             if rules.elision and ("'" in word or "’" in word):
                 word = word.replace("’", "'").rpartition("'")[2]  # "l'art.", "dell'art."
             lower = word.lower()
@@ -381,7 +395,7 @@ class _Segmenter:
                 return False
             if len(word) == 1 and word.isalpha():
                 return False  # an initial: "J. R. R. Tolkien"
-            if DOTTED_ABBREVIATION.fullmatch(word):
+            if "." in word and DOTTED_ABBREVIATION.fullmatch(word):
                 return False  # "e.g", "U.S", "Ph.D", "a.m"
             if rules.number_labels and word.isdigit():
                 if word_start == sentence_start:

@@ -34,12 +34,19 @@ from functools import cache
 LANGUAGES = ("en", "de", "fr", "es", "it")
 
 # --- English (the default; these values define today's candidates: do not change them) ------
+# The pattern starts with a character class (the first character of every alternative) so that
+# the regex engine skips to the next possible end in C instead of trying the whole pattern at every
+# position; each alternative then checks by a lookbehind which character that was. So `term`
+# holds the terminator's characters after its first (the terminator is
+# `text[match.start():match.end("term")]`), `para` and `cjk` theirs after the first. Matches are
+# those of the plain alternation `(?P<para>\n[^\S\n]*\n\s*)|(?P<term>\.{2,}|…+|[.!?‼⁇⁈⁉]+)...`,
+# alternative for alternative and in the same order of backtracking.
 _SENTENCE_END = re.compile(
     r"""
-    (?=[\n.!?…‼⁇⁈⁉。！？｡])  # a first-character class lets the regex engine skip ahead fast
-    (?:(?P<para>\n[^\S\n]*\n\s*)
-    |(?P<term>\.{2,}|…+|[.!?‼⁇⁈⁉]+)(?P<close>["'”’»)\]}›]*)(?P<ws>\s+)
-    |(?P<cjk>[。！？｡]+[」』”’）】〕〉》"']*))
+    [\n.!?…‼⁇⁈⁉。！？｡]
+    (?:(?<=\n)(?P<para>[^\S\n]*\n\s*)
+    |(?P<term>(?<=\.)\.+|(?<=…)…*|(?<=[.!?‼⁇⁈⁉])[.!?‼⁇⁈⁉]*)(?P<close>["'”’»)\]}›]*)(?P<ws>\s+)
+    |(?<=[。！？｡])(?P<cjk>[。！？｡]*[」』”’）】〕〉》"']*))
     """,
     re.VERBOSE,
 )
@@ -108,15 +115,17 @@ _CLOSERS = "\"'“”‘’«»‹›)\\]}"
 
 
 def _sentence_end(spaced_closers: str) -> re.Pattern[str]:
-    """The sentence-end regex with every quotation mark as a possible closer after the terminator
-    (an opening mark would follow whitespace), and optionally one closer after a space."""
+    """The sentence-end regex (as English's, see `_SENTENCE_END`) with every quotation mark as a
+    possible closer after the terminator (an opening mark would follow whitespace), and
+    optionally one closer after a space."""
     spaced = f"(?:[^\\S\\n](?P<spaced>[{spaced_closers}])(?=\\s))?" if spaced_closers else ""
     return re.compile(
         rf"""
-        (?=[\n.!?…‼⁇⁈⁉。！？｡])
-        (?:(?P<para>\n[^\S\n]*\n\s*)
-        |(?P<term>\.{{2,}}|…+|[.!?‼⁇⁈⁉]+)(?P<close>[{_CLOSERS}]*{spaced})(?P<ws>\s+)
-        |(?P<cjk>[。！？｡]+[」』”’）】〕〉》"']*))
+        [\n.!?…‼⁇⁈⁉。！？｡]
+        (?:(?<=\n)(?P<para>[^\S\n]*\n\s*)
+        |(?P<term>(?<=\.)\.+|(?<=…)…*|(?<=[.!?‼⁇⁈⁉])[.!?‼⁇⁈⁉]*)
+         (?P<close>[{_CLOSERS}]*{spaced})(?P<ws>\s+)
+        |(?<=[。！？｡])(?P<cjk>[。！？｡]*[」』”’）】〕〉》"']*))
         """,
         re.VERBOSE,
     )
