@@ -709,7 +709,7 @@ def variant_lines(variants: dict[str, Any] | None) -> list[str]:
 
 # --- the run ----------------------------------------------------------------------------------
 def load_sets(args: argparse.Namespace) -> list[QaSet]:
-    sets = [load_squad_set(args.data)]
+    sets = [] if args.no_squad else [load_squad_set(args.data)]
     if args.covid_qa:
         sets.append(load_covid_qa(args.covid_qa, args.covid_docs))
     if args.qasper:
@@ -1032,6 +1032,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return seams_worker(Path(argv[1]), Path(argv[2]))
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="folder of squad-dev-5")
+    parser.add_argument("--no-squad", action="store_true", help="leave out the SQuAD set")
     parser.add_argument("--covid-qa", type=Path, help="200423_covidQA.json or its folder")
     parser.add_argument("--covid-docs", type=int, default=40, help="COVID-QA articles sampled")
     parser.add_argument(
