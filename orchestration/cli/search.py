@@ -51,8 +51,9 @@ def run(args: argparse.Namespace) -> int:
 def format_response(response: SearchResponse, *, width: int = 100) -> str:
     """Human-readable hits for `seams search` (the --json output is `response.to_dict()`): each
     hit says which parts matched it (dense, lexical and the query words it contains) with both
-    component scores; with a budget, the merged spans follow. Text from the documents (file
-    names, section titles, chunk text) and the query shows its control characters escaped."""
+    component scores and its best passage (with a budget: the part of it given); with a budget,
+    the merged spans follow. Text from the documents (file names, section titles, chunk text)
+    and the query shows its control characters escaped."""
     lines = [f"note: {printable(n)}" for n in response.notes]
     for hit in response.hits:
         pages = ""
@@ -68,6 +69,9 @@ def format_response(response: SearchResponse, *, width: int = 100) -> str:
         )
         lines.append(f"   {_matched(hit)}")
         lines.append(f"   {_snippet(hit.text, width)}")
+        if hit.passage is not None and hit.passage != hit.text:
+            where = f"{hit.passage_start}:{hit.passage_end}"
+            lines.append(f"   best passage {where}: {_snippet(hit.passage, width - 20)}")
     if response.context is not None:
         packed = response.context
         lines.append(

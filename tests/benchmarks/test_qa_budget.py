@@ -241,3 +241,17 @@ def test_goal_bars_leave_hybrid_out_and_variants_report_them() -> None:
     assert first["sets"]["s"]["goal_met"] is True and "goal_met" not in first["sets"]["t"]
     lines = variant_lines(out)
     assert any(line.startswith("| min-max (the product) |") for line in lines)
+
+
+def test_packed_recall_counts_only_the_question_documents_evidence_once() -> None:
+    from benchmarks.qa_budget import packed_recall
+
+    questions = [
+        QaQuestion("1", "q", "a", ((10, 20), (15, 30))),  # 20 evidence characters
+        QaQuestion("2", "q", "b", ((0, 10),)),
+    ]
+    contexts = [
+        [["a", 0, 12], ["a", 11, 15], ["b", 10, 30], ["a", 25, 40]],  # 5 + 5 of 20
+        [["a", 0, 10]],  # another document's text is no evidence
+    ]
+    assert packed_recall(questions, contexts) == pytest.approx((10 / 20 + 0.0) / 2)
