@@ -26,7 +26,8 @@ steadier readings, and the load average is printed with them.
 `--reference REV` loads `chunking/` of git revision REV beside the working tree's (under another
 module name) and measures both in the same rounds, so "before" and "after" see the same load;
 `--current-files` keeps the named files of the working tree in the reference, to isolate a
-change from others made at the same time.
+change from others made at the same time. The reference's `fast` preset embeds with REV's
+`models/static_runtime.py` (over the same model files), and its raw encode is measured too.
 
     .venv/bin/python -m benchmarks.own_work
     .venv/bin/python -m benchmarks.own_work --reference 87368f0 \\
@@ -71,10 +72,12 @@ from benchmarks.header import with_header  # noqa: E402
 
 DEFAULT_DATA = ROOT.parent / "shared" / "data"
 REFERENCE_MODULE = "_seams_reference_chunking"
+REFERENCE_STATIC_MODULE = "_seams_reference_static_runtime"
 DIMS = 384
 NON_MODEL_GOAL_WORDS_PER_SECOND = 500_000
 FAST_GOAL_SECONDS_PER_10K = 0.025
 ONNX_GOAL_RATIO = 0.9
+PATHS = ("non-model path", "fast preset")
 
 
 # --- corpus -------------------------------------------------------------------------------------
@@ -139,6 +142,37 @@ def load_reference(revision: str, current_files: Sequence[str]) -> ModuleType:
         (folder / name).write_text(source, encoding="utf-8")
     sys.path.insert(0, str(folder.parent))
     return importlib.import_module(REFERENCE_MODULE)
+
+
+def load_reference_static(revision: str) -> Callable[[list[str]], np.ndarray]:
+    """An embed function over git `revision`'s `models/static_runtime.py` (loaded under another
+    module name) and the current static model files: what the reference's `fast` preset ran."""
+    from seams.models.embedders import StaticEmbedder
+    from seams.models.inputs import check_texts
+
+    shown = subprocess.run(
+        ["git", "show", f"{revision}:models/static_runtime.py"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if shown.returncode != 0:
+        raise SystemExit(f"--reference {revision}: {shown.stderr.strip() or 'no static runtime'}")
+    folder = Path(tempfile.mkdtemp(prefix="seams-reference-static-"))
+    (folder / f"{REFERENCE_STATIC_MODULE}.py").write_text(shown.stdout, encoding="utf-8")
+    sys.path.insert(0, str(folder))
+    module = importlib.import_module(REFERENCE_STATIC_MODULE)
+    manifest = StaticEmbedder().manifest
+    runtime = module.load_static_runtime(
+        manifest.embeddings_path, manifest.tokenizer_path, cache=False
+    )
+
+    def embed(texts: list[str]) -> np.ndarray:
+        check_texts(texts)  # as StaticEmbedder.embed does
+        return runtime.embed(texts)
+
+    return embed
 
 
 def provision(onnx: bool) -> tuple[Any, Any | None]:
@@ -214,8 +248,10 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     static, onnx = provision(args.onnx)
     tokenizer_json = default_static_dir() / "tokenizer.json"
     impls: dict[str, ModuleType] = {"current": current}
+    embedders: dict[str, Any] = {"current": static}
     if args.reference:
         impls["reference"] = load_reference(args.reference, args.current_files)
+        embedders["reference"] = load_reference_static(args.reference)
 
     # What each implementation embeds, and one lookup table for the non-model path.
     counters = {key: impl.load_token_counter(tokenizer_json) for key, impl in impls.items()}
@@ -240,6 +276,9 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     systems: dict[str, Callable[[], object]] = {
         "static encode (reference)": lambda: static.embed(static_texts),
     }
+    if args.reference:
+        reference_static = embedders["reference"]
+        systems["reference: static encode"] = lambda: reference_static(static_texts)
     for key, impl in impls.items():
         default, fast, counter = (
             impl.ChunkingConfig(),
@@ -252,9 +291,9 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                 doc, document_id="bench", config=default, embed=lookup, token_counter=counter
             )
 
-        def fast_preset(impl=impl, fast=fast, counter=counter) -> object:
+        def fast_preset(impl=impl, fast=fast, counter=counter, embed=embedders[key]) -> object:
             return impl.chunk_text(
-                doc, document_id="bench", config=fast, embed=static, token_counter=counter
+                doc, document_id="bench", config=fast, embed=embed, token_counter=counter
             )
 
         systems[f"{key}: non-model path"] = non_model
@@ -382,13 +421,17 @@ def summarise(
         )
     if "reference: non-model path" in rows:
         print()
-        for path in ("non-model path", "fast preset"):
-            before, after = rows[f"reference: {path}"], rows[f"current: {path}"]
+        pairs = {path: (f"reference: {path}", f"current: {path}") for path in PATHS}
+        if "reference: static encode" in rows:
+            pairs["static encode"] = ("reference: static encode", "static encode (reference)")
+        for path, (old, new) in pairs.items():
+            before, after = rows[old], rows[new]
             paired = zip(before["all_wall_s"], after["all_wall_s"], strict=True)
             rounds = statistics.median(b / a for b, a in paired)
             print(
                 f"{path}: current vs reference, best {before['best_s'] / after['best_s']:.2f}x "
-                f"faster, median of rounds {rounds:.2f}x"
+                f"faster, median of rounds {rounds:.2f}x, "
+                f"best CPU {before['best_cpu_s'] / after['best_cpu_s']:.2f}x"
             )
     goals = {
         "non-model path >= 500k words/s": rows["current: non-model path"]["words_per_second_best"]

@@ -70,16 +70,20 @@ class StaticRuntime:
             return np.zeros((0, self.dims), np.float32)
         if not self.word_cached:
             return self._normalise(self._token_sums(texts))
+        # One search over all texts finds whether any holds an unsafe character (usually none).
         unsafe = UNSAFE_FOR_WORD_CACHE.search
-        splits = [None if unsafe(t) else t.split() for t in texts]
+        if unsafe("\n".join(texts)) is None:
+            splits: list[list[str] | None] = [t.split() for t in texts]
+        else:
+            splits = [None if unsafe(t) else t.split() for t in texts]
         lengths = np.fromiter((0 if ws is None else len(ws) for ws in splits), np.int64, n)
         words = list(chain.from_iterable(ws for ws in splits if ws is not None))
         with self._lock:
-            ids = list(map(self._word_row.get, words))
-            if None in ids:
+            try:
+                flat = np.fromiter(map(self._word_row.__getitem__, words), np.int64, len(words))
+            except KeyError:  # words not seen yet: tokenize and sum them first
                 self._add_words(set(words))
-                ids = list(map(self._word_row.__getitem__, words))
-            flat = np.fromiter(ids, np.int64, len(ids))
+                flat = np.fromiter(map(self._word_row.__getitem__, words), np.int64, len(words))
             sums = _segment_sums(self._word_sums, flat, lengths, self.dims)
         whole = [i for i, ws in enumerate(splits) if ws is None]
         if whole:
