@@ -6,14 +6,17 @@ resources are made of: `seams.resources.OnnxEmbedderResource` is this class plus
 `chunk_text(..., embed=OnnxEmbedder())` works in an install without the pipeline.
 
 `OnnxEmbedder` runs `seams.models.onnx_runtime` (sessions, windows, pooling) and adds
-configuration, the verified model folder of the data dir, lineage (`model_id`) and the chunker's
-token counter (`count_tokens`). `StaticEmbedder` has the same interface over
-`seams.models.static_runtime` (numpy lookups over MiniLM's tokenizer, far cheaper); both count
-tokens with MiniLM's tokenizer, so their `count_tokens` agree.
+configuration, the model folder (the packaged all-MiniLM-L6-v2 export of the data dir by default,
+or any sentence-transformers model: `seams.models.model_store.load_model_folder`), its prompts,
+lineage (`model_id`) and the chunker's token counter (`count_tokens`). `StaticEmbedder` has
+the same interface over `seams.models.static_runtime` (numpy lookups over MiniLM's tokenizer,
+far cheaper); with the packaged model both count tokens with MiniLM's tokenizer, so their
+`count_tokens` agree.
 """
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 from typing import Any, Literal, Self
 
@@ -29,6 +32,7 @@ from seams.models.model_store import (
     default_model_dir,
     default_static_dir,
     load_manifest,
+    load_model_folder,
     load_static_manifest,
     verify_file,
 )
@@ -63,18 +67,25 @@ class CheckedCounter:
 
 
 class OnnxEmbedder(BaseModel):
-    """Sentence embeddings for Seams (contract): `embed(texts) -> (n, 384) float32` unit rows.
+    """Sentence embeddings for Seams (contract): `embed(texts) -> (n, dims) float32` unit rows.
 
-    Matches sentence-transformers' `encode` of all-MiniLM-L6-v2 (cosine >= 0.999 for fp32)
-    for texts within `max_tokens`. An empty string embeds as [CLS] [SEP], a fixed, valid unit
-    vector (as in sentence-transformers). Results are deterministic for the same call; the same
-    text batched with different neighbours can differ in the last float bits (padding changes
-    the shapes onnxruntime multiplies), never beyond cosine 0.99999.
+    By default the packaged all-MiniLM-L6-v2 (384 dims). `model_dir` may name any
+    sentence-transformers folder (exported to ONNX once, with the `export` extra) or a folder
+    with its own `model.onnx` + `tokenizer.json`; window, pooling, Dense layers, normalisation,
+    special tokens and prompts are read from it. `embed` reads texts as documents (the model's
+    document prompt), `embed_queries` as queries (its query prompt).
+
+    Matches sentence-transformers' `encode` (cosine >= 0.999 for fp32) for texts within the
+    window. An empty string embeds as the model's special tokens alone ([CLS] [SEP] for MiniLM),
+    a fixed, valid unit vector (as in sentence-transformers). Results are deterministic for the
+    same call; the same text batched with different neighbours can differ in the last float
+    bits (padding changes the shapes onnxruntime multiplies), never beyond cosine 0.99999.
     """
 
     model_dir: str | None = Field(
         default=None,
-        description="Folder of an exported model; default $SEAMS_DATA_DIR/models/all-MiniLM-L6-v2.",
+        description="Model folder: a Seams export, a sentence-transformers folder or a folder "
+        "with model.onnx + tokenizer.json; default $SEAMS_DATA_DIR/models/all-MiniLM-L6-v2.",
     )
     variant: Literal["fp32", "int8"] = Field(
         default="fp32", description="Which exported graph to run (int8 exists only if it passed)."
@@ -85,17 +96,60 @@ class OnnxEmbedder(BaseModel):
         default="mean_of_windows",
         description="Texts over max_tokens: mean of window embeddings, or truncate like ST.",
     )
-    max_tokens: int = Field(default=256, description="Model window incl. [CLS]/[SEP] (3-512).")
+    max_tokens: int | None = Field(
+        default=None,
+        description="Window incl. special tokens; default the model's max_seq_length (256 for "
+        "MiniLM), at most its position count.",
+    )
+    query_prompt: str | None = Field(
+        default=None,
+        description="Text put before each query; default the model's stored query prompt.",
+    )
+    document_prompt: str | None = Field(
+        default=None,
+        description="Text put before each document/chunk; default the model's stored one.",
+    )
 
     def embed(self, texts: list[str]) -> np.ndarray:
-        """Embed `texts` in order; InputError for non-str items, EmbeddingError on failure."""
+        """Embed `texts` (documents, chunks, sentences) in order, each after the document
+        prompt; InputError for non-str items, EmbeddingError on failure."""
         check_texts(texts)
-        runtime, _ = self._load()
-        return runtime.embed(
-            texts, batch_size=self.batch_size, max_tokens=self.max_tokens, long_text=self.long_text
-        )
+        self._check_config()
+        return self._embed(texts, self.resolved_document_prompt())
 
     __call__ = embed
+
+    def embed_queries(self, texts: list[str]) -> np.ndarray:
+        """Embed search queries in order, each after the model's query prompt (e5's "query: ",
+        an instruction), so they meet the documents `embed` indexed."""
+        check_texts(texts)
+        self._check_config()
+        return self._embed(texts, self.resolved_query_prompt())
+
+    def resolved_query_prompt(self) -> str:
+        if self.query_prompt is not None:
+            return self.query_prompt
+        return self.manifest.recipe.query_prompt()
+
+    def resolved_document_prompt(self) -> str:
+        if self.document_prompt is not None:
+            return self.document_prompt
+        return self.manifest.recipe.document_prompt()
+
+    @property
+    def window_tokens(self) -> int:
+        """The window texts are embedded in: `max_tokens`, else the model's `max_seq_length`."""
+        return self.max_tokens if self.max_tokens is not None else self.manifest.max_tokens
+
+    def _embed(self, texts: list[str], prompt: str) -> np.ndarray:
+        runtime, manifest = self._load()
+        return runtime.embed(
+            texts,
+            batch_size=self.batch_size,
+            max_tokens=self.max_tokens if self.max_tokens is not None else manifest.max_tokens,
+            long_text=self.long_text,
+            prompt=prompt,
+        )
 
     @property
     def count_tokens(self) -> CheckedCounter:
@@ -104,8 +158,12 @@ class OnnxEmbedder(BaseModel):
         faster on prose), named after the sha256 of `tokenizer.json` so chunk lineage says which
         tokenizer sized it. Only the tokenizer is verified: a broken ONNX graph must not stop
         segmentation (the embedding step then falls back to lexical boundaries)."""
-        manifest = load_manifest(self.resolved_model_dir(), verify=False)
-        verify_file(manifest.tokenizer_path, manifest.tokenizer_sha256)
+        directory = self.resolved_model_dir()
+        if (directory / "manifest.json").is_file():
+            manifest = load_manifest(directory, verify=False)
+            verify_file(manifest.tokenizer_path, manifest.tokenizer_sha256)
+        else:
+            manifest = self.manifest
         return CheckedCounter(shared_token_counter(manifest.tokenizer_path))
 
     def for_model(self, model_id: str) -> Self:
@@ -114,8 +172,8 @@ class OnnxEmbedder(BaseModel):
         if self.model_id == model_id:
             return self
         manifest = self.manifest
-        for name, variant in manifest.variants.items():
-            if variant.sha256 == model_id:
+        for name in manifest.variants:
+            if self._model_id(manifest, name) == model_id:
                 return type(self)(
                     model_dir=self.model_dir,
                     variant=name,
@@ -123,6 +181,8 @@ class OnnxEmbedder(BaseModel):
                     intra_op_threads=self.intra_op_threads,
                     long_text=self.long_text,
                     max_tokens=self.max_tokens,
+                    query_prompt=self.query_prompt,
+                    document_prompt=self.document_prompt,
                 )
         raise EmbeddingError(
             f"the chunk index was built with model {model_id[:12]}, which is not among the "
@@ -132,13 +192,25 @@ class OnnxEmbedder(BaseModel):
 
     @property
     def model_id(self) -> str:
-        """sha256 of the ONNX graph this embedder runs: for lineage and embedding-cache keys."""
-        manifest = self.manifest
-        return manifest.variant(self.variant).sha256
+        """What makes this embedder's vectors, for lineage and embedding-cache keys: the sha256
+        of the ONNX graph it runs (the packaged model's id, unchanged), combined with the
+        pooling, steps, window and document prompt for any model that has other ones."""
+        return self._model_id(self.manifest, self.variant)
+
+    def _model_id(self, manifest: ModelManifest, variant: str) -> str:
+        graph = manifest.variant(variant).sha256
+        prompt = self.resolved_document_prompt()
+        if manifest.recipe.is_default and not prompt and self.max_tokens in (None, 256):
+            return graph
+        recipe = manifest.recipe.fingerprint(prompt)
+        window = self.max_tokens if self.max_tokens is not None else manifest.max_tokens
+        return hashlib.sha256(f"{graph}/{recipe}/{window}".encode()).hexdigest()
 
     @property
     def manifest(self) -> ModelManifest:
-        return load_manifest(self.resolved_model_dir())
+        if self.model_dir is None:
+            return load_manifest(default_model_dir())
+        return load_model_folder(self.resolved_model_dir())
 
     @property
     def dims(self) -> int:
@@ -158,12 +230,13 @@ class OnnxEmbedder(BaseModel):
 
     def _load(self) -> tuple[EmbeddingRuntime, ModelManifest]:
         self._check_config()
-        manifest = load_manifest(self.resolved_model_dir())
+        manifest = self.manifest
         runtime = load_runtime(
             manifest.variant_path(self.variant),
             manifest.tokenizer_path,
             intra_op_threads=self.intra_op_threads,
             dims=manifest.dims,
+            recipe=manifest.recipe,
         )
         return runtime, manifest
 
@@ -175,10 +248,20 @@ class OnnxEmbedder(BaseModel):
                 f"OnnxEmbedder.intra_op_threads must be >= 0 (0 = onnxruntime default), "
                 f"got {self.intra_op_threads}"
             )
-        if not SPECIAL_TOKENS < self.max_tokens <= MAX_POSITIONS:
-            raise ConfigError(
-                f"OnnxEmbedder.max_tokens must be in 3..{MAX_POSITIONS}, got {self.max_tokens}"
-            )
+        if self.max_tokens is not None:
+            limit = self._max_positions() if self.max_tokens > MAX_POSITIONS else MAX_POSITIONS
+            if not SPECIAL_TOKENS < self.max_tokens <= limit:
+                raise ConfigError(
+                    f"OnnxEmbedder.max_tokens must be in 3..{limit} (the model's positions), "
+                    f"got {self.max_tokens}"
+                )
+
+    def _max_positions(self) -> int:
+        """The positions the model has (512 for MiniLM, and where no model can be read)."""
+        try:
+            return self.manifest.recipe.max_positions
+        except (ConfigError, EmbeddingError):
+            return MAX_POSITIONS
 
 
 class StaticEmbedder(BaseModel):

@@ -13,7 +13,9 @@ them: importing this module costs nothing, and the embedder's hot path never loa
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import importlib.metadata
+import inspect
 import logging
 import random
 import re
@@ -29,8 +31,14 @@ from typing import Any
 
 import numpy as np
 
-from seams.environment import keep_hub_offline
-from seams.errors import EmbeddingError
+from seams.environment import SeamsEnvironment, keep_hub_offline
+from seams.errors import ConfigError, EmbeddingError
+from seams.models.model_folder import (
+    FolderModules,
+    VectorRecipe,
+    is_sentence_transformers_folder,
+    read_modules,
+)
 from seams.models.model_store import (
     MANIFEST_FILE,
     MODEL_NAME,
@@ -38,6 +46,7 @@ from seams.models.model_store import (
     TOKENIZER_FILE,
     ModelManifest,
     ModelVariant,
+    _verified_sha256,
     default_model_dir,
     file_sha256,
     load_manifest,
@@ -132,6 +141,140 @@ def export_model(
     return replace(manifest, directory=target, exported_now=True)
 
 
+# --- any sentence-transformers folder -------------------------------------------------------
+
+_SKIPPED = ("README.md", ".gitattributes")
+
+
+def source_fingerprint(source: Path) -> str:
+    """sha256 over every file of a sentence-transformers folder (path and content), except
+    ONNX graphs and READMEs: the identity an export of it is kept under and checked against."""
+    digest = hashlib.sha256()
+    for path in sorted(p for p in source.rglob("*") if p.is_file()):
+        relative = path.relative_to(source).as_posix()
+        if path.name in _SKIPPED or path.suffix == ".onnx" or relative.startswith("."):
+            continue
+        digest.update(f"{relative}\0{_verified_sha256(path)}\n".encode())
+    return digest.hexdigest()
+
+
+def export_target(source: Path, models_dir: Path | None = None) -> Path:
+    """Where the export of `source` lives: `<models dir>/<folder name>-<fingerprint[:12]>`, so
+    a changed folder gets a new export and an unchanged one is exported once."""
+    models_dir = models_dir or SeamsEnvironment.from_os().models_dir
+    return models_dir / f"{source.resolve().name}-{source_fingerprint(source)[:12]}"
+
+
+def export_folder(
+    source: Path | str,
+    target_dir: Path | str | None = None,
+    *,
+    models_dir: Path | None = None,
+    force: bool = False,
+) -> ModelManifest:
+    """Export a sentence-transformers folder's transformer to ONNX, once, beside its recipe.
+
+    The graph is the transformer's `last_hidden_state` (as for the packaged model); pooling,
+    Dense layers (kept as .npy), normalisation, window and prompts are read from the folder
+    into the manifest, and the runtime applies them. Idempotent: an intact export of the same
+    folder contents is returned as is. Needs the `export` extra (torch, transformers).
+    """
+    source = Path(source).expanduser()
+    if not is_sentence_transformers_folder(source):
+        raise ConfigError(
+            f"{source} is not a sentence-transformers folder (no modules.json): give the folder "
+            "`SentenceTransformer.save` wrote, or one with model.onnx and tokenizer.json"
+        )
+    fingerprint = source_fingerprint(source)
+    target = Path(target_dir) if target_dir is not None else export_target(source, models_dir)
+
+    def reusable() -> ModelManifest | None:
+        if force or not (target / MANIFEST_FILE).is_file():
+            return None
+        try:
+            manifest = load_manifest(target)
+        except EmbeddingError as exc:
+            log.warning("re-exporting: %s", exc)
+            return None
+        return manifest if manifest.source_version == fingerprint else None
+
+    if (existing := reusable()) is not None:
+        return existing
+    modules, recipe = read_modules(source)
+    with exclusive_build(target) as staging:
+        if (existing := reusable()) is not None:
+            return existing
+        manifest = _build_folder_export(source, modules, recipe, staging, fingerprint)
+    log.info("exported %s to %s (model_id %s)", source, target, manifest.model_id[:12])
+    return replace(manifest, directory=target, exported_now=True)
+
+
+def _build_folder_export(
+    source: Path, modules: FolderModules, recipe: VectorRecipe, staging: Path, fingerprint: str
+) -> ModelManifest:
+    from tokenizers import Tokenizer
+
+    tokenizer_file = modules.transformer / TOKENIZER_FILE
+    if not tokenizer_file.is_file():
+        raise ConfigError(
+            f"{tokenizer_file} is missing: Seams needs the fast tokenizer's tokenizer.json "
+            "(save the tokenizer with transformers' PreTrainedTokenizerFast)"
+        )
+    write_tokenizer(tokenizer_file, staging / TOKENIZER_FILE)
+    tokenizer = Tokenizer.from_file(str(staging / TOKENIZER_FILE))
+    # Two rows, the second with its last position masked (ids within any vocabulary).
+    first = tokenizer.encode("hello world, hello").ids
+    example = [first, [*first[:-1], 0]]
+    versions = _export_fp32(modules.transformer, staging / FP32_FILE, example)
+    extra: dict[str, str] = {}
+    for layer in recipe.dense_layers:
+        weight, bias = _dense_weights(modules.dense[layer.name])
+        np.save(staging / f"{layer.name}.weight.npy", weight, allow_pickle=False)
+        extra[f"{layer.name}.weight.npy"] = file_sha256(staging / f"{layer.name}.weight.npy")
+        if layer.bias:
+            np.save(staging / f"{layer.name}.bias.npy", bias, allow_pickle=False)
+            extra[f"{layer.name}.bias.npy"] = file_sha256(staging / f"{layer.name}.bias.npy")
+    config = _read_json(modules.transformer / "config.json")
+    hidden = int(config.get("hidden_size") or config.get("d_model") or config.get("n_embd"))
+    dims = recipe.dims or hidden * len(recipe.pooling)
+    variants = {"fp32": _variant("fp32", staging / FP32_FILE)}
+    manifest = ModelManifest(
+        directory=staging,
+        model_name=source.resolve().name,
+        dims=dims,
+        max_tokens=recipe.max_seq_length,
+        source_package=str(source.resolve()),
+        source_version=fingerprint,
+        tokenizer_sha256=file_sha256(staging / TOKENIZER_FILE),
+        variants=variants,
+        versions=versions,
+        files=tuple(sorted([TOKENIZER_FILE, MANIFEST_FILE, FP32_FILE, *extra])),
+        created_at=datetime.now(UTC).isoformat(timespec="seconds"),
+        recipe=recipe,
+        extra_files=extra,
+    )
+    manifest.write()
+    return manifest
+
+
+def _dense_weights(folder: Path) -> tuple[np.ndarray, np.ndarray | None]:
+    """A Dense module's `linear.weight` and `linear.bias` from its safetensors or torch file."""
+    if (folder / "model.safetensors").is_file():
+        from safetensors.numpy import load_file
+
+        tensors = load_file(str(folder / "model.safetensors"))
+    elif (folder / "pytorch_model.bin").is_file():
+        import torch
+
+        state = torch.load(folder / "pytorch_model.bin", map_location="cpu", weights_only=True)
+        tensors = {k: v.float().numpy() for k, v in state.items()}
+    else:
+        raise ConfigError(f"{folder} has no model.safetensors or pytorch_model.bin")
+    weight = tensors["linear.weight"].astype(np.float32)
+    bias = tensors.get("linear.bias")
+    return weight, None if bias is None else bias.astype(np.float32)
+
+
 def _reusable_export(target: Path, version: str, quantize: bool) -> ModelManifest | None:
     """The existing export if it is intact and answers this request, else None."""
     if not (target / MANIFEST_FILE).is_file():
@@ -191,8 +334,11 @@ def _build_export(source: Path, staging: Path, version: str, *, quantize: bool) 
     return manifest
 
 
-def _export_fp32(source: Path, out: Path) -> dict[str, str]:
-    """Trace the encoder to ONNX; returns the versions of the tools that made it."""
+def _export_fp32(source: Path, out: Path, example: list[list[int]] | None = None) -> dict[str, str]:
+    """Trace the encoder to ONNX; returns the versions of the tools that made it.
+
+    `example` is a padded batch of two rows in the model's vocabulary (the packaged model's is
+    built in); a model whose forward takes no `token_type_ids` is traced without them."""
     keep_hub_offline()  # read by huggingface_hub at import: set it first
     try:
         import torch
@@ -222,20 +368,42 @@ def _export_fp32(source: Path, out: Path) -> dict[str, str]:
                 input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
             ).last_hidden_state
 
+    class _KeywordEncoderNoTypes(torch.nn.Module):
+        def __init__(self, encoder: torch.nn.Module) -> None:
+            super().__init__()
+            self.encoder = encoder
+
+        def forward(self, input_ids, attention_mask):  # type: ignore[no-untyped-def]
+            return self.encoder(
+                input_ids=input_ids, attention_mask=attention_mask
+            ).last_hidden_state
+
     # A padded example: with an all-ones mask the tracer could drop the masking branch.
-    input_ids = torch.tensor([[101, 7592, 2088, 102], [101, 7592, 102, 0]], dtype=torch.long)
-    attention_mask = (input_ids != 0).long()
+    if example is None:
+        input_ids = torch.tensor([[101, 7592, 2088, 102], [101, 7592, 102, 0]], dtype=torch.long)
+        attention_mask = (input_ids != 0).long()
+    else:
+        input_ids = torch.tensor(example, dtype=torch.long)
+        attention_mask = torch.tensor([[1] * len(example[0]), [1] * (len(example[0]) - 1) + [0]])
     token_type_ids = torch.zeros_like(input_ids)
     dynamic = {0: "batch", 1: "sequence"}
+    # Segment ids only where the model has segment embeddings (BERT's family): GPT-2's forward
+    # takes them too, but would add a token embedding, and its tokenizer gives none.
+    takes_types = "token_type_ids" in inspect.signature(model.forward).parameters and bool(
+        getattr(model.config, "type_vocab_size", 0)
+    )
+    names = INPUT_NAMES if takes_types else INPUT_NAMES[:2]
+    wrapper = _KeywordEncoder(model) if takes_types else _KeywordEncoderNoTypes(model)
+    inputs = (input_ids, attention_mask, token_type_ids)[: len(names)]
     with warnings.catch_warnings(), torch.no_grad():
         warnings.simplefilter("ignore")
         torch.onnx.export(
-            _KeywordEncoder(model),
-            (input_ids, attention_mask, token_type_ids),
+            wrapper,
+            inputs,
             str(out),
-            input_names=list(INPUT_NAMES),
+            input_names=list(names),
             output_names=[OUTPUT_NAME],
-            dynamic_axes={name: dynamic for name in (*INPUT_NAMES, OUTPUT_NAME)},
+            dynamic_axes={name: dynamic for name in (*names, OUTPUT_NAME)},
             opset_version=OPSET,
             dynamo=False,  # the TorchScript exporter: no onnxscript needed, deterministic bytes
         )

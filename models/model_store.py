@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 
 from seams.environment import SeamsEnvironment
 from seams.errors import EmbeddingError
+from seams.models.model_folder import VectorRecipe
 
 T = TypeVar("T")
 
@@ -101,6 +102,11 @@ class ModelManifest:
     int8_evaluation: dict[str, Any] | None = None
     files: tuple[str, ...] = ()
     created_at: str = ""
+    recipe: VectorRecipe = field(default_factory=VectorRecipe)
+    """Pooling, Dense/Normalize steps, window and prompts; absent in a manifest written before
+    other models were supported, which then reads back as all-MiniLM-L6-v2's recipe."""
+    extra_files: dict[str, str] = field(default_factory=dict)
+    """Other verified files (Dense weights) -> sha256."""
     exported_now: bool = field(default=False, compare=False)
     """True when `export_model` wrote this export in this call (not serialised)."""
 
@@ -134,20 +140,24 @@ class ModelManifest:
         return self.directory / self.variant(name).file
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "format": MANIFEST_FORMAT,
-            "model_name": self.model_name,
-            "model_id": self.model_id,
-            "dims": self.dims,
-            "max_tokens": self.max_tokens,
-            "source": {"package": self.source_package, "version": self.source_version},
-            "versions": self.versions,
-            "tokenizer": {"file": TOKENIZER_FILE, "sha256": self.tokenizer_sha256},
-            "variants": {name: v.to_dict() for name, v in self.variants.items()},
-            "int8_evaluation": self.int8_evaluation,
-            "files": list(self.files),
-            "created_at": self.created_at,
-        }
+        return (
+            {
+                "format": MANIFEST_FORMAT,
+                "model_name": self.model_name,
+                "model_id": self.model_id,
+                "dims": self.dims,
+                "max_tokens": self.max_tokens,
+                "source": {"package": self.source_package, "version": self.source_version},
+                "versions": self.versions,
+                "tokenizer": {"file": TOKENIZER_FILE, "sha256": self.tokenizer_sha256},
+                "variants": {name: v.to_dict() for name, v in self.variants.items()},
+                "int8_evaluation": self.int8_evaluation,
+                "files": list(self.files),
+                "created_at": self.created_at,
+            }
+            | ({} if self.recipe.is_default else {"recipe": self.recipe.to_dict()})
+            | ({"extra_files": self.extra_files} if self.extra_files else {})
+        )
 
     @classmethod
     def from_dict(cls, directory: Path, data: dict[str, Any]) -> ModelManifest:
@@ -169,6 +179,8 @@ class ModelManifest:
             int8_evaluation=data.get("int8_evaluation"),
             files=tuple(data.get("files") or ()),
             created_at=str(data.get("created_at", "")),
+            recipe=VectorRecipe.from_dict(data.get("recipe")),
+            extra_files={str(k): str(v) for k, v in (data.get("extra_files") or {}).items()},
         )
         if data.get("model_id") != manifest.model_id:
             raise ValueError("model_id differs from the fp32 variant's sha256")
@@ -231,6 +243,8 @@ def load_manifest(directory: Path | str | None = None, *, verify: bool = True) -
         verify_file(directory / TOKENIZER_FILE, manifest.tokenizer_sha256)
         for variant in manifest.variants.values():
             verify_file(directory / variant.file, variant.sha256)
+        for name, expected in manifest.extra_files.items():
+            verify_file(directory / name, expected)
     return manifest
 
 
@@ -357,3 +371,58 @@ def load_static_manifest(
         for name, expected in manifest.files.items():
             verify_file(directory / name, expected)
     return manifest
+
+
+# --- any model folder -------------------------------------------------------------------------
+
+ONNX_LOCATIONS = ("model.onnx", "onnx/model.onnx")
+"""Where a folder that brings its own ONNX graph keeps it (an Optimum export; the `onnx/`
+folder of a sentence-transformers repository)."""
+
+
+def load_model_folder(directory: Path | str, *, models_dir: Path | None = None) -> ModelManifest:
+    """The model a folder holds, whichever of the three kinds it is.
+
+    - a Seams export (`manifest.json`): read and verified (`load_manifest`);
+    - a folder with its own `model.onnx` (or `onnx/model.onnx`) and `tokenizer.json`: used as
+      is, with the pooling, window and prompts its configuration files give (never written to);
+    - a sentence-transformers folder without a graph: exported once into `models_dir` (default
+      the data dir's models folder) with the `export` extra, then read from there.
+
+    Raises:
+        EmbeddingError | ConfigError: naming the folder and what it lacks.
+    """
+    from seams.models.model_folder import is_sentence_transformers_folder, plain_recipe
+
+    directory = Path(directory).expanduser()
+    if (directory / MANIFEST_FILE).is_file():
+        return load_manifest(directory)
+    graph = next((directory / p for p in ONNX_LOCATIONS if (directory / p).is_file()), None)
+    if graph is not None and (directory / TOKENIZER_FILE).is_file():
+        recipe = plain_recipe(directory)
+        config_path = directory / "config.json"
+        config = json.loads(config_path.read_text()) if config_path.is_file() else {}
+        hidden = config.get("hidden_size") or config.get("d_model") or config.get("n_embd")
+        dims = recipe.dims or (int(hidden) * len(recipe.pooling) if hidden else 0)
+        relative = graph.relative_to(directory).as_posix()
+        sha = _verified_sha256(graph)
+        return ModelManifest(
+            directory=directory,
+            model_name=directory.resolve().name,
+            dims=dims,
+            max_tokens=recipe.max_seq_length,
+            source_package=str(directory.resolve()),
+            source_version="as is",
+            tokenizer_sha256=_verified_sha256(directory / TOKENIZER_FILE),
+            variants={"fp32": ModelVariant("fp32", relative, sha, graph.stat().st_size)},
+            recipe=recipe,
+        )
+    if is_sentence_transformers_folder(directory):
+        from seams.models.model_export import export_folder
+
+        return export_folder(directory, models_dir=models_dir)
+    raise EmbeddingError(
+        f"no embedding model at {directory} ({MANIFEST_FILE} is missing); {EXPORT_HINT}, or "
+        f"point model_dir / SEAMS_DATA_DIR at an export, a sentence-transformers folder "
+        f"(modules.json) or a folder with model.onnx and {TOKENIZER_FILE}."
+    )

@@ -1,14 +1,18 @@
 """The ONNX embedding runtime: onnxruntime, `tokenizers` and numpy, no Dagster, no torch.
 
-It reproduces sentence-transformers' all-MiniLM-L6-v2 pipeline (tokenize, truncate to 256
-tokens, encode, mean-pool over the attention mask, L2-normalise) on the ONNX export made by
-`seams.models.model_export`. Two things make it faster than `encode` on CPU (figures on the
-benchmarks page, "Components"): batches are formed from inputs sorted by token count, so padding
-is minimal, and batches stay small.
+It reproduces a sentence-transformers model's pipeline (prompt, tokenize with the tokenizer's
+own special tokens, truncate to the model's window, encode, pool, Dense layers, L2-normalise) on
+an ONNX graph of its transformer: the export made by `seams.models.model_export`, or a folder's
+own `model.onnx`. What happens after the transformer is the folder's `VectorRecipe`; the
+default, all-MiniLM-L6-v2's, is mean pooling and normalisation.
+
+Two things make it faster than `encode` on CPU (figures on the benchmarks page, "Components"):
+batches are formed from inputs sorted by token count, so padding is minimal, and batches stay
+small.
 
 Inputs longer than the model's window are, by default, not truncated: their word pieces are cut
 into near-equal windows that each fit the window, every window is encoded, and the text's
-embedding is the mean of all windows' token embeddings (see `_pool`). `long_text="truncate"`
+embedding is the mean of all windows' token embeddings (see `_mean`). `long_text="truncate"`
 gives sentence-transformers' behaviour instead.
 
 A session is loaded once per process and shared (`load_runtime`): Dagster builds resources for
@@ -30,16 +34,19 @@ import numpy as np
 import onnxruntime as ort
 from tokenizers import Tokenizer
 
-from seams.errors import EmbeddingError
+from seams.errors import ConfigError, EmbeddingError
+from seams.models.model_folder import DenseLayer, VectorRecipe
 from seams.models.model_store import EXPORT_HINT
 
 log = logging.getLogger(__name__)
 
 CUDA_PROVIDER = "CUDAExecutionProvider"
 CPU_PROVIDER = "CPUExecutionProvider"
-CLS_ID, SEP_ID, PAD_ID = 101, 102, 0
+CLS_ID, SEP_ID, PAD_ID = 101, 102, 0  # all-MiniLM-L6-v2's; other models read theirs
 MAX_POSITIONS = 512  # BERT position embeddings; the model was trained on 256
-SPECIAL_TOKENS = 2  # [CLS] and [SEP] around every window
+SPECIAL_TOKENS = 2  # [CLS] and [SEP] around every window of all-MiniLM-L6-v2
+HIDDEN_OUTPUTS = ("last_hidden_state", "token_embeddings")
+_PROBES = ("a", "the", "0", "x")
 
 LongText = Literal["mean_of_windows", "truncate"]
 
@@ -65,30 +72,88 @@ def split_windows(ids: Sequence[int], width: int) -> list[Sequence[int]]:
     return [ids[bounds[i] : bounds[i + 1]] for i in range(count)]
 
 
+@dataclass(frozen=True)
+class SpecialFrame:
+    """The special tokens a tokenizer's post-processor puts around one sequence, and its pad id.
+
+    Read from `tokenizer.json` (BERT's [CLS] ... [SEP], XLM-R's <s> ... </s>, an end-of-text
+    token after a BPE sequence, or nothing), so no model's ids are hard-coded here.
+    """
+
+    prefix: tuple[int, ...]
+    suffix: tuple[int, ...]
+    pad_id: int
+
+    @property
+    def size(self) -> int:
+        return len(self.prefix) + len(self.suffix)
+
+
+def special_frame(tokenizer: Tokenizer) -> SpecialFrame:
+    """Post-process a one-word encoding and see what the post-processor added on each side."""
+    for probe in _PROBES:
+        plain = tokenizer.encode(probe, add_special_tokens=False)
+        if not plain.ids:
+            continue
+        full = tokenizer.post_process(plain).ids
+        n = len(plain.ids)
+        for start in range(len(full) - n + 1):
+            if full[start : start + n] == plain.ids:
+                return SpecialFrame(
+                    tuple(full[:start]), tuple(full[start + n :]), _pad_id(tokenizer)
+                )
+    raise EmbeddingError("cannot find where the tokenizer's post-processor puts its text")
+
+
+def _pad_id(tokenizer: Tokenizer) -> int:
+    """The tokenizer's padding id if it records one, else its pad token's id, else 0 (padded
+    positions are masked out, so the id only has to exist)."""
+    padding = tokenizer.padding
+    if padding and padding.get("pad_id") is not None:
+        return int(padding["pad_id"])
+    for token in ("[PAD]", "<pad>", "<|pad|>", "<|endoftext|>"):
+        if (token_id := tokenizer.token_to_id(token)) is not None:
+            return token_id
+    return 0
+
+
 @dataclass
 class _Pieces:
     """Model inputs for one `embed` call: each piece is one window of one text."""
 
     owner: np.ndarray  # (p,) index of the text each piece belongs to
-    ids: list[Sequence[int]]  # word-piece ids without special tokens
+    ids: list[Sequence[int]]  # token ids without special tokens
+    specials: int = SPECIAL_TOKENS
 
     @property
     def lengths(self) -> np.ndarray:
-        return np.fromiter((len(p) + SPECIAL_TOKENS for p in self.ids), np.int64, len(self.ids))
+        return np.fromiter((len(p) + self.specials for p in self.ids), np.int64, len(self.ids))
 
 
 class EmbeddingRuntime:
-    """A loaded model: one onnxruntime session and its tokenizer. Safe to share across threads.
+    """A loaded model: one onnxruntime session, its tokenizer and the recipe that turns token
+    vectors into one vector per text. Safe to share across threads.
 
     The pure machinery behind `OnnxEmbedder`, also used by the exporter to measure an int8
     graph against fp32 without a Dagster resource.
     """
 
-    def __init__(self, session: ort.InferenceSession, tokenizer: Tokenizer, dims: int) -> None:
+    def __init__(
+        self,
+        session: ort.InferenceSession,
+        tokenizer: Tokenizer,
+        dims: int,
+        recipe: VectorRecipe | None = None,
+        dense: dict[str, tuple[np.ndarray, np.ndarray | None]] | None = None,
+    ) -> None:
         self.session = session
         self.tokenizer = tokenizer
         self.dims = dims
+        self.recipe = recipe or VectorRecipe()
+        self.frame = special_frame(tokenizer)
+        self._dense = dense or {}
         self._input_names = {i.name for i in session.get_inputs()}
+        self._output = _hidden_output(session)
 
     @property
     def providers(self) -> list[str]:
@@ -96,7 +161,7 @@ class EmbeddingRuntime:
         return list(self.session.get_providers())
 
     def token_ids(self, texts: Sequence[str]) -> list[list[int]]:
-        """Word-piece ids of each text, without [CLS]/[SEP] and without truncation."""
+        """Token ids of each text, without special tokens and without truncation."""
         encodings = self.tokenizer.encode_batch(list(texts), add_special_tokens=False)
         return [enc.ids for enc in encodings]
 
@@ -107,53 +172,167 @@ class EmbeddingRuntime:
         batch_size: int = 32,
         max_tokens: int = 256,
         long_text: LongText = "mean_of_windows",
+        prompt: str = "",
     ) -> np.ndarray:
-        """(n, dims) float32 unit vectors for already-validated `texts`."""
+        """(n, dims) float32 unit vectors for already-validated `texts`, each read as
+        `prompt + text` (the prompt starts every window of a long text)."""
         if not texts:
             return np.zeros((0, self.dims), np.float32)
-        pieces = self._pieces(self.token_ids(texts), max_tokens - SPECIAL_TOKENS, long_text)
-        sums = self._encode_sums(pieces, batch_size)
-        return _pool(sums, pieces, len(texts))
+        if prompt and not self.recipe.include_prompt:
+            raise ConfigError(
+                "this model pools without its prompt tokens (include_prompt: false), which "
+                "Seams does not run; set the prompts to empty strings or use another model"
+            )
+        if self.recipe.do_lower_case:
+            texts, prompt = [t.lower() for t in texts], prompt.lower()
+        width = max_tokens - self.frame.size
+        if width < 1:
+            raise ConfigError(
+                f"max_tokens {max_tokens} leaves no room beside the model's "
+                f"{self.frame.size} special tokens"
+            )
+        if prompt:
+            ids, lead = self._prompted_ids(texts, prompt)
+        else:
+            ids, lead = self.token_ids(texts), []
+        pieces = self._pieces(ids, width, long_text, lead)
+        pieces.specials = self.frame.size
+        features = self._encode(pieces, batch_size)
+        return self._finish(features, pieces, len(texts))
+
+    def _prompted_ids(self, texts: Sequence[str], prompt: str) -> tuple[list[list[int]], list[int]]:
+        """Ids of `prompt + text`, tokenized together as sentence-transformers does, and the
+        prompt's own ids when they lead every text's ids (so long texts repeat them per window)."""
+        ids = self.token_ids([prompt + t for t in texts])
+        lead = self.token_ids([prompt])[0]
+        if all(row[: len(lead)] == lead for row in ids):
+            return [row[len(lead) :] for row in ids], lead
+        return ids, []
 
     @staticmethod
-    def _pieces(ids: list[list[int]], width: int, long_text: LongText) -> _Pieces:
+    def _pieces(
+        ids: list[list[int]], width: int, long_text: LongText, lead: Sequence[int] = ()
+    ) -> _Pieces:
         owner: list[int] = []
         windows: list[Sequence[int]] = []
         truncate = long_text == "truncate"
+        lead = list(lead)
+        room = max(1, width - len(lead))
         for index, text_ids in enumerate(ids):
-            parts = [text_ids[:width]] if truncate else split_windows(text_ids, width)
+            if not lead:
+                parts = [text_ids[:width]] if truncate else split_windows(text_ids, width)
+            elif truncate or len(text_ids) <= room:
+                parts = [(lead + list(text_ids))[:width]]
+            else:
+                parts = [lead + list(part) for part in split_windows(text_ids, room)]
             owner.extend([index] * len(parts))
             windows.extend(parts)
         return _Pieces(owner=np.asarray(owner, np.int64), ids=windows)
 
-    def _encode_sums(self, pieces: _Pieces, batch_size: int) -> np.ndarray:
-        """Sum of last-layer token vectors over the mask, per piece, in length-sorted batches.
+    def _encode(self, pieces: _Pieces, batch_size: int) -> dict[str, np.ndarray]:
+        """Per piece and pooling mode, the pooled last-layer vectors, in length-sorted batches.
 
         Sorting by token count (stable, so equal inputs batch the same way every time) keeps
-        padding near zero; results are scattered back to each piece's original position.
+        padding near zero; results are scattered back to each piece's original position. Mean
+        pooling keeps the masked *sum* (divided once all of a text's windows are in).
         """
         lengths = pieces.lengths
         order = np.argsort(lengths, kind="stable")
-        sums = np.empty((len(pieces.ids), self.dims), np.float32)
+        modes = self.recipe.pooling
+        width = None
+        out: dict[str, np.ndarray] = {}
         for start in range(0, len(order), batch_size):
             batch = order[start : start + batch_size]
-            input_ids, mask = _pad([pieces.ids[i] for i in batch], int(lengths[batch].max()))
+            input_ids, mask = self._pad([pieces.ids[i] for i in batch], int(lengths[batch].max()))
             hidden = self._run(input_ids, mask)
-            # (b, 1, L) @ (b, L, d): the masked sum as one batched matmul, no (b, L, d) temporary.
-            sums[batch] = np.matmul(mask[:, None, :].astype(np.float32), hidden)[:, 0, :]
-        return sums
+            if width is None:
+                width = hidden.shape[-1]
+                out = {m: np.empty((len(pieces.ids), width), np.float32) for m in modes}
+            if "mean" in modes or "mean_sqrt_len" in modes:
+                # (b, 1, L) @ (b, L, d): the masked sum as one matmul, no (b, L, d) temporary.
+                sums = np.matmul(mask[:, None, :].astype(np.float32), hidden)[:, 0, :]
+                for mode in ("mean", "mean_sqrt_len"):
+                    if mode in out:
+                        out[mode][batch] = sums
+            if "cls" in out:
+                out["cls"][batch] = hidden[:, 0, :]
+            if "lasttoken" in out:
+                out["lasttoken"][batch] = hidden[np.arange(len(batch)), lengths[batch] - 1, :]
+            if "max" in out:
+                masked = np.where(mask[:, :, None].astype(bool), hidden, np.float32(-1e9))
+                out["max"][batch] = masked.max(axis=1)
+        return out
+
+    def _finish(self, features: dict[str, np.ndarray], pieces: _Pieces, n: int) -> np.ndarray:
+        """Pool each text over its windows, concatenate the modes, run the Dense/Normalize steps
+        and return unit rows."""
+        if self.recipe.pooling == ("mean",):  # the packaged model's path, kept bit-for-bit
+            vectors = _mean(features["mean"], pieces, n)
+        else:
+            parts = [_combine(mode, features[mode], pieces, n) for mode in self.recipe.pooling]
+            vectors = parts[0] if len(parts) == 1 else np.concatenate(parts, axis=1)
+        normalised = False
+        for step in self.recipe.steps:
+            if isinstance(step, DenseLayer):
+                vectors = _dense(vectors, *self._dense[step.name], step.activation)
+                normalised = False
+            else:
+                vectors = _normalise(vectors)
+                normalised = True
+        return vectors if normalised else _normalise(vectors)
+
+    def _pad(self, rows: list[Sequence[int]], length: int) -> tuple[np.ndarray, np.ndarray]:
+        """prefix ids suffix then pad ids, as int64 ids and attention mask of shape (b, length)."""
+        frame = self.frame
+        if frame.prefix == (CLS_ID,) and frame.suffix == (SEP_ID,) and frame.pad_id == PAD_ID:
+            return _pad(rows, length)
+        input_ids = np.full((len(rows), length), frame.pad_id, np.int64)
+        mask = np.zeros((len(rows), length), np.int64)
+        for r, ids in enumerate(rows):
+            row = [*frame.prefix, *ids, *frame.suffix]
+            input_ids[r, : len(row)] = row
+            mask[r, : len(row)] = 1
+        return input_ids, mask
 
     def _run(self, input_ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
         feed = {"input_ids": input_ids, "attention_mask": mask}
         if "token_type_ids" in self._input_names:
             feed["token_type_ids"] = np.zeros_like(input_ids)
+        if "position_ids" in self._input_names:
+            feed["position_ids"] = np.broadcast_to(
+                np.arange(input_ids.shape[1], dtype=np.int64), input_ids.shape
+            ).copy()
         try:
-            (hidden,) = self.session.run(None, feed)[:1]
+            (hidden,) = self.session.run(self._output, feed)[:1]
         except Exception as exc:  # onnxruntime raises its own pybind exception types
             raise EmbeddingError(
                 f"onnxruntime inference failed on a batch of shape {input_ids.shape}: {exc}"
             ) from exc
         return hidden
+
+
+def _hidden_output(session: ort.InferenceSession) -> list[str] | None:
+    """Which output to ask for: None (the first, as exported here) when the first output is
+    per-token, else `last_hidden_state`/`token_embeddings` or the first output with three axes
+    (an export that also returns a pooled vector, or puts it first)."""
+    get_outputs = getattr(session, "get_outputs", None)
+    outputs = get_outputs() if get_outputs is not None else []
+    if not outputs:
+        return None
+    names = [o.name for o in outputs]
+    if names[0] in HIDDEN_OUTPUTS:
+        return None
+    for name in HIDDEN_OUTPUTS:
+        if name in names:
+            return [name]
+    for output in outputs:
+        if len(output.shape or ()) == 3:
+            return [output.name]
+    raise EmbeddingError(
+        f"the ONNX graph has no per-token output (looked for {', '.join(HIDDEN_OUTPUTS)} or any "
+        f"output of shape (batch, sequence, hidden); it has {names}): export the transformer's "
+        "last_hidden_state"
+    )
 
 
 def _pad(rows: list[Sequence[int]], length: int) -> tuple[np.ndarray, np.ndarray]:
@@ -169,8 +348,8 @@ def _pad(rows: list[Sequence[int]], length: int) -> tuple[np.ndarray, np.ndarray
     return input_ids, mask
 
 
-def _pool(sums: np.ndarray, pieces: _Pieces, n_texts: int) -> np.ndarray:
-    """Mean over every token of a text (across all its windows), then L2-normalise.
+def _mean(sums: np.ndarray, pieces: _Pieces, n_texts: int) -> np.ndarray:
+    """Mean over every token of a text (across all its windows).
 
     For a text in one window this is exactly sentence-transformers' mean pooling. For a long
     text it is the token-count-weighted mean of the windows' *un-normalised* mean vectors, i.e.
@@ -179,15 +358,58 @@ def _pool(sums: np.ndarray, pieces: _Pieces, n_texts: int) -> np.ndarray:
     """
     counts = pieces.lengths.astype(np.float32)
     if len(pieces.ids) == n_texts:  # no long text: skip the scatter
-        means = sums / counts[:, None]
-    else:
-        totals = np.zeros((n_texts, sums.shape[1]), np.float32)
-        np.add.at(totals, pieces.owner, sums)
-        means = totals / np.bincount(pieces.owner, counts, n_texts).astype(np.float32)[:, None]
-    norms = np.linalg.norm(means, axis=1, keepdims=True)
-    if not np.isfinite(means).all() or (norms == 0).any():
+        return sums / counts[:, None]
+    totals = np.zeros((n_texts, sums.shape[1]), np.float32)
+    np.add.at(totals, pieces.owner, sums)
+    return totals / np.bincount(pieces.owner, counts, n_texts).astype(np.float32)[:, None]
+
+
+def _combine(mode: str, values: np.ndarray, pieces: _Pieces, n_texts: int) -> np.ndarray:
+    """One pooling mode over a text's windows: mean pooling over all its tokens, max over all
+    its tokens, and a window-level vector (CLS, last token) averaged over its windows."""
+    if mode == "mean":
+        return _mean(values, pieces, n_texts)
+    if mode == "mean_sqrt_len":
+        totals = np.zeros((n_texts, values.shape[1]), np.float32)
+        np.add.at(totals, pieces.owner, values)
+        counts = np.bincount(pieces.owner, pieces.lengths.astype(np.float32), n_texts)
+        return totals / np.sqrt(counts).astype(np.float32)[:, None]
+    if len(pieces.ids) == n_texts:
+        return values
+    if mode == "max":
+        out = np.full((n_texts, values.shape[1]), -np.inf, np.float32)
+        np.maximum.at(out, pieces.owner, values)
+        return out
+    totals = np.zeros((n_texts, values.shape[1]), np.float32)
+    np.add.at(totals, pieces.owner, values)
+    return totals / np.bincount(pieces.owner, None, n_texts).astype(np.float32)[:, None]
+
+
+def _dense(
+    vectors: np.ndarray, weight: np.ndarray, bias: np.ndarray | None, activation: str
+) -> np.ndarray:
+    out = vectors @ weight.T
+    if bias is not None:
+        out = out + bias
+    if activation == "tanh":
+        out = np.tanh(out)
+    elif activation == "relu":
+        out = np.maximum(out, 0)
+    elif activation == "sigmoid":
+        out = 1 / (1 + np.exp(-out))
+    elif activation == "gelu":
+        from math import erf, sqrt
+
+        out = 0.5 * out * (1 + np.vectorize(erf)(out / sqrt(2)))
+    return out.astype(np.float32, copy=False)
+
+
+def _normalise(vectors: np.ndarray) -> np.ndarray:
+    """L2-normalise rows, or an `EmbeddingError` for a non-finite or zero vector."""
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    if not np.isfinite(vectors).all() or (norms == 0).any():
         raise EmbeddingError("the model produced non-finite or zero embeddings")
-    return (means / norms).astype(np.float32, copy=False)
+    return (vectors / norms).astype(np.float32, copy=False)
 
 
 _runtimes: dict[tuple[object, ...], EmbeddingRuntime] = {}
@@ -202,12 +424,15 @@ def load_runtime(
     providers: Sequence[str] | None = None,
     dims: int = 384,
     cache: bool = True,
+    recipe: VectorRecipe | None = None,
 ) -> EmbeddingRuntime:
-    """Load (or reuse) the session for `model_path`, keyed by the file's identity and threads.
+    """Load (or reuse) the session for `model_path`, keyed by the file's identity, threads and
+    recipe. Dense weights (`<name>.weight.npy`, `<name>.bias.npy`) are read from beside it.
 
     The key includes the file's size and mtime, so a re-export in the same process is picked
     up rather than served stale from the cache.
     """
+    recipe = recipe or VectorRecipe()
     providers = list(providers) if providers is not None else select_providers()
     try:
         st = model_path.stat()
@@ -215,7 +440,15 @@ def load_runtime(
         raise EmbeddingError(
             f"cannot read the model file {model_path}: {exc}; {EXPORT_HINT}."
         ) from exc
-    key = (str(model_path.resolve()), st.st_size, st.st_mtime_ns, intra_op_threads, *providers)
+    key = (
+        str(model_path.resolve()),
+        str(tokenizer_path.resolve()),
+        st.st_size,
+        st.st_mtime_ns,
+        intra_op_threads,
+        repr(recipe.to_dict()),
+        *providers,
+    )
     with _runtimes_lock:
         if cache and key in _runtimes:
             return _runtimes[key]
@@ -223,6 +456,8 @@ def load_runtime(
             _open_session(model_path, intra_op_threads, providers),
             _open_tokenizer(tokenizer_path),
             dims,
+            recipe,
+            _load_dense(model_path.parent, recipe),
         )
         if cache:
             _runtimes[key] = runtime
@@ -252,6 +487,32 @@ def _open_session(path: Path, threads: int, providers: list[str]) -> ort.Inferen
             f"onnxruntime cannot load the model file {path} ({exc}); it may be corrupt: "
             f"{EXPORT_HINT}."
         ) from exc
+
+
+def _load_dense(
+    folder: Path, recipe: VectorRecipe
+) -> dict[str, tuple[np.ndarray, np.ndarray | None]]:
+    """The Dense layers' weights an export keeps as .npy files beside the graph."""
+    out: dict[str, tuple[np.ndarray, np.ndarray | None]] = {}
+    for layer in recipe.dense_layers:
+        try:
+            weight = np.load(folder / f"{layer.name}.weight.npy", allow_pickle=False)
+            bias = (
+                np.load(folder / f"{layer.name}.bias.npy", allow_pickle=False)
+                if layer.bias
+                else None
+            )
+        except (OSError, ValueError) as exc:
+            raise EmbeddingError(
+                f"cannot read the Dense layer {layer.name} in {folder} ({exc}); {EXPORT_HINT}."
+            ) from exc
+        if weight.shape != (layer.out_features, layer.in_features):
+            raise EmbeddingError(
+                f"the Dense layer {layer.name} in {folder} has shape {weight.shape}, not "
+                f"({layer.out_features}, {layer.in_features}); {EXPORT_HINT}."
+            )
+        out[layer.name] = (weight.astype(np.float32), bias)
+    return out
 
 
 def _open_tokenizer(path: Path) -> Tokenizer:
