@@ -113,36 +113,40 @@ class OnnxEmbedder(BaseModel):
     def embed(self, texts: list[str]) -> np.ndarray:
         """Embed `texts` (documents, chunks, sentences) in order, each after the document
         prompt; InputError for non-str items, EmbeddingError on failure."""
-        check_texts(texts)
-        self._check_config()
-        return self._embed(texts, self.resolved_document_prompt())
+        return self._embed(texts, "document")
 
     __call__ = embed
 
     def embed_queries(self, texts: list[str]) -> np.ndarray:
         """Embed search queries in order, each after the model's query prompt (e5's "query: ",
         an instruction), so they meet the documents `embed` indexed."""
-        check_texts(texts)
-        self._check_config()
-        return self._embed(texts, self.resolved_query_prompt())
+        return self._embed(texts, "query")
 
-    def resolved_query_prompt(self) -> str:
+    def resolved_query_prompt(self, manifest: ModelManifest | None = None) -> str:
+        """`query_prompt`, else the prompt the model stores for queries."""
         if self.query_prompt is not None:
             return self.query_prompt
-        return self.manifest.recipe.query_prompt()
+        return (manifest or self.manifest).recipe.query_prompt()
 
-    def resolved_document_prompt(self) -> str:
+    def resolved_document_prompt(self, manifest: ModelManifest | None = None) -> str:
+        """`document_prompt`, else the prompt the model stores for documents."""
         if self.document_prompt is not None:
             return self.document_prompt
-        return self.manifest.recipe.document_prompt()
+        return (manifest or self.manifest).recipe.document_prompt()
 
     @property
     def window_tokens(self) -> int:
         """The window texts are embedded in: `max_tokens`, else the model's `max_seq_length`."""
         return self.max_tokens if self.max_tokens is not None else self.manifest.max_tokens
 
-    def _embed(self, texts: list[str], prompt: str) -> np.ndarray:
+    def _embed(self, texts: list[str], role: Literal["query", "document"]) -> np.ndarray:
+        check_texts(texts)
         runtime, manifest = self._load()
+        prompt = (
+            self.resolved_query_prompt(manifest)
+            if role == "query"
+            else self.resolved_document_prompt(manifest)
+        )
         return runtime.embed(
             texts,
             batch_size=self.batch_size,
@@ -194,13 +198,14 @@ class OnnxEmbedder(BaseModel):
     def model_id(self) -> str:
         """What makes this embedder's vectors, for lineage and embedding-cache keys: the sha256
         of the ONNX graph it runs (the packaged model's id, unchanged), combined with the
-        pooling, steps, window and document prompt for any model that has other ones."""
+        pooling, steps, window and document prompt for any model with another recipe or a
+        document prompt."""
         return self._model_id(self.manifest, self.variant)
 
     def _model_id(self, manifest: ModelManifest, variant: str) -> str:
         graph = manifest.variant(variant).sha256
-        prompt = self.resolved_document_prompt()
-        if manifest.recipe.is_default and not prompt and self.max_tokens in (None, 256):
+        prompt = self.resolved_document_prompt(manifest)
+        if manifest.recipe.is_default and not prompt:
             return graph
         recipe = manifest.recipe.fingerprint(prompt)
         window = self.max_tokens if self.max_tokens is not None else manifest.max_tokens

@@ -158,11 +158,14 @@ def source_fingerprint(source: Path) -> str:
     return digest.hexdigest()
 
 
-def export_target(source: Path, models_dir: Path | None = None) -> Path:
+def export_target(
+    source: Path, models_dir: Path | None = None, fingerprint: str | None = None
+) -> Path:
     """Where the export of `source` lives: `<models dir>/<folder name>-<fingerprint[:12]>`, so
     a changed folder gets a new export and an unchanged one is exported once."""
     models_dir = models_dir or SeamsEnvironment.from_os().models_dir
-    return models_dir / f"{source.resolve().name}-{source_fingerprint(source)[:12]}"
+    fingerprint = fingerprint or source_fingerprint(source)
+    return models_dir / f"{source.resolve().name}-{fingerprint[:12]}"
 
 
 def export_folder(
@@ -186,7 +189,11 @@ def export_folder(
             "`SentenceTransformer.save` wrote, or one with model.onnx and tokenizer.json"
         )
     fingerprint = source_fingerprint(source)
-    target = Path(target_dir) if target_dir is not None else export_target(source, models_dir)
+    target = (
+        Path(target_dir)
+        if target_dir is not None
+        else export_target(source, models_dir, fingerprint)
+    )
 
     def reusable() -> ModelManifest | None:
         if force or not (target / MANIFEST_FILE).is_file():
