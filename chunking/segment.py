@@ -231,6 +231,7 @@ class _Segmenter:
         self.headings: list[tuple[int, str]] = []
         self.section = ""
         self.rules: SentenceRules = sentence_rules(config.language, text)
+        self.term_group = self.rules.sentence_end.groupindex["term"]
         self.abbreviations = self.rules.abbreviations | {
             a.strip().rstrip(".").lower() for a in config.extra_abbreviations
         }
@@ -367,10 +368,15 @@ class _Segmenter:
             sentence_start = next_start
 
         spaced_closers = bool(self.rules.spaced_closers)
+        sentence_end = self.rules.sentence_end
+        # Groups by number: a name costs a dictionary lookup per call.
+        group_number = sentence_end.groupindex
+        close_group, ws_group = group_number["close"], group_number["ws"]
+        spaced_group = group_number.get("spaced", 0)
         is_sentence_end = self._is_sentence_end
         find = text.find
         para_break = _PARA_BREAK.search
-        for match in self.rules.sentence_end.finditer(text, sentence_start, stop):
+        for match in sentence_end.finditer(text, sentence_start, stop):
             group = match.lastgroup
             if group == "para":
                 close(match.start(), match.end())
@@ -385,13 +391,13 @@ class _Segmenter:
                     close(cut, _skip_space(text, cut, stop))
                 continue
             # group == "term": punctuation, closing quotes/brackets, whitespace
-            cut = match.end("close")
+            cut = match.end(close_group)
             next_start = match.end()
-            if spaced_closers and match.start("spaced") >= 0:
-                mark = match.start("spaced")
+            if spaced_closers and match.start(spaced_group) >= 0:
+                mark = match.start(spaced_group)
                 if text[mark] == '"' and text.count('"', sentence_start, match.start()) % 2 == 0:
                     cut, next_start = mark - 1, mark  # it opens the next sentence's quotation
-            ws_start, ws_end = match.span("ws")
+            ws_start, ws_end = match.span(ws_group)
             if find("\n", ws_start, ws_end) >= 0 and para_break(text, ws_start, ws_end):
                 close(cut, next_start)
                 if next_start >= stop:
@@ -412,7 +418,7 @@ class _Segmenter:
         text = self.text
         rules = self.rules
         start = match.start()
-        punct = text[start : match.end("term")]
+        punct = text[start : match.end(self.term_group)]
         ellipsis = "…" in punct or punct.startswith("..")
         if ellipsis and not rules.ellipsis_ends:
             return False  # ellipses do not end a sentence
