@@ -251,7 +251,7 @@ def _late(
         keys.extend(late_cache_keys(texts[key], spans))
         positions.append(group.index.to_numpy())
         documents.append((texts[key], spans))
-    cache_id = late_cache_model_id(model_id, embedder.max_tokens, overlap_tokens)
+    cache_id = late_cache_model_id(model_id, embedder.window_tokens, overlap_tokens)
     cache = EmbeddingCache(postgres)
     lookup = cache.get(cache_id, keys)
     out = np.zeros((len(chunks), EMBEDDING_DIM), np.float32)
@@ -265,7 +265,7 @@ def _late(
     fresh = late_vectors(
         embedder.runtime(),
         [documents[n] for n in missing_docs],
-        max_tokens=embedder.max_tokens,
+        max_tokens=embedder.window_tokens,
         overlap_tokens=overlap_tokens,
         batch_size=embedder.batch_size,
     )
