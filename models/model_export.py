@@ -196,14 +196,7 @@ def export_folder(
     )
 
     def reusable() -> ModelManifest | None:
-        if force or not (target / MANIFEST_FILE).is_file():
-            return None
-        try:
-            manifest = load_manifest(target)
-        except EmbeddingError as exc:
-            log.warning("re-exporting: %s", exc)
-            return None
-        return manifest if manifest.source_version == fingerprint else None
+        return None if force else _reusable_export(target, fingerprint, False, source=str(source))
 
     if (existing := reusable()) is not None:
         return existing
@@ -282,8 +275,11 @@ def _dense_weights(folder: Path) -> tuple[np.ndarray, np.ndarray | None]:
     return weight, None if bias is None else bias.astype(np.float32)
 
 
-def _reusable_export(target: Path, version: str, quantize: bool) -> ModelManifest | None:
-    """The existing export if it is intact and answers this request, else None."""
+def _reusable_export(
+    target: Path, version: str, quantize: bool, *, source: str = SOURCE_PACKAGE
+) -> ModelManifest | None:
+    """The existing export if it is intact and answers this request (made from `source` at
+    `version`), else None."""
     if not (target / MANIFEST_FILE).is_file():
         return None
     try:
@@ -294,7 +290,7 @@ def _reusable_export(target: Path, version: str, quantize: bool) -> ModelManifes
     if manifest.source_version != version:
         log.info(
             "re-exporting: %s changed from %s to %s",
-            SOURCE_PACKAGE,
+            source,
             manifest.source_version,
             version,
         )
