@@ -6,27 +6,13 @@ import pytest
 from chunking_doubles import word_counter
 
 from seams.chunking import ChunkingConfig, candidate_texts, segment
-from seams.chunking.segment import Candidate
+from tests.support.invariants import check_exact
 
 LOOSE = ChunkingConfig(min_sentence_length=1)
 
 
 def texts(text: str, config: ChunkingConfig = LOOSE, counter=None) -> list[str]:
     return candidate_texts(text, check_exact(text, segment(text, config, counter)))
-
-
-def check_exact(text: str, candidates: list[Candidate]) -> list[Candidate]:
-    """The offset contract: ordered, non-overlapping, trimmed, gaps are whitespace only."""
-    position = 0
-    for number, c in enumerate(candidates):
-        assert c.index == number
-        assert position <= c.start_char < c.end_char <= len(text)
-        assert text[position : c.start_char].strip() == ""
-        body = c.text_of(text)
-        assert body == body.strip() and body
-        position = c.end_char
-    assert text[position:].strip() == ""
-    return candidates
 
 
 @pytest.mark.parametrize("text", ["", "   ", "\n\n\t \r\n", "\u2003\u3000"])

@@ -15,8 +15,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from seams.chunking import ChunkingConfig, ConfigError, candidate_texts, segment
-from seams.chunking.segment import Candidate
 from seams.chunking.sentence_rules import LANGUAGES, detect_language
+from tests.support.invariants import check_exact
 
 ROOT = Path(__file__).resolve().parents[2]
 SETTINGS = (*LANGUAGES, "auto")
@@ -25,20 +25,6 @@ SETTINGS = (*LANGUAGES, "auto")
 def sentences(text: str, language: str) -> list[str]:
     config = ChunkingConfig(min_sentence_length=1, language=language)
     return candidate_texts(text, check_exact(text, segment(text, config)))
-
-
-def check_exact(text: str, candidates: list[Candidate]) -> list[Candidate]:
-    """The offset contract: ordered, non-overlapping, trimmed, gaps are whitespace only."""
-    position = 0
-    for number, c in enumerate(candidates):
-        assert c.index == number
-        assert position <= c.start_char < c.end_char <= len(text)
-        assert text[position : c.start_char].strip() == ""
-        body = c.text_of(text)
-        assert body == body.strip() and body
-        position = c.end_char
-    assert text[position:].strip() == ""
-    return candidates
 
 
 # --- one case per rule and language ----------------------------------------------------------

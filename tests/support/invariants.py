@@ -6,6 +6,8 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from seams.chunking.segment import Candidate
+
 _NON_SPACE = re.compile(r"\S")
 
 
@@ -43,3 +45,17 @@ def invariant_problems(text: str, chunks: Sequence[dict[str, Any]], size_max: in
     if lost is not None:
         problems.append(f"character {lost} ({text[lost]!r}) is in no chunk")
     return problems
+
+
+def check_exact(text: str, candidates: list[Candidate]) -> list[Candidate]:
+    """The offset contract: ordered, non-overlapping, trimmed, gaps are whitespace only."""
+    position = 0
+    for number, c in enumerate(candidates):
+        assert c.index == number
+        assert position <= c.start_char < c.end_char <= len(text)
+        assert text[position : c.start_char].strip() == ""
+        body = c.text_of(text)
+        assert body == body.strip() and body
+        position = c.end_char
+    assert text[position:].strip() == ""
+    return candidates
