@@ -7,6 +7,7 @@ backfill), and the IO manager writes each partition's rows in its own transactio
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -20,17 +21,8 @@ from seams.storage.schema import ASSET_TABLES, BATCH_KEY
 if TYPE_CHECKING:
     import dagster as dg
 
-CANDIDATE_FIELDS = (
-    "start_char",
-    "end_char",
-    "kind",
-    "section",
-    "token_count",
-    "paragraph",
-    "split",
-    "header_start",
-    "header_end",
-)
+CANDIDATE_FIELDS = tuple(f.name for f in dataclasses.fields(Candidate) if f.name != "index")
+"""The candidate columns of a row, in the record's order (its position is the row's own)."""
 
 
 def _columns(asset: str) -> list[str]:
