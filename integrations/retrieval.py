@@ -103,6 +103,8 @@ def hit_metadata(hit: SearchHit) -> dict[str, Any]:
         "total_chunks": hit.total_chunks,
         "start_char": hit.start_char,
         "end_char": hit.end_char,
+        "passage_start": hit.passage_start,
+        "passage_end": hit.passage_end,
         "rank": hit.rank,
         "score": hit.score,
         "dense_score": hit.dense_score,
