@@ -23,6 +23,9 @@ from seams.resources.database import DATA_DATABASE, EmbeddedPostgres, database_u
 from seams.resources.embedded_server import planned_socket_folder, server_tempdir, server_user
 from tests.support.cli import run_seams, seams_env
 
+# Each test starts PostgreSQL or `seams` commands in child processes.
+pytestmark = pytest.mark.services
+
 AS_ROOT = os.geteuid() == 0
 
 
@@ -204,9 +207,6 @@ from seams.resources.database import DAGSTER_DATABASE, DATA_DATABASE, EmbeddedPo
 from seams.resources.database import dagster_url, database_url_for
 from seams.resources.postgres import create_schema
 from tests.support.cli import run_seams, seams_env
-
-# Each test starts PostgreSQL or `seams` commands in child processes.
-pytestmark = pytest.mark.services
 
 pgdata, home, go = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3])
 (home / "ready").touch()
