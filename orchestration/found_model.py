@@ -8,7 +8,7 @@ and keeps the downstream assets' staleness exact.
 
 import dagster as dg
 
-from seams.assets.model import MODEL_KEY, found_model_metadata, model_code_version
+from seams.assets.model import MODEL_KEY, found_model_metadata
 from seams.models.model_store import load_manifest
 from seams.orchestration.dagster_internals import (
     CODE_VERSION_TAG,
@@ -24,19 +24,17 @@ def record_found_model(
     embedder: OnnxEmbedderResource,
     static_embedder: StaticEmbedderResource,
     *,
-    static: bool,
+    version: str,
 ) -> bool:
-    """Report `embedding_model` materialized when a verified model is in the embedder's folder
-    (and the static model in its own, when the settings use it: `static`) but the instance's
-    latest materialization (if any) is of another model file or code version. True when
-    reported."""
+    """Report `embedding_model` materialized, with the asset's code `version`, when a verified
+    model is in the embedder's folder but the instance's latest materialization (if any) is of
+    another model file or code version. True when reported."""
     variant = embedder.variant
     manifest = load_manifest(embedder.resolved_model_dir())
     sha256 = manifest.variant(variant).sha256
     key = MODEL_KEY
     latest = instance.get_latest_materialization_event(key)
     seen = latest.asset_materialization if latest is not None else None
-    version = model_code_version(variant, static=static)
     if (
         seen is not None
         and seen.tags.get(DATA_VERSION_TAG) == sha256

@@ -17,7 +17,7 @@ from pathlib import Path
 import dagster as dg
 import numpy as np
 
-from seams.assets.model import distils_static
+from seams.assets.model import MODEL_KEY, distils_static
 from seams.assets.partitions import document_batches
 from seams.errors import InputError, SeamsError
 from seams.models.model_store import load_manifest, load_static_manifest
@@ -113,7 +113,8 @@ def ensure_model(
     except SeamsError:
         pass
     else:  # copied in or exported elsewhere: the UI must not say "Never materialized"
-        record_found_model(instance, embedder, static_embedder, static=static)
+        version = defs.resolve_assets_def(MODEL_KEY).code_versions_by_key[MODEL_KEY]
+        record_found_model(instance, embedder, static_embedder, version=version)
         return
     report(
         "exporting the embedding model to ONNX"
