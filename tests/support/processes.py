@@ -29,21 +29,21 @@ services_allowed = True
 children_allowed = True
 
 
-def _require_slow(what: str) -> None:
-    if not services_allowed:
+def _require(allowed: bool, doing: str, mark: str) -> None:
+    if not allowed:
         raise AssertionError(
-            f"this test starts {what}: mark it @pytest.mark.slow (make test-fast leaves those out)"
+            f"this test {doing}: mark it @pytest.mark.{mark} (make test-fast leaves those out)"
         )
+
+
+def _require_slow(what: str) -> None:
+    _require(services_allowed, f"starts {what}", "slow")
 
 
 def require_children(what: str) -> None:
     """Refuse `what` (a `seams` command in a child process: seconds of start-up, and it may start
     PostgreSQL) in a test marked neither `services` nor `slow`."""
-    if not children_allowed:
-        raise AssertionError(
-            f"this test runs {what}: mark it @pytest.mark.services "
-            "(make test-fast leaves those out)"
-        )
+    _require(children_allowed, f"runs {what}", "services")
 
 
 READY_S = 180
