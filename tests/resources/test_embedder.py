@@ -26,7 +26,8 @@ from tokenizers import Tokenizer
 from seams.errors import ConfigError, EmbeddingError, InputError
 from seams.models import model_export
 from seams.models import onnx_runtime as embedder_module
-from seams.models.model_export import export_model, fidelity_sentences, packaged_model_dir
+from seams.models.fidelity import fidelity_sentences
+from seams.models.model_export import export_model, packaged_model_dir
 from seams.models.model_store import (
     MANIFEST_FILE,
     ModelManifest,
