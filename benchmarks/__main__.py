@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 from benchmarks import report
-from benchmarks.header import with_header
+from benchmarks.header import write_result
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -94,9 +94,7 @@ def main(argv: list[str] | None = None) -> int:
         else sum(results[k]["seconds"] for k in comparisons if k in results),
         load_average=load,
     )
-    (out / "peers.json").write_text(
-        json.dumps(with_header(results, argv), indent=2) + "\n", encoding="utf-8"
-    )
+    write_result(out / "peers.json", results, argv)
     notes_file = report.RESULTS / "notes.md"
     # The hand-written notes describe the last full run; a quick run goes without them.
     notes = notes_file.read_text(encoding="utf-8") if notes_file.is_file() and not quick else None

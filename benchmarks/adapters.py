@@ -28,7 +28,6 @@ Needs the `langchain` and `llama-index` extras and the exported models in the da
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import statistics
@@ -42,7 +41,7 @@ HERE = Path(__file__).resolve().parent
 if str(HERE.parent) not in sys.path:
     sys.path.insert(0, str(HERE.parent))
 
-from benchmarks.header import with_header  # noqa: E402
+from benchmarks.header import write_result  # noqa: E402
 from benchmarks.texts import prose  # noqa: E402
 from seams.chunking import ChunkingConfig, chunk_text  # noqa: E402
 
@@ -214,10 +213,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "target_met": met,
             "results": results,
         }
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(
-            json.dumps(with_header(payload, argv), indent=2) + "\n", encoding="utf-8"
-        )
+        write_result(args.json, payload, argv)
     return 0
 
 

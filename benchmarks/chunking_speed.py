@@ -23,7 +23,6 @@ torch runs with --threads intra-op threads (default 1) for every system alike.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import platform
@@ -51,7 +50,7 @@ from topic_shift import (  # noqa: E402
     token_counter,
 )
 
-from benchmarks.header import with_header  # noqa: E402
+from benchmarks.header import write_result  # noqa: E402
 from seams.chunking import (  # noqa: E402
     ChunkingConfig,
     assemble_chunks,
@@ -317,10 +316,7 @@ def main(argv: list[str] | None = None) -> int:
             prose(args.model_copies), config, embed, args.rounds, label
         )
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(
-            json.dumps(with_header(results, argv), indent=2) + "\n", encoding="utf-8"
-        )
+        write_result(args.json, results, argv)
     return 0
 
 

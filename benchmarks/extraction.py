@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import io
-import json
 import logging
 import os
 import platform
@@ -38,7 +37,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from benchmarks.embedding import technical_text  # noqa: E402
-from benchmarks.header import with_header  # noqa: E402
+from benchmarks.header import write_result  # noqa: E402
 from seams.chunking import chunk_text  # noqa: E402
 from seams.extraction import extract_document  # noqa: E402
 
@@ -205,8 +204,7 @@ def main(argv: list[str] | None = None) -> None:
     logging.getLogger("seams.chunking").setLevel(logging.ERROR)
     report = run(args)
     print_table(report)
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps(with_header(report, argv), indent=2) + "\n")
+    write_result(args.json, report, argv)
     print(f"\nwrote {args.json}")
 
 

@@ -25,7 +25,6 @@ distilled static model are made there first if missing (needs the `export` extra
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import platform
@@ -57,7 +56,7 @@ from topic_shift import (  # noqa: E402
     token_counter,
 )
 
-from benchmarks.header import with_header  # noqa: E402
+from benchmarks.header import write_result  # noqa: E402
 from seams.chunking import ChunkingConfig, chunk_text  # noqa: E402
 
 TARGET_SECONDS_PER_10K = 0.1
@@ -287,10 +286,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         payload["quality"] = quality(static, args.docs, args.grid, args.cache_dir)
     print(f"\n({time.perf_counter() - started:.0f} s)")
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(
-            json.dumps(with_header(payload, argv), indent=2) + "\n", encoding="utf-8"
-        )
+        write_result(args.json, payload, argv)
     return 0
 
 

@@ -7,6 +7,7 @@ every script that writes a result JSON puts `run_header()` under the `"header"` 
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import subprocess
@@ -66,3 +67,10 @@ def run_header(argv: Sequence[str] | None = None) -> dict[str, Any]:
 def with_header(payload: dict[str, Any], argv: Sequence[str] | None = None) -> dict[str, Any]:
     """`payload` with `run_header(argv)` as its first key, `"header"`."""
     return {"header": run_header(argv), **payload}
+
+
+def write_result(path: Path, payload: dict[str, Any], argv: Sequence[str] | None = None) -> None:
+    """Write `payload` under its header to `path` as indented JSON (the folder made if needed):
+    the one shape of every result file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(with_header(payload, argv), indent=2) + "\n", encoding="utf-8")

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import platform
 import shutil
@@ -44,7 +43,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from benchmarks.header import with_header  # noqa: E402
+from benchmarks.header import write_result  # noqa: E402
 from seams.resources.database import URL_ENV, EmbeddedPostgres, database_url_for  # noqa: E402
 from seams.resources.embedded_server import server_tempdir  # noqa: E402
 from seams.resources.postgres import PostgresResource, close_pool, register_vector  # noqa: E402
@@ -312,8 +311,7 @@ def main(argv: list[str] | None = None) -> int:
         "results": results,
         "halfvec_probe": probe,
     }
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps(with_header(report, argv), indent=2) + "\n")
+    write_result(args.json, report, argv)
     print(f"\nwrote {args.json}")
     return 0
 

@@ -34,7 +34,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.header import with_header
+from benchmarks.header import write_result
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -268,7 +268,7 @@ def main(argv: list[str] | None = None) -> int:
                 )
     print("\n".join(rows))
     if args.json:
-        args.json.write_text(json.dumps(with_header({"results": results}, argv), indent=2) + "\n")
+        write_result(args.json, {"results": results}, argv)
     return 0
 
 

@@ -68,7 +68,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from benchmarks.header import with_header  # noqa: E402
+from benchmarks.header import write_result  # noqa: E402
 
 DEFAULT_DATA = ROOT.parent / "shared" / "data"
 REFERENCE_MODULE = "_seams_reference_chunking"
@@ -479,10 +479,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     results = measure(args)
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(
-            json.dumps(with_header(results, argv), indent=2) + "\n", encoding="utf-8"
-        )
+        write_result(args.json, results, argv)
     return 0
 
 

@@ -37,7 +37,6 @@ from __future__ import annotations
 import argparse
 import atexit
 import contextlib
-import json
 import logging
 import os
 import platform
@@ -63,7 +62,7 @@ import numpy as np
 
 from benchmarks import correctness, texts
 from benchmarks.correctness import Piece
-from benchmarks.header import with_header
+from benchmarks.header import write_result
 
 ROOT = Path(__file__).resolve().parents[1]
 Encode = Callable[[list[str]], np.ndarray]
@@ -524,10 +523,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         argv=list(sys.argv[1:] if argv is None else argv),
     )
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(
-            json.dumps(with_header(results, argv), indent=2) + "\n", encoding="utf-8"
-        )
+        write_result(args.json, results, argv)
     print(f"{args.comparison}: {results['seconds']:.0f} s")
     return 0
 

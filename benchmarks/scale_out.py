@@ -29,7 +29,7 @@ import sys
 import time
 from pathlib import Path
 
-from benchmarks.header import with_header
+from benchmarks.header import write_result
 from tests.support.processes import start_redis, start_workers, stop_group
 
 RESULTS = Path(__file__).parent / "results" / "scale_out.json"
@@ -173,12 +173,15 @@ def main() -> int:
     print("\n| " + " | ".join(columns) + " |\n|" + "---|" * len(columns))
     for row in results:
         print("| " + " | ".join(str(row[c]) for c in columns) + " |")
-    RESULTS.parent.mkdir(exist_ok=True)
-    RESULTS.write_text(
-        json.dumps(with_header({"cores": os.cpu_count(), "documents": args.documents,
-                                "batches": args.batches, "results": results}), indent=2) + "\n",
-        encoding="utf-8",
-    )  # fmt: skip
+    write_result(
+        RESULTS,
+        {
+            "cores": os.cpu_count(),
+            "documents": args.documents,
+            "batches": args.batches,
+            "results": results,
+        },
+    )
     shutil.rmtree(work, ignore_errors=True)
     return 0
 

@@ -26,7 +26,6 @@ for reference; and recall of the HNSW top-k against it (both lists re-scored by 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import random
 import shutil
@@ -48,7 +47,7 @@ for path in (ROOT, ROOT / "benchmarks"):
 from psycopg import sql  # noqa: E402
 from retrieval_eval import build_corpus, build_questions  # noqa: E402
 
-from benchmarks.header import with_header  # noqa: E402
+from benchmarks.header import write_result  # noqa: E402
 from seams.models.embedders import OnnxEmbedder  # noqa: E402
 from seams.resources.database import DATA_DATABASE, EmbeddedPostgres, database_url_for  # noqa: E402
 from seams.resources.embedded_server import server_tempdir  # noqa: E402
@@ -365,10 +364,7 @@ def main(argv: Sequence[str] | None = None) -> int:
           f"{lexical_recall:.3f}; chunk_index write with the BM25 index: "
           f"{index_write_seconds:.0f} s for {rows:,} rows")  # fmt: skip
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(
-            json.dumps(with_header(result, argv), indent=2) + "\n", encoding="utf-8"
-        )
+        write_result(args.json, result, argv)
     return 0
 
 

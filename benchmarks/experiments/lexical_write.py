@@ -15,7 +15,6 @@ and the BM25 share of a run, (write on - write off) / run off.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import statistics
@@ -34,7 +33,7 @@ import dagster as dg  # noqa: E402
 import psycopg  # noqa: E402
 from psycopg import sql  # noqa: E402
 
-from benchmarks.header import with_header  # noqa: E402
+from benchmarks.header import write_result  # noqa: E402
 from seams.assets.partitions import document_batches  # noqa: E402
 from seams.orchestration.definitions import build_assets  # noqa: E402
 from seams.paths import sample_corpus  # noqa: E402
@@ -140,10 +139,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"| {label} | {on:.3f} | {off:.3f} | {on / off:.2f} |")
     print(f"\nBM25 index share of a run: {100 * result['bm25_share_of_run']:.2f} %")
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(
-            json.dumps(with_header(result, argv), indent=2) + "\n", encoding="utf-8"
-        )
+        write_result(args.json, result, argv)
     return 0
 
 

@@ -16,7 +16,6 @@ writes them. Usage: `python -m benchmarks.experiments.ui_overhead [--repeats 3] 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import signal
@@ -27,7 +26,7 @@ import sys
 import time
 from pathlib import Path
 
-from benchmarks.header import with_header
+from benchmarks.header import write_result
 from tests.support.processes import stop_group
 
 SAMPLES = (("field_notes.md",), ("history_of_maps.txt", "kitchen_science.md"))
@@ -171,9 +170,7 @@ def main(argv: list[str] | None = None) -> int:
     times = measure(args.repeats)
     print(table(times))
     if args.json:
-        args.json.write_text(
-            json.dumps(with_header(times, argv), indent=2) + "\n", encoding="utf-8"
-        )
+        write_result(args.json, times, argv)
     return 0
 
 

@@ -8,7 +8,7 @@ import sys
 from datetime import datetime
 from pathlib import Path
 
-from benchmarks.header import ROOT, git_commit, run_header, with_header
+from benchmarks.header import ROOT, git_commit, run_header, with_header, write_result
 
 
 def test_header_names_the_command_commit_date_and_machine() -> None:
@@ -48,3 +48,15 @@ def test_a_module_run_records_python_dash_m_and_a_script_run_its_path(tmp_path: 
             env=env,
         )  # fmt: skip
         assert json.loads(done.stdout)["command"] == expected
+
+
+def test_a_result_file_is_indented_json_under_its_header_in_a_folder_made_for_it(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "results" / "run.json"
+    write_result(path, {"seconds": 0.5}, ["--quick"])
+    text = path.read_text(encoding="utf-8")
+    written = json.loads(text)
+    assert list(written) == ["header", "seconds"] and written["seconds"] == 0.5
+    assert written["header"]["command"].endswith("--quick")
+    assert text.endswith("}\n") and text.startswith('{\n  "header"')
