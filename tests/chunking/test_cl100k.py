@@ -5,7 +5,6 @@ Python: tiktoken's plain `cl100k_base` would try to download its file; the offli
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -15,28 +14,15 @@ from chunking_doubles import fake_embed
 
 from seams.chunking import ChunkingConfig, chunk_text, load_token_counter, segment
 from seams.chunking.tokens import CL100K_NAME, Cl100kCounter, cl100k_counter
+from tests.support.network import forbid_network
 
 CORPUS = Path(__file__).resolve().parents[2] / "benchmarks" / "corpus" / "topics"
-_LOOPBACK = ("127.", "::1", "localhost")
 
 
 @pytest.fixture(autouse=True)
 def no_network(monkeypatch: pytest.MonkeyPatch) -> None:
     """Fail any attempt to reach a non-local address (Unix sockets and loopback still work)."""
-    real_connect, real_getaddrinfo = socket.socket.connect, socket.getaddrinfo
-
-    def connect(self: socket.socket, address: object) -> None:
-        if isinstance(address, tuple) and not str(address[0]).startswith(_LOOPBACK):
-            raise OSError(f"network access attempted in a test: {address!r}")
-        return real_connect(self, address)
-
-    def getaddrinfo(host: object, *args: object, **kwargs: object) -> object:
-        if host is not None and not str(host).startswith(_LOOPBACK):
-            raise OSError(f"name lookup attempted in a test: {host!r}")
-        return real_getaddrinfo(host, *args, **kwargs)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(socket.socket, "connect", connect)
-    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+    forbid_network(monkeypatch)
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,6 @@ and prove the bytes identical. All run with networking unavailable to Python.
 
 from __future__ import annotations
 
-import json
 import socket
 import subprocess
 import sys
@@ -31,38 +30,16 @@ from seams.models.model_store import (
 )
 from seams.models.static_runtime import clear_static_cache
 from seams.resources.static_embedder import StaticEmbedderResource
+from tests.support.models import write_tiny_static_model
+from tests.support.network import forbid_network
 
 TINY_DIMS = 16
-_LOOPBACK = ("127.", "::1", "localhost")
 
 
 @pytest.fixture(autouse=True)
 def no_network(monkeypatch: pytest.MonkeyPatch) -> None:
     """Fail any attempt to reach a non-local address (Unix sockets and loopback still work)."""
-    real_connect, real_connect_ex = socket.socket.connect, socket.socket.connect_ex
-    real_getaddrinfo = socket.getaddrinfo
-
-    def allowed(address: object) -> bool:
-        return not isinstance(address, tuple) or str(address[0]).startswith(_LOOPBACK)
-
-    def connect(self: socket.socket, address: object) -> None:
-        if not allowed(address):
-            raise OSError(f"network access attempted in a test: {address!r}")
-        return real_connect(self, address)
-
-    def connect_ex(self: socket.socket, address: object) -> int:
-        if not allowed(address):
-            raise OSError(f"network access attempted in a test: {address!r}")
-        return real_connect_ex(self, address)
-
-    def getaddrinfo(host: object, *args: object, **kwargs: object) -> object:
-        if host is not None and not str(host).startswith(_LOOPBACK):
-            raise OSError(f"name lookup attempted in a test: {host!r}")
-        return real_getaddrinfo(host, *args, **kwargs)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(socket.socket, "connect", connect)
-    monkeypatch.setattr(socket.socket, "connect_ex", connect_ex)
-    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+    forbid_network(monkeypatch)
 
 
 def test_the_network_guard_works() -> None:
@@ -76,27 +53,11 @@ def test_the_network_guard_works() -> None:
 
 
 def make_static_model(folder: Path, dims: int = TINY_DIMS, seed: int = 7) -> StaticManifest:
-    """A static model folder in the distiller's format: random rows over MiniLM's tokenizer."""
+    """A static model folder in the distiller's format: random rows over MiniLM's tokenizer
+    (stored as the exporter stores it), the [UNK] row zeroed as distilled."""
     folder.mkdir(parents=True, exist_ok=True)
     write_tokenizer(packaged_model_dir() / TOKENIZER_FILE, folder / TOKENIZER_FILE)
-    vocab = json.loads((folder / TOKENIZER_FILE).read_text())["model"]["vocab"]
-    matrix = np.random.default_rng(seed).standard_normal((len(vocab), dims)).astype(np.float16)
-    matrix[100] = 0  # [UNK], as distilled
-    np.save(folder / EMBEDDINGS_FILE, matrix, allow_pickle=False)
-    files = {n: file_sha256(folder / n) for n in (EMBEDDINGS_FILE, TOKENIZER_FILE)}
-    manifest = StaticManifest(
-        directory=folder,
-        model_id=files[EMBEDDINGS_FILE],
-        dims=dims,
-        vocab_size=len(vocab),
-        source={"model": "test"},
-        distill=dict(DISTILL_PARAMS),
-        versions={},
-        fidelity={},
-        files=files,
-    )
-    manifest.write()
-    return manifest
+    return write_tiny_static_model(folder, folder / TOKENIZER_FILE, dims, seed=seed, unknown_id=100)
 
 
 @pytest.fixture(scope="module")
