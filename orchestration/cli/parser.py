@@ -67,6 +67,28 @@ _NO_WAIT = (
 )
 
 
+def _positive_ints(text: str) -> tuple[int, ...]:
+    """`250,500,1000` -> (250, 500, 1000): positive integers, each once, in order."""
+    try:
+        values = tuple(dict.fromkeys(int(part) for part in text.split(",")))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected numbers like 250,500,1000") from None
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: budgets must be positive numbers of tokens")
+    return values
+
+
+def _weights(text: str) -> tuple[float, ...]:
+    """`0,0.5,1` -> (0.0, 0.5, 1.0): numbers within [0, 1]."""
+    try:
+        values = tuple(dict.fromkeys(float(part) for part in text.split(",")))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected numbers like 0,0.5,1") from None
+    if not values or not all(0.0 <= v <= 1.0 for v in values):
+        raise argparse.ArgumentTypeError(f"{text!r}: weights must lie within [0, 1]")
+    return values
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The `seams` parser; `args.command` names the module that runs the command."""
     parser = argparse.ArgumentParser(
@@ -125,6 +147,40 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument("--budget", type=int, metavar="TOKENS",
                         help="return hits in rank order until TOKENS are filled, touching hits "
                         "merged into one span (instead of k hits)")  # fmt: skip
+
+    evaluate = sub.add_parser(
+        "eval",
+        help="measure search on your own questions: the share of each answer inside the context "
+        "`seams search --budget B` packs, per search and lexical_weight",
+        description="Ask every question of QUESTIONS.jsonl as `seams search --budget B` would, "
+        "against the current index, and print, per budget, the share of the answers' characters "
+        "inside the packed context: for hybrid, dense and lexical search and for hybrid at each "
+        "lexical_weight, then the weight two-fold cross-validation picks. A line of the file: "
+        '{"question": "...", "source": "notes.md", "spans": [[120, 186]]}: source is an indexed '
+        "file's name or path, spans are character offsets into its extracted text (for .txt and "
+        ".md, its text).",
+    )
+    evaluate.add_argument("questions", metavar="QUESTIONS.jsonl", help="the questions (JSON Lines)")
+    evaluate.add_argument(
+        "--budgets",
+        type=_positive_ints,
+        default=(250, 500, 1000),
+        metavar="B,B,...",
+        help="context budgets in tokens (default 250,500,1000)",
+    )
+    evaluate.add_argument(
+        "--weights",
+        type=_weights,
+        metavar="W,W,...",
+        help="the lexical_weights to try (default 0, 0.1, ..., 1 and the current one)",
+    )
+    evaluate.add_argument("--json", action="store_true", help="print JSON")
+    evaluate.add_argument(
+        "--apply",
+        action="store_true",
+        help="write the lexical_weight cross-validation picks into seams.yaml ($SEAMS_CONFIG, "
+        "else ./seams.yaml, created when missing), when it beats the current one held out",
+    )
 
     export = sub.add_parser(
         "export",

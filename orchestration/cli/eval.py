@@ -1,0 +1,244 @@
+"""`seams eval QUESTIONS.jsonl`: how much of the answers a reader of `seams search --budget B`
+gets, on the user's own questions, for each way of ranking; `--apply` writes the
+`retrieval.lexical_weight` that cross-validation picks into seams.yaml.
+
+The questions, the figures and the choice are `seams.storage.search.budget_recall`'s; the run
+against the index is `seams.storage.search.evaluation`'s; this module reads the file, prints
+the result (`--json`: `report_dict`) and writes the settings.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from seams.environment import PROJECT_SETTINGS
+from seams.errors import InputError, SeamsError
+from seams.models.model_store import load_manifest
+from seams.orchestration.cli.context import definitions
+from seams.orchestration.cli.terminal import printable, printable_json
+from seams.orchestration.runner import seams_command
+from seams.orchestration.settings_file import write_value
+from seams.paths import packaged_default
+from seams.storage.search.budget_recall import (
+    EvalQuestion,
+    WeightChoice,
+    cross_validate,
+    mean,
+    parse_questions,
+    weight_grid,
+)
+from seams.storage.search.evaluation import Evaluation, evaluate, indexed_sources
+
+
+def run(args: argparse.Namespace) -> int:
+    """Measure recall at each budget on the questions; with `--apply`, write the weight."""
+    path = Path(args.questions)
+    questions = read_questions(path)  # before the definitions, the model and the database
+    retrieval = args.settings.retrieval
+    current = float(retrieval.lexical_weight)
+    weights = sorted({*(args.weights or weight_grid(current)), current})
+    resources = definitions(args).resources
+    embedder = resources["embedder"]
+    try:  # a fresh install has no model and nothing indexed: say what to run
+        load_manifest(embedder.resolved_model_dir())
+    except SeamsError as exc:
+        raise InputError(
+            f"nothing to evaluate yet: chunk the questions' files first with `{seams_command()} "
+            "run PATH`"
+        ) from exc
+    sources, published = indexed_sources(
+        resources["postgres"], questions, str(path), os.getcwd(), f"{seams_command()} run"
+    )
+    result = evaluate(
+        resources["postgres"],
+        embedder,
+        questions,
+        sources,
+        budgets=args.budgets,
+        weights=weights,
+        lexical_weight=current,
+        sentence_weight=retrieval.sentence_weight,
+        count_tokens=embedder.count_tokens,
+        published_seq=published,
+        progress=_progress if sys.stderr.isatty() else None,
+    )
+    choice = None
+    if len(questions) >= 2:
+        scores = {w: _objective(per_budget) for w, per_budget in result.by_weight.items()}
+        choice = cross_validate(scores, [q.source for q in questions], current)
+    elif args.apply:
+        raise InputError(
+            f"{path}: --apply picks a weight on half of the questions and checks it on the "
+            "other half: it needs at least 2 questions"
+        )
+    applied = _apply(args, choice) if args.apply and choice is not None else None
+    report = report_dict(questions, result, retrieval.search, current, choice, applied)
+    if args.json:
+        print(printable_json(json.dumps(report, ensure_ascii=False)))
+    else:
+        print(format_report(report, str(path)))
+    return 0
+
+
+def read_questions(path: Path) -> list[EvalQuestion]:
+    """The questions of the file at `path`, or an `InputError` naming it."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError(f"{path} does not exist: give a JSON Lines file of questions") from None
+    except IsADirectoryError:
+        raise InputError(f"{path} is a folder: give a JSON Lines file of questions") from None
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path}: not UTF-8 text ({exc.reason}): save it as UTF-8") from None
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read it: {exc.strerror or exc}") from None
+    return parse_questions(text.splitlines(), str(path))
+
+
+def _objective(per_budget: dict[int, list[float]]) -> list[float]:
+    """Per question, its mean recall over the budgets: what the weight is chosen by."""
+    columns = list(per_budget.values())
+    return [mean(values) for values in zip(*columns, strict=True)]
+
+
+def _apply(args: argparse.Namespace, choice: WeightChoice) -> dict[str, Any]:
+    """Write the chosen weight into the settings file the command read (a new seams.yaml in
+    the project folder when it read the packaged defaults); what was done."""
+    environment = args.environment
+    target = environment.config_path
+    if target is None:
+        target = (environment.project_dir or Path.cwd()) / PROJECT_SETTINGS
+    if not choice.change:
+        return {"path": str(target), "written": False, "lexical_weight": choice.current}
+    initial = packaged_default(PROJECT_SETTINGS).read_text(encoding="utf-8")
+    edited = write_value(target, "retrieval", "lexical_weight", choice.weight, initial=initial)
+    return {
+        "path": str(target),
+        "written": True,
+        "lexical_weight": choice.weight,
+        "comments_kept": edited.kept_comments,
+    }
+
+
+def _figures(per_budget: dict[int, list[float]]) -> dict[str, float]:
+    return {str(budget): round(mean(values), 4) for budget, values in per_budget.items()}
+
+
+def report_dict(
+    questions: list[EvalQuestion],
+    result: Evaluation,
+    search: str,
+    current: float,
+    choice: WeightChoice | None,
+    applied: dict[str, Any] | None,
+) -> dict[str, Any]:
+    """What `seams eval --json` prints (contract: `questions`, `search`, `lexical_weight`,
+    `recall` per budget at the current settings, `by_weight`; the rest adds to it)."""
+    by_search = {"hybrid": result.by_weight[current], **result.by_search}
+    report: dict[str, Any] = {
+        "questions": len(questions),
+        "sources": len({q.source for q in questions}),
+        "search": search,
+        "lexical_weight": current,
+        "budgets": list(result.budgets),
+        "recall": _figures(by_search[search]),
+        "by_search": {kind: _figures(values) for kind, values in by_search.items()},
+        "by_weight": {str(w): _figures(values) for w, values in sorted(result.by_weight.items())},
+        "published_seq": result.published_seq,
+    }
+    if choice is not None:
+        report["cross_validation"] = {
+            "folds": [
+                {
+                    "picked_on": fold.picked_on,
+                    "lexical_weight": fold.weight,
+                    "scored_on": fold.scored_on,
+                    "score": round(fold.score, 4),
+                    "current_score": round(fold.current_score, 4),
+                }
+                for fold in choice.folds
+            ],
+            "halves_by_source": choice.by_source,
+            "held_out": round(choice.held_out, 4),
+            "current": round(choice.current_score, 4),
+            "best_lexical_weight": choice.weight,
+            "best_score": round(choice.score, 4),
+            "change": choice.change,
+        }
+    if applied is not None:
+        report["applied"] = applied
+    return report
+
+
+def format_report(report: dict[str, Any], name: str) -> str:
+    """`report_dict` for a person: one table of recall per budget, then the cross-validation."""
+    budgets = [str(b) for b in report["budgets"]]
+    current, search = report["lexical_weight"], report["search"]
+    lines = [
+        f"{printable(name)}: {report['questions']} question(s) over {report['sources']} file(s); "
+        f"share of the answers' characters inside the context `seams search --budget B` packs",
+        "",
+        f"{'':22}" + "".join(f"{'B=' + b:>9}" for b in budgets),
+    ]
+
+    def row(label: str, figures: dict[str, float], mark: bool) -> str:
+        label = f"{label}{'  *' if mark else ''}"
+        return f"{label:22}" + "".join(f"{figures[b]:>9.3f}" for b in budgets)
+
+    for kind, figures in report["by_search"].items():
+        shown = f"hybrid ({current:g})" if kind == "hybrid" else kind
+        lines.append(row(shown, figures, kind == search))
+    lines.append("hybrid, lexical_weight")
+    for weight, figures in report["by_weight"].items():
+        lines.append(row(f"  {float(weight):g}", figures, float(weight) == current))
+    lines.append(f"(* the current settings: retrieval.search {search}, lexical_weight {current:g})")
+    cv = report.get("cross_validation")
+    if cv is not None:
+        halves = "each file's questions in one half" if cv["halves_by_source"] else "alternate"
+        lines += [
+            "",
+            "lexical_weight by cross-validation (two halves of the questions, "
+            f"{halves}; score: mean recall over the budgets):",
+        ]
+        for fold in cv["folds"]:
+            lines.append(
+                f"  picked on {fold['picked_on']} question(s): {fold['lexical_weight']:g}, which "
+                f"scores {fold['score']:.3f} on the other {fold['scored_on']} "
+                f"(the current {current:g}: {fold['current_score']:.3f})"
+            )
+        lines.append(
+            f"  held out: {cv['held_out']:.3f} against {cv['current']:.3f} for the current "
+            f"weight; the best on all questions: {cv['best_lexical_weight']:g} "
+            f"({cv['best_score']:.3f})"
+        )
+        if report["questions"] < 20:
+            lines.append("  few questions: the figures are noisy; add questions to trust them")
+        applied = report.get("applied")
+        if not cv["change"]:
+            lines.append(
+                f"  keep lexical_weight {current:g}: picking another wins nothing held out"
+            )
+        elif applied is None:
+            lines.append(
+                f"  `seams eval --apply` writes lexical_weight {cv['best_lexical_weight']:g} "
+                "into seams.yaml"
+            )
+        if applied is not None and applied["written"]:
+            kept = "" if applied["comments_kept"] else " (rewritten: its comments are gone)"
+            lines.append(
+                f"  wrote retrieval.lexical_weight {applied['lexical_weight']:g} into "
+                f"{printable(applied['path'])}{kept}"
+            )
+        if search != "hybrid":
+            lines.append(f"  (retrieval.search is {search}: lexical_weight ranks hybrid search)")
+    return "\n".join(lines)
+
+
+def _progress(done: int, total: int) -> None:
+    end = "\n" if done == total else ""
+    print(f"\rseams eval: {done}/{total} question(s)", end=end, file=sys.stderr, flush=True)
