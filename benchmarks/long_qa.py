@@ -132,15 +132,21 @@ def parse_covid_qa(payload: dict[str, Any], limit: int | None = None, seed: int 
     )
 
 
-def load_covid_qa(path: Path | str, limit: int | None = 40, seed: int = 0) -> QaSet:
+def _qa_file(path: Path | str, name: str, label: str, flag: str) -> Path:
+    """`path`, or the file `name` in the folder `path`; a missing file says where to get it."""
     path = Path(path)
     if path.is_dir():
-        path = path / COVID_QA_FILE
+        path = path / name
     if not path.is_file():
         raise FileNotFoundError(
-            f"COVID-QA file {path} not found; fetch it as benchmarks/results/README.md says "
-            "(section 'Retrieval at a fixed context budget') and pass it with --covid-qa"
+            f"{label} file {path} not found; fetch it as benchmarks/results/README.md says "
+            f"(section 'Retrieval at a fixed context budget') and pass it with {flag}"
         )
+    return path
+
+
+def load_covid_qa(path: Path | str, limit: int | None = 40, seed: int = 0) -> QaSet:
+    path = _qa_file(path, COVID_QA_FILE, "COVID-QA", "--covid-qa")
     return parse_covid_qa(json.loads(path.read_text(encoding="utf-8")), limit, seed)
 
 
@@ -223,12 +229,5 @@ def parse_qasper(
 
 
 def load_qasper(path: Path | str, limit: int | None = None, seed: int = 0) -> QaSet:
-    path = Path(path)
-    if path.is_dir():
-        path = path / QASPER_FILE
-    if not path.is_file():
-        raise FileNotFoundError(
-            f"QASPER file {path} not found; fetch it as benchmarks/results/README.md says "
-            "(section 'Retrieval at a fixed context budget') and pass it with --qasper"
-        )
+    path = _qa_file(path, QASPER_FILE, "QASPER", "--qasper")
     return parse_qasper(path.read_text(encoding="utf-8"), limit, seed, path.name)

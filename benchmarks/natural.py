@@ -61,12 +61,11 @@ from benchmarks.public_data import (  # noqa: E402
     SquadDocument,
     add_common_arguments,
     cached_embedder,
+    document_scores,
     load_squad,
     make_system,
     parse_choi,
     run_and_report,
-    segmentation_scores,
-    starts_to_boundaries,
 )
 
 SETS: tuple[str, ...] = ("manifesto", "clinical", "sections", "articles", "paragraphs")
@@ -159,10 +158,7 @@ def evaluate_natural(segmenter: Segmenter, documents: Sequence[ChoiDocument]) ->
     boundary precision / recall / F1 pooled over the set (exact and within one sentence)."""
     rows, counts = [], {0: [0, 0, 0], 1: [0, 0, 0]}  # tolerance -> [matched, hyp, ref]
     for doc in documents:
-        starts = list(segmenter(doc.text))
-        hypothesis = starts_to_boundaries(starts, doc.sentence_starts)
-        row = segmentation_scores(len(doc.sentences), doc.boundaries, hypothesis)
-        row["chunks"] = len(starts)
+        row, hypothesis = document_scores(segmenter, doc)
         rows.append(row)
         for tolerance, total in counts.items():
             scores = boundary_f1(doc.boundaries, hypothesis, tolerance)

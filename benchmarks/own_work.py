@@ -112,16 +112,15 @@ def manifesto_prose(data: Path) -> str:
 
 
 # --- the code under test -------------------------------------------------------------------------
+def _git(*args: str, check: bool = False) -> subprocess.CompletedProcess[str]:
+    """`git ARGS` in the checkout, its output captured as text."""
+    return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=check)
+
+
 def load_reference(revision: str, current_files: Sequence[str]) -> ModuleType:
     """`chunking/` of git `revision` as the package `REFERENCE_MODULE` (its imports of
     `seams.chunking` rewritten), with `current_files` taken from the working tree instead."""
-    listed = subprocess.run(
-        ["git", "ls-tree", "--name-only", f"{revision}:chunking"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    listed = _git("ls-tree", "--name-only", f"{revision}:chunking")
     if listed.returncode != 0:
         raise SystemExit(f"--reference {revision}: {listed.stderr.strip() or 'not a revision'}")
     names = {n for n in listed.stdout.split() if n.endswith(".py")} | set(current_files)
@@ -131,13 +130,7 @@ def load_reference(revision: str, current_files: Sequence[str]) -> ModuleType:
         if name in current_files:
             source = (ROOT / "chunking" / name).read_text(encoding="utf-8")
         else:
-            source = subprocess.run(
-                ["git", "show", f"{revision}:chunking/{name}"],
-                cwd=ROOT,
-                capture_output=True,
-                text=True,
-                check=True,
-            ).stdout
+            source = _git("show", f"{revision}:chunking/{name}", check=True).stdout
         source = source.replace("seams.chunking", REFERENCE_MODULE)
         (folder / name).write_text(source, encoding="utf-8")
     sys.path.insert(0, str(folder.parent))
@@ -150,13 +143,7 @@ def load_reference_static(revision: str) -> Callable[[list[str]], np.ndarray]:
     from seams.models.embedders import StaticEmbedder
     from seams.models.inputs import check_texts
 
-    shown = subprocess.run(
-        ["git", "show", f"{revision}:models/static_runtime.py"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    shown = _git("show", f"{revision}:models/static_runtime.py")
     if shown.returncode != 0:
         raise SystemExit(f"--reference {revision}: {shown.stderr.strip() or 'no static runtime'}")
     folder = Path(tempfile.mkdtemp(prefix="seams-reference-static-"))

@@ -277,15 +277,19 @@ def boundary_recall(reference: Sequence[int], hypothesis: Sequence[int], toleran
     return hits / len(reference)
 
 
+def document_scores(segmenter: Segmenter, doc: ChoiDocument) -> tuple[dict[str, Any], list[int]]:
+    """One document's scores (Pk, WindowDiff, recall, chunk count) and the boundaries the
+    segmenter put, as sentence indices."""
+    starts = list(segmenter(doc.text))
+    hypothesis = starts_to_boundaries(starts, doc.sentence_starts)
+    row = segmentation_scores(len(doc.sentences), doc.boundaries, hypothesis)
+    row["chunks"] = len(starts)
+    return row, hypothesis
+
+
 def score_segmenter(segmenter: Segmenter, documents: Sequence[ChoiDocument]) -> dict[str, Any]:
     """Mean per-document scores of one segmenter over one set."""
-    rows = []
-    for doc in documents:
-        starts = list(segmenter(doc.text))
-        hypothesis = starts_to_boundaries(starts, doc.sentence_starts)
-        row = segmentation_scores(len(doc.sentences), doc.boundaries, hypothesis)
-        row["chunks"] = len(starts)
-        rows.append(row)
+    rows = [document_scores(segmenter, doc)[0] for doc in documents]
     keys = ("pk", "windowdiff", "recall_exact", "recall_within_1")
     result: dict[str, Any] = {key: statistics.mean(r[key] for r in rows) for key in keys}
     result["chunks_per_doc"] = statistics.mean(r["chunks"] for r in rows)
