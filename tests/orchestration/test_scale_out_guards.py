@@ -8,14 +8,13 @@ before any server starts.
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from seams.resources.database import URL_ENV
+from tests.support.cli import run_seams, seams_env
 
 # Each test starts PostgreSQL or `seams` commands in child processes.
 pytestmark = pytest.mark.services
@@ -24,17 +23,9 @@ SHARED_DB_MESSAGE = "must all point at one PostgreSQL"
 
 
 def _seams(args: list[str], tmp_path: Path, **env: str) -> subprocess.CompletedProcess:
-    environment = {k: v for k, v in os.environ.items() if not k.startswith(("SEAMS_", "DAGSTER_"))}
-    environment["SEAMS_DATA_DIR"] = str(tmp_path / "data")
-    environment.update(env)
-    return subprocess.run(
-        [sys.executable, "-m", "seams", *args],
-        capture_output=True,
-        text=True,
-        env=environment,
-        cwd=tmp_path,
-        timeout=120,
-    )
+    """`seams ARGS` from `tmp_path`, its data dir inside it, with only the `env` settings."""
+    environment = seams_env(SEAMS_DATA_DIR=str(tmp_path / "data"), **env)
+    return run_seams(*args, env=environment, timeout=120, cwd=tmp_path)
 
 
 def _celery_settings(tmp_path: Path) -> Path:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 from tests.support import processes
 
@@ -18,8 +19,11 @@ def seams_env(**overrides: str) -> dict[str, str]:
     return env
 
 
-def run_seams(*args: str, env: dict[str, str], timeout: float = 300) -> subprocess.CompletedProcess:
-    """`python -m seams ARGS` as a user runs it, from `/` (no project seams.yaml nearby)."""
+def run_seams(
+    *args: str, env: dict[str, str], timeout: float = 300, cwd: Path | str = "/"
+) -> subprocess.CompletedProcess:
+    """`python -m seams ARGS` as a user runs it, from `cwd` (by default `/`: no project
+    seams.yaml nearby)."""
     processes.require_children(f"`seams {' '.join(args[:1])}`")
     return subprocess.run(
         [sys.executable, "-m", "seams", *args],
@@ -27,7 +31,7 @@ def run_seams(*args: str, env: dict[str, str], timeout: float = 300) -> subproce
         capture_output=True,
         text=True,
         timeout=timeout,
-        cwd="/",
+        cwd=cwd,
     )
 
 
