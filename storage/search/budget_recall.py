@@ -81,6 +81,8 @@ def parse_questions(lines: Iterable[str], name: str) -> list[EvalQuestion]:
             value = record[field]
             if not isinstance(value, str) or not value.strip():
                 raise InputError(f"{where}: {field!r} must be a non-empty string, got {value!r}")
+            if "\x00" in value:
+                raise InputError(f"{where}: {field!r} contains a NUL character (\\u0000)")
         questions.append(
             EvalQuestion(number, record["question"], record["source"], _spans(record, where))
         )

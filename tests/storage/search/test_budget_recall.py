@@ -52,6 +52,7 @@ def test_a_questions_file_parses_with_blank_lines_and_extra_fields() -> None:
         ('{"source": "a.md"}', "line 2: missing 'question', 'spans'"),
         ('{"question": "  ", "source": "a.md", "spans": [[1, 2]]}', "'question' must be a non-emp"),
         ('{"question": "Who?", "source": 3, "spans": [[1, 2]]}', "'source' must be a non-empty"),
+        ('{"question": "W\\u0000", "source": "a.md", "spans": [[1, 2]]}', "a NUL character"),
         ('{"question": "Who?", "source": "a.md", "spans": []}', "'spans' must be a non-empty list"),
         ('{"question": "Who?", "source": "a.md", "spans": [1, 2]}', "span 1 is not a pair"),
         (
