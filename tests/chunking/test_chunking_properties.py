@@ -9,6 +9,7 @@ input gives the same output.
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 import pytest
 from chunking_doubles import fake_embed, word_counter
@@ -51,20 +52,27 @@ any_text = st.text(max_size=300) | structured_text
 
 
 @st.composite
-def configs(draw) -> ChunkingConfig:
+def sizes(draw) -> dict[str, Any]:
+    """A size unit and min <= target <= max in it, small enough that short texts get cut."""
     unit = draw(st.sampled_from(["tokens", "chars", "sentences"]))
     top = {"tokens": 120, "chars": 600, "sentences": 12}[unit]
     low = {"tokens": 4, "chars": 16, "sentences": 1}[unit]
     maximum = draw(st.integers(low, top))
     target = draw(st.integers(1, maximum))
     minimum = draw(st.integers(1, target))
-    overlap = draw(st.sampled_from([0, 0, 8, 40]))
+    return {
+        "size_unit": unit,
+        "chunk_size_min": minimum,
+        "chunk_size_target": target,
+        "chunk_size_max": maximum,
+    }
+
+
+@st.composite
+def configs(draw) -> ChunkingConfig:
     return ChunkingConfig(
-        size_unit=unit,
-        chunk_size_min=minimum,
-        chunk_size_target=target,
-        chunk_size_max=maximum,
-        overlap_tokens=overlap,
+        **draw(sizes()),
+        overlap_tokens=draw(st.sampled_from([0, 0, 8, 40])),
         threshold_type=draw(
             st.sampled_from(["fixed", "percentile", "stddev", "interquartile", "gradient"])
         ),
@@ -179,18 +187,9 @@ def test_candidates_are_exact_and_cover_all_text(text, config):
 @st.composite
 def fast_configs(draw) -> ChunkingConfig:
     """The `fast` preset with random sizes, unit, overlap and tokenizer (boundaries fixed)."""
-    unit = draw(st.sampled_from(["tokens", "chars", "sentences"]))
-    top = {"tokens": 120, "chars": 600, "sentences": 12}[unit]
-    low = {"tokens": 4, "chars": 16, "sentences": 1}[unit]
-    maximum = draw(st.integers(low, top))
-    target = draw(st.integers(1, maximum))
-    minimum = draw(st.integers(1, target))
     return ChunkingConfig.preset(
         "fast",
-        size_unit=unit,
-        chunk_size_min=minimum,
-        chunk_size_target=target,
-        chunk_size_max=maximum,
+        **draw(sizes()),
         overlap_tokens=draw(st.sampled_from([0, 0, 8])),
         max_candidate_chars=draw(st.integers(16, 400)),
         tokenizer=draw(st.sampled_from(["model", "cl100k_base"])),
