@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.seams-installed
 UV = $(BIN)/uv pip install -q --python $(BIN)/python $(foreach links,$(PIP_FIND_LINKS),--find-links $(links))
 
-.PHONY: install demo test test-fast lint format bench
+.PHONY: install demo test test-all test-fast lint format bench
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -31,7 +31,14 @@ PYTEST_WORKERS ?= 2
 
 XDIST = $(if $(filter-out 0,$(PYTEST_WORKERS)),-n $(PYTEST_WORKERS) --dist worksteal)
 
+# What CI runs, in under ten minutes from a clean clone: every test but those marked `slow`.
 test: install
+	$(BIN)/python -m pytest -m "not slow" $(XDIST)
+
+# Everything: also the `slow` tests (Dagster's webserver and daemon, Celery workers, runs killed
+# at every step and rerun, the static model's real distillation), about half an hour here. Run it
+# before a release and after changing how runs start, stop, recover or publish.
+test-all: install
 	$(BIN)/python -m pytest $(XDIST)
 
 # The inner loop: the tests that start no server and no child process: neither the `slow` ones

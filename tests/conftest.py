@@ -182,3 +182,14 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         else:
             share.extend(fast)
     items[:] = [item for share in shares for item in share]
+
+
+def pytest_terminal_summary(
+    terminalreporter: pytest.TerminalReporter, config: pytest.Config
+) -> None:
+    """Say so when the `slow` tests were left out (`make test`, `make test-fast`), so a green
+    summary is never read as the whole suite."""
+    if "not slow" in (config.getoption("markexpr") or ""):
+        terminalreporter.write_line(
+            "seams: the tests marked slow were left out; `make test-all` runs them too"
+        )
