@@ -36,6 +36,13 @@ def chunks_for(text: str, sims: list[float], config: ChunkingConfig, **kw):
     return cands, assemble_chunks(text, cands, bounds, config, document_id="doc", **kw)
 
 
+def two_topic_chunks(text: str, **sizes):
+    """`text` (twelve sentences) chunked with one topic shift, after the sixth sentence, and
+    sizes 20 / 60 / `chunk_size_max` tokens plus the overlap in `sizes`."""
+    config = fixed_config(chunk_size_min=20, chunk_size_target=60, **sizes)
+    return chunks_for(text, [0.9] * 5 + [0.1] + [0.9] * 5, config)
+
+
 def core_spans(chunks):
     return [(c.overlap_end, c.end_char) for c in chunks]
 
@@ -154,11 +161,7 @@ def test_chars_unit_measures_the_whole_span():
 
 def test_overlap_takes_whole_sentences_from_the_previous_chunk():
     text = ten_word_text(12)
-    sims = [0.9] * 5 + [0.1] + [0.9] * 5
-    config = fixed_config(
-        chunk_size_min=20, chunk_size_target=60, chunk_size_max=100, overlap_tokens=25
-    )
-    cands, chunks = chunks_for(text, sims, config)
+    cands, chunks = two_topic_chunks(text, chunk_size_max=100, overlap_tokens=25)
     first, second = chunks
     assert second.overlap_start == second.start_char == cands[4].start_char  # two sentences
     assert second.overlap_end == cands[6].start_char
@@ -174,23 +177,13 @@ def test_overlap_takes_whole_sentences_from_the_previous_chunk():
 
 
 def test_overlap_never_pushes_a_chunk_over_max():
-    text = ten_word_text(12)
-    sims = [0.9] * 5 + [0.1] + [0.9] * 5
-    config = fixed_config(
-        chunk_size_min=20, chunk_size_target=60, chunk_size_max=65, overlap_tokens=25
-    )
-    _, chunks = chunks_for(text, sims, config)
+    _, chunks = two_topic_chunks(ten_word_text(12), chunk_size_max=65, overlap_tokens=25)
     assert all(c.token_count <= 65 for c in chunks)
     assert chunks[1].metadata["overlap_candidates"] == 0
 
 
 def test_overlap_ratio_is_relative_to_the_previous_chunk():
-    text = ten_word_text(12)
-    sims = [0.9] * 5 + [0.1] + [0.9] * 5
-    config = fixed_config(
-        chunk_size_min=20, chunk_size_target=60, chunk_size_max=100, overlap_ratio=0.2
-    )
-    _, chunks = chunks_for(text, sims, config)
+    _, chunks = two_topic_chunks(ten_word_text(12), chunk_size_max=100, overlap_ratio=0.2)
     assert chunks[1].metadata["overlap_candidates"] == 1  # 20 % of 60 tokens = 12 >= 10
 
 
