@@ -147,15 +147,9 @@ def check_undersized_could_not_merge(chunks, config: ChunkingConfig) -> None:
                 assert union > config.chunk_size_max
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(
-    text=any_text,
-    config=configs(),
-    use_embedder=st.booleans(),
-    counter=st.sampled_from(["heuristic", "words", "tokenizer"]),
-)
-def test_chunking_invariants(text, config, use_embedder, counter, real_counter):
-    token_counter = {"heuristic": None, "words": word_counter, "tokenizer": real_counter}[counter]
+def check_chunk_text(text, config, use_embedder, token_counter) -> None:
+    """`chunk_text` keeps every invariant on `text`, merges every undersized chunk it could
+    (without overlap) and gives the same chunks again."""
     embed = fake_embed if use_embedder else None
     chunks = chunk_text(
         text, document_id="doc", config=config, embed=embed, token_counter=token_counter
@@ -167,6 +161,18 @@ def test_chunking_invariants(text, config, use_embedder, counter, real_counter):
         text, document_id="doc", config=config, embed=embed, token_counter=token_counter
     )
     assert again == chunks
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    text=any_text,
+    config=configs(),
+    use_embedder=st.booleans(),
+    counter=st.sampled_from(["heuristic", "words", "tokenizer"]),
+)
+def test_chunking_invariants(text, config, use_embedder, counter, real_counter):
+    token_counter = {"heuristic": None, "words": word_counter, "tokenizer": real_counter}[counter]
+    check_chunk_text(text, config, use_embedder, token_counter)
 
 
 @settings(max_examples=150, deadline=None)
@@ -205,14 +211,4 @@ def fast_configs(draw) -> ChunkingConfig:
 )
 def test_chunking_invariants_fast_preset(text, config, use_embedder, counter, real_counter):
     token_counter = {"heuristic": None, "tokenizer": real_counter}[counter]
-    embed = fake_embed if use_embedder else None
-    chunks = chunk_text(
-        text, document_id="doc", config=config, embed=embed, token_counter=token_counter
-    )
-    check_invariants(text, chunks, config, use_embedder)
-    if not config.overlap_tokens:
-        check_undersized_could_not_merge(chunks, config)
-    assert (
-        chunk_text(text, document_id="doc", config=config, embed=embed, token_counter=token_counter)
-        == chunks
-    )
+    check_chunk_text(text, config, use_embedder, token_counter)
