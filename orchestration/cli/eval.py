@@ -67,17 +67,18 @@ def run(args: argparse.Namespace) -> int:
         published_seq=published,
         progress=_progress if sys.stderr.isatty() else None,
     )
+    documents = [sources[q.source].document_id for q in questions]  # one per file, however named
     choice = None
     if len(questions) >= 2:
         scores = {w: _objective(per_budget) for w, per_budget in result.by_weight.items()}
-        choice = cross_validate(scores, [q.source for q in questions], current)
+        choice = cross_validate(scores, documents, current)
     elif args.apply:
         raise InputError(
             f"{path}: --apply picks a weight on half of the questions and checks it on the "
             "other half: it needs at least 2 questions"
         )
     applied = _apply(args, choice) if args.apply and choice is not None else None
-    report = report_dict(questions, result, retrieval.search, current, choice, applied)
+    report = report_dict(documents, result, retrieval.search, current, choice, applied)
     if args.json:
         print(printable_json(json.dumps(report, ensure_ascii=False)))
     else:
@@ -130,7 +131,7 @@ def _figures(per_budget: dict[int, list[float]]) -> dict[str, float]:
 
 
 def report_dict(
-    questions: list[EvalQuestion],
+    documents: list[str],
     result: Evaluation,
     search: str,
     current: float,
@@ -138,11 +139,12 @@ def report_dict(
     applied: dict[str, Any] | None,
 ) -> dict[str, Any]:
     """What `seams eval --json` prints (contract: `questions`, `search`, `lexical_weight`,
-    `recall` per budget at the current settings, `by_weight`; the rest adds to it)."""
+    `recall` per budget at the current settings, `by_weight`; the rest adds to it).
+    `documents`: per question, the document it is about."""
     by_search = {"hybrid": result.by_weight[current], **result.by_search}
     report: dict[str, Any] = {
-        "questions": len(questions),
-        "sources": len({q.source for q in questions}),
+        "questions": len(documents),
+        "sources": len(set(documents)),
         "search": search,
         "lexical_weight": current,
         "budgets": list(result.budgets),

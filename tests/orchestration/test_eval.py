@@ -257,3 +257,40 @@ def test_eval_names_a_source_that_is_not_indexed_and_spans_outside_one(
         "extracted text (for .txt and .md, of the file's text)"
     )
     assert config.read_text(encoding="utf-8") == "retrieval:\n  search: hybrid\n"
+
+
+def test_the_report_for_a_person_marks_the_current_settings_and_says_what_apply_did() -> None:
+    from seams.orchestration.cli.eval import format_report
+
+    figures = {"250": 0.5, "1000": 0.75}
+    report = {
+        "questions": 4, "sources": 2, "search": "hybrid", "lexical_weight": 0.75,
+        "budgets": [250, 1000], "recall": figures,
+        "by_search": {"hybrid": figures, "dense": {"250": 0.25, "1000": 0.5}, "lexical": figures},
+        "by_weight": {"0.0": {"250": 0.25, "1000": 0.5}, "0.75": figures},
+        "cross_validation": {
+            "folds": [
+                {"picked_on": 2, "lexical_weight": 0.0, "scored_on": 2, "score": 0.4,
+                 "current_score": 0.6},
+                {"picked_on": 2, "lexical_weight": 0.75, "scored_on": 2, "score": 0.7,
+                 "current_score": 0.7},
+            ],
+            "halves_by_source": False, "held_out": 0.55, "current": 0.65,
+            "best_lexical_weight": 0.75, "best_score": 0.65, "change": False,
+        },
+        "applied": {"path": "/p/seams.yaml", "written": False, "lexical_weight": 0.75},
+    }  # fmt: skip
+    lines = format_report(report, "q.jsonl").splitlines()
+    assert lines[0].startswith("q.jsonl: 4 question(s) over 2 file(s); ")
+    assert [line.split() for line in lines[2:5]] == [
+        ["B=250", "B=1000"],
+        ["hybrid", "(0.75)", "*", "0.500", "0.750"],
+        ["dense", "0.250", "0.500"],
+    ]
+    assert "  0.75  *" in "\n".join(lines) and "  0 " in "\n".join(lines)
+    assert "  picked on 2 question(s): 0, which scores 0.400 on the other 2 (the current 0.75: " \
+        "0.600)" in lines  # fmt: skip
+    assert lines[-2:] == [
+        "  few questions: the figures are noisy; add questions to trust them",
+        "  keep lexical_weight 0.75: picking another wins nothing held out",
+    ]
