@@ -18,9 +18,9 @@ PRODUCT = ("chunking", "extraction", "models", "storage", "resources", "assets",
 ALLOWED = {"seams/environment.py"}
 READS = re.compile(r"os\.environ(\.|\[| if| else|\))|getenv\(|putenv\(")
 """Calls and subscripts: a docstring may name `os.environ`."""
-#: The working directory decides the data dir and settings file (the resolver); the runner only
-#: prints commands relative to it (`.venv/bin/seams`), as the user's shell will run them.
-CWD_ALLOWED = {"seams/environment.py", "orchestration/runner.py"}
+#: The working directory decides the data dir and settings file (the resolver); the commands Seams
+#: prints are written relative to it (`.venv/bin/seams`), as the user's shell will run them.
+CWD_ALLOWED = {"seams/environment.py", "orchestration/shell_commands.py"}
 
 
 def test_the_data_dir_variable_wins_over_a_project_and_the_user_folder(tmp_path: Path) -> None:
