@@ -44,6 +44,7 @@ from benchmarks.public_data import (  # noqa: E402
     cached_embedder,
     load_choi_set,
     make_system,
+    parse_arguments,
     run_and_report,
     score_segmenter,
     unbounded,
@@ -151,12 +152,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--systems", nargs="+", default=list(SYSTEMS), choices=[*SYSTEMS, "fixed_400"]
     )
-    parser.add_argument("--limit", type=int, help="documents per set (first N), for quick runs")
-    add_common_arguments(parser)
-    args = parser.parse_args(argv)
-    if args.limit is not None and args.limit < 1:
-        parser.error("--limit must be >= 1")
-    return run_and_report(args, argv, run, print_tables)
+    add_common_arguments(parser, limit_help="documents per set (first N), for quick runs")
+    return run_and_report(parse_arguments(parser, argv), argv, run, print_tables)
 
 
 if __name__ == "__main__":

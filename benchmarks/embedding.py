@@ -15,7 +15,6 @@ for int8 against fp32). The exported model is created first if missing (needs th
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import random
@@ -32,7 +31,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from benchmarks.header import with_header  # noqa: E402
+from benchmarks.header import write_result  # noqa: E402
 from seams.models.embedders import OnnxEmbedder  # noqa: E402
 from seams.models.model_export import export_model, packaged_model_dir  # noqa: E402
 
@@ -234,8 +233,7 @@ def main(argv: list[str] | None = None) -> int:
     text = args.text.read_text() if args.text else technical_text(args.words)
     report = run(args.rounds, text, args.model_dir, args.threads)
     print(markdown(report))
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps(with_header(report, argv), indent=2) + "\n")
+    write_result(args.json, report, argv)
     print(f"\nJSON: {args.json}")
     return 0
 

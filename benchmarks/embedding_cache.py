@@ -10,7 +10,6 @@ Writes benchmarks/results/embedding_cache.json.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -18,7 +17,7 @@ import time
 import uuid
 from pathlib import Path
 
-from benchmarks.header import with_header
+from benchmarks.header import write_result
 
 RESULTS = Path(__file__).parent / "results" / "embedding_cache.json"
 
@@ -83,8 +82,7 @@ def main() -> int:
     print(
         "| measure | value |\n|---|---|\n" + "\n".join(f"| {k} | {v} |" for k, v in result.items())
     )
-    RESULTS.parent.mkdir(exist_ok=True)
-    RESULTS.write_text(json.dumps(with_header(result), indent=2) + "\n", encoding="utf-8")
+    write_result(RESULTS, result)
     return 0
 
 

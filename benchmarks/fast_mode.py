@@ -30,7 +30,6 @@ import os
 import platform
 import statistics
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -48,6 +47,7 @@ from chunking_speed import prose  # noqa: E402
 from topic_shift import (  # noqa: E402
     CachedEmbedder,
     _langchain_system,
+    add_topic_shift_arguments,
     build_documents,
     evaluate,
     load_minilm,
@@ -261,17 +261,9 @@ def quality(static, docs: int, grid: bool, cache_dir: Path) -> list[dict]:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=int, default=5, help="speed runs (median)")
-    parser.add_argument("--docs", type=int, default=40, help="topic-shift documents per split")
-    parser.add_argument("--grid", action="store_true", help="also score the tuning grid")
     parser.add_argument("--skip-speed", action="store_true")
     parser.add_argument("--skip-quality", action="store_true")
-    parser.add_argument("--json", type=Path, help="write the results here")
-    parser.add_argument(
-        "--cache-dir",
-        type=Path,
-        default=Path(tempfile.gettempdir()) / "seams-bench-cache",
-        help="MiniLM embedding cache for the topic-shift set (never changes scores)",
-    )
+    add_topic_shift_arguments(parser)
     args = parser.parse_args(argv)
     started = time.perf_counter()
     onnx, static = provision()

@@ -64,6 +64,7 @@ from benchmarks.public_data import (  # noqa: E402
     document_scores,
     load_squad,
     make_system,
+    parse_arguments,
     parse_choi,
     run_and_report,
 )
@@ -426,12 +427,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--systems", nargs="+", default=list(SYSTEMS), choices=[*SYSTEMS, "seams_fast", "fixed_400"]
     )
-    parser.add_argument("--limit", type=int, help="documents per segmentation set (first N)")
-    add_common_arguments(parser)
-    args = parser.parse_args(argv)
-    if args.limit is not None and args.limit < 1:
-        parser.error("--limit must be >= 1")
-    return run_and_report(args, argv, run, print_tables)
+    add_common_arguments(parser, limit_help="documents per segmentation set (first N)")
+    return run_and_report(parse_arguments(parser, argv), argv, run, print_tables)
 
 
 if __name__ == "__main__":

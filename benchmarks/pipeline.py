@@ -22,7 +22,7 @@ import sys
 import time
 from pathlib import Path
 
-from benchmarks.header import with_header
+from benchmarks.header import write_result
 
 RESULTS = Path(__file__).parent / "results" / "pipeline.json"
 
@@ -125,8 +125,7 @@ def main() -> int:
         "\n| measure | value |\n|---|---|\n"
         + "\n".join(f"| {k} | {v} |" for k, v in result.items())
     )
-    RESULTS.parent.mkdir(exist_ok=True)
-    RESULTS.write_text(json.dumps(with_header(result), indent=2) + "\n", encoding="utf-8")
+    write_result(RESULTS, result)
     from seams.environment import SeamsEnvironment
     from seams.resources.database import EmbeddedPostgres
 

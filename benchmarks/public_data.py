@@ -43,7 +43,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.header import with_header
+from benchmarks.header import write_result
 from benchmarks.qa_metrics import merge_spans
 from benchmarks.topic_shift import CachedEmbedder, fixed_size_starts, pk_windowdiff
 
@@ -627,8 +627,11 @@ def _counter(embedder: Any) -> Callable[[list[str]], list[int]]:
     return embedder.count_tokens
 
 
-def add_common_arguments(parser: argparse.ArgumentParser) -> None:
-    """The options every public-data benchmark shares: the embedding cache and the JSON output."""
+def add_common_arguments(parser: argparse.ArgumentParser, *, limit_help: str | None = None) -> None:
+    """The options every public-data benchmark shares: the embedding cache and the JSON output;
+    with `limit_help`, `--limit` (documents per set, checked by `parse_arguments`)."""
+    if limit_help is not None:
+        parser.add_argument("--limit", type=int, help=limit_help)
     parser.add_argument(
         "--cache-dir",
         type=Path,
@@ -644,6 +647,16 @@ def add_common_arguments(parser: argparse.ArgumentParser) -> None:
         type=_override,
         help="a ChunkingConfig field for the Seams systems (YAML value), e.g. chunk_size_target=80",
     )
+
+
+def parse_arguments(
+    parser: argparse.ArgumentParser, argv: Sequence[str] | None
+) -> argparse.Namespace:
+    """`argv` parsed, with a `--limit` below 1 refused as the parser refuses a bad option."""
+    args = parser.parse_args(argv)
+    if getattr(args, "limit", None) is not None and args.limit < 1:
+        parser.error("--limit must be >= 1")
+    return args
 
 
 def _override(text: str) -> tuple[str, Any]:
@@ -670,8 +683,5 @@ def run_and_report(
     payload["argv"] = list(sys.argv[1:] if argv is None else argv)
     report(payload)
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(
-            json.dumps(with_header(payload, argv), indent=2) + "\n", encoding="utf-8"
-        )
+        write_result(args.json, payload, argv)
     return 0

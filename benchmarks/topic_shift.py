@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import json
 import os
 import random
 import re
@@ -46,7 +45,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from benchmarks.header import with_header  # noqa: E402
+from benchmarks.header import write_result  # noqa: E402
 from seams.chunking import ChunkingConfig, chunk_text, load_token_counter  # noqa: E402
 
 CORPUS = Path(__file__).resolve().parent / "corpus" / "topics"
@@ -324,17 +323,23 @@ def variant_grid() -> list[tuple[str, dict]]:
     return grid
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def add_topic_shift_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of a run over the topic-shift set: its size, the tuning grid, the embedding
+    cache and the JSON output."""
     parser.add_argument("--grid", action="store_true", help="also score the tuning grid")
-    parser.add_argument("--docs", type=int, default=40, help="documents per split")
+    parser.add_argument("--docs", type=int, default=40, help="topic-shift documents per split")
     parser.add_argument("--json", type=Path, help="write the results here")
     parser.add_argument(
         "--cache-dir",
         type=Path,
         default=Path(tempfile.gettempdir()) / "seams-bench-cache",
-        help="embedding cache (never changes scores)",
+        help="MiniLM embedding cache for the topic-shift set (never changes scores)",
     )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    add_topic_shift_arguments(parser)
     args = parser.parse_args(argv)
 
     started = time.perf_counter()
@@ -393,11 +398,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     print(f"\n({time.perf_counter() - started:.0f} s, {embed.embedded} texts embedded)")
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
         payload = {"config_default": default.model_dump(mode="json"), "results": results}
-        args.json.write_text(
-            json.dumps(with_header(payload, argv), indent=2) + "\n", encoding="utf-8"
-        )
+        write_result(args.json, payload, argv)
     return 0
 
 
