@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 
 import numpy as np
@@ -11,6 +10,7 @@ import pytest
 from seams.errors import EmbeddingError
 from seams.resources.postgres import PostgresResource, close_pool
 from seams.storage.embedding_cache import EmbeddingCache
+from tests.support.concurrency import run_together
 
 
 @pytest.fixture
@@ -84,21 +84,9 @@ def test_concurrent_overlapping_stores_neither_deadlock_nor_duplicate(
     vectors = np.random.default_rng(0).normal(size=(3000, 16)).astype(np.float32)
     halves = [(texts[:2000], vectors[:2000]), (texts[1000:][::-1], vectors[1000:][::-1])]
     added: list[int] = []
-    errors: list[BaseException] = []
-    barrier = threading.Barrier(2)
-
-    def store(part: tuple[list[str], np.ndarray]) -> None:
-        barrier.wait()
-        try:
-            added.append(cache.put("m", *part))
-        except BaseException as exc:
-            errors.append(exc)
-
-    threads = [threading.Thread(target=store, args=(h,)) for h in halves]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=60)
+    errors = run_together(
+        *(lambda part=part: added.append(cache.put("m", *part)) for part in halves), timeout=60
+    )
     assert errors == [] and sum(added) == 3000
     lookup = cache.get("m", texts)
     assert lookup.hits == 3000

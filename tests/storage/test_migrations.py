@@ -26,6 +26,7 @@ from seams.storage import migrations, schema
 from seams.storage.connections import connection_lost, retrying
 from seams.storage.migrations import SCHEMA_NUMBER, ddl_sha256, migrate, read_state
 from tests.support.cli import run_seams, seams_env
+from tests.support.concurrency import run_together
 from tests.support.databases import fresh_database, rows
 
 
@@ -162,17 +163,7 @@ def test_changed_ddl_text_triggers_exactly_one_migration(
         assert ddl_log(migrated) == []
 
         results: list[migrations.Migration] = []
-        barrier = threading.Barrier(6)
-
-        def writer() -> None:
-            barrier.wait()
-            results.append(migrate(migrated))
-
-        threads = [threading.Thread(target=writer) for _ in range(6)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
+        assert run_together(*[lambda: results.append(migrate(migrated))] * 6) == []
         assert sorted(r.applied for r in results) == [False] * 5 + [True]
         log = ddl_log(migrated)
         assert log.count("CREATE VIEW") == views  # every view once, the new one included

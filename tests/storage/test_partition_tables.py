@@ -7,7 +7,6 @@ metadata) is tested in `tests/resources/test_postgres_io.py`.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -23,6 +22,7 @@ from seams.storage import schema
 from seams.storage.frame_codec import stack_vectors
 from seams.storage.partition_tables import WriteResult, read_table, write_table
 from tests.storage.table_samples import assert_same, count, sample_frame
+from tests.support.concurrency import run_together
 
 
 @pytest.fixture
@@ -188,31 +188,12 @@ def test_a_server_that_goes_away_mid_write_keeps_rows_and_says_so_redacted(
 # --- concurrency -----------------------------------------------------------------------------
 
 
-def _run_together(*jobs: Any) -> list[BaseException]:
-    barrier = threading.Barrier(len(jobs))
-    errors: list[BaseException] = []
-
-    def run(job: Any) -> None:
-        barrier.wait()
-        try:
-            job()
-        except BaseException as exc:  # collected and asserted by the caller
-            errors.append(exc)
-
-    threads = [threading.Thread(target=run, args=(job,)) for job in jobs]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=120)
-    return errors
-
-
 def test_concurrent_writers_of_different_partitions_both_succeed(
     database_url: str, postgres: PostgresResource
 ) -> None:
     table = schema.SENTENCE_CANDIDATES
     frames = {k: sample_frame(table, 20_000, seed=i) for i, k in enumerate(("x", "y", "z"))}
-    errors = _run_together(*(lambda k=k: store(postgres, table.name, frames[k], k) for k in frames))
+    errors = run_together(*(lambda k=k: store(postgres, table.name, frames[k], k) for k in frames))
     assert errors == []
     for key, frame in frames.items():
         assert count(database_url, table.name, f"batch_key = '{key}'") == len(frame)
@@ -230,7 +211,7 @@ def test_concurrent_writers_of_one_partition_leave_exactly_one_writers_rows(
         for _ in range(3):
             pairs = zip(writers, frames, strict=True)
             jobs = [lambda w=w, f=f: store(w, table.name, f, "same") for w, f in pairs]
-            assert _run_together(*jobs) == []
+            assert run_together(*jobs) == []
             with psycopg.connect(database_url) as conn:
                 rows = conn.execute(
                     "SELECT model_id, count(*) FROM seams.candidate_embeddings GROUP BY model_id"

@@ -8,7 +8,6 @@ own analyzer, and against a from-scratch rebuild.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ from seams.storage import batches as batch_store
 from seams.storage import publication, schema
 from seams.storage.partition_tables import read_table, write_table
 from seams.storage.search import lexical_index
+from tests.support.concurrency import run_together
 
 CONFIG = "english"
 
@@ -390,24 +390,13 @@ def test_concurrent_chunk_index_writers_serialise_without_deadlock(
     # Overlapping batch ranges in opposite orders, several rounds each: partition locks, build
     # rows and the publication lock are always taken in one order.
     ranges = [["a", "b"], ["c", "b"], ["b", "a", "c"], ["c", "a"]]
-    errors: list[BaseException] = []
-    start = threading.Barrier(len(ranges))
 
     def writer(batches: list[str]) -> None:
-        try:
-            start.wait()
-            for _ in range(3):
-                frame = pd.concat([index_frame(frames[k]) for k in batches], ignore_index=True)
-                write_table(postgres, schema.CHUNK_INDEX, frame, batches)
-        except BaseException as exc:  # reported below
-            errors.append(exc)
+        for _ in range(3):
+            frame = pd.concat([index_frame(frames[k]) for k in batches], ignore_index=True)
+            write_table(postgres, schema.CHUNK_INDEX, frame, batches)
 
-    threads = [threading.Thread(target=writer, args=(r,)) for r in ranges]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(120)
-    assert errors == []
+    assert run_together(*(lambda r=r: writer(r) for r in ranges)) == []
     with postgres.connection() as conn:
         published = publication.published_generations(conn)
         count = conn.execute("SELECT count(*) FROM seams.publications").fetchone()[0]
