@@ -25,7 +25,6 @@ distilled static model are made there first if missing (needs the `export` extra
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import platform
 import statistics
@@ -49,7 +48,7 @@ from topic_shift import (  # noqa: E402
     _langchain_system,
     add_topic_shift_arguments,
     build_documents,
-    evaluate,
+    evaluate_splits,
     load_minilm,
     load_passages,
     ours,
@@ -226,13 +225,7 @@ def quality(static, docs: int, grid: bool, cache_dir: Path) -> list[dict]:
         (f"seams {name}", ours(fast.with_overrides(**kw), static, counter))
         for name, kw in (fast_grid() if grid else [])
     ]
-    logging.getLogger("seams.chunking").setLevel(logging.ERROR)
-    results = []
-    for split, documents in splits.items():
-        for name, system in systems + (grid_systems if split == "dev" else []):
-            row = evaluate(name, system, documents)
-            row["split"] = split
-            results.append(row)
+    results = evaluate_splits(splits, systems, grid_systems)
     minilm.save()
     print(
         f"\n### Topic-shift boundaries: Pk / WindowDiff (lower is better), {docs} docs per split\n"
