@@ -25,7 +25,7 @@ from seams.extraction.containers import declared_directory
 from seams.extraction.html_depth import MAX_DEPTH
 from seams.orchestration import runner
 from tests.support.databases import rows
-from tests.support.samples import run_path
+from tests.support.samples import SHORT_DOC, run_path
 
 PARAGRAPH = (
     b"<w:p><w:r><w:t>" + b"all work and no play makes jack a dull boy " * 20 + b"</w:t></w:r></w:p>"
@@ -292,10 +292,7 @@ def test_documents_over_limits_fail_alone_and_the_batch_is_chunked(
     (inbox / "big-xml.docx").write_bytes(docx_with_body_of(55))
     (inbox / "deep.html").write_bytes(deep_html(1000))
     (inbox / "mostly-utf8.txt").write_bytes(mostly_utf8(nul_bytes=3))
-    (inbox / "tides.md").write_text(
-        "# Tides\n\nThe tide rises twice a day along this coast. Fishermen read the tables "
-        "before they leave the harbour.\n\nOyster beds lie bare at the lowest tides of spring.\n"
-    )
+    (inbox / "tides.md").write_text(SHORT_DOC)
     (inbox / "report.docx").write_bytes(small_docx("The harbour master keeps the tide tables."))
     summary = run_path(instance, inbox, lambda _message: None, defs=defs)
     assert len(summary.batches) == 1
