@@ -96,7 +96,7 @@ def build_parser() -> argparse.ArgumentParser:
         description=(
             "Seams: semantic chunking for retrieval, as partitioned Dagster assets in PostgreSQL.\n"
             "Settings: $SEAMS_CONFIG, else ./seams.yaml, else the defaults. Data: $SEAMS_DATA_DIR, "
-            "else ./.seams in a folder with a seams.yaml, else ~/.local/share/seams. Set "
+            "else an existing ./.seams, else ~/.local/share/seams. Set "
             "SEAMS_DATABASE_URL to use an existing PostgreSQL instead of the embedded one."
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
