@@ -10,24 +10,16 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 
-import dagster as dg
 import pytest
 
-from seams.assets.partitions import document_batches
 from seams.models.model_store import ModelManifest
 from seams.orchestration import cli
-from seams.orchestration.definitions import build_assets
 from seams.resources import database
-from seams.resources.embedder import OnnxEmbedderResource
-from seams.resources.io_manager import PostgresIOManager
-from seams.resources.postgres import PostgresResource
-from seams.resources.static_embedder import StaticEmbedderResource
 from seams.settings import SeamsSettings
-from seams.storage.batches import register_batch, scan_inbox
 from seams.storage.search import LEXICAL_WEIGHT, candidates, fuse_scores, search_response
-from tests.support.databases import fresh_database
 from tests.support.instances import keep_environment
 from tests.support.samples import copy_samples
+from tests.support.search_index import Indexed, indexed_database
 
 SETTINGS = SeamsSettings()
 NAMES = ["field_notes.md", "kitchen_science.md", "platform_handbook.md"]
@@ -39,34 +31,14 @@ QUERIES = [
 ]
 
 
-class Indexed:
-    def __init__(self, url: str) -> None:
-        self.url = url
-        self.postgres = PostgresResource(url=url)
-        self.embedder = OnnxEmbedderResource()
-
-
 @pytest.fixture(scope="module")
 def indexed(
     pg_server_url: str, exported_model: ModelManifest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Indexed]:
-    with fresh_database(pg_server_url) as url:
-        docs = copy_samples(tmp_path_factory.mktemp("hybrid") / "docs", NAMES)
-        postgres = PostgresResource(url=url)
-        postgres.ensure_schema()
-        files, _ = scan_inbox(docs)
-        with postgres.connection() as conn:
-            key = register_batch(conn, files, source="test")
-        resources = {"postgres": postgres, "io_manager": PostgresIOManager(postgres=postgres),
-                     "embedder": OnnxEmbedderResource(),
-                     "static_embedder": StaticEmbedderResource()}  # fmt: skip
-        with dg.DagsterInstance.ephemeral() as instance:
-            instance.add_dynamic_partitions(document_batches.name, [key])
-            pipeline = build_assets(SETTINGS)[1:]  # the model asset is the exported_model fixture's
-            assert dg.materialize(
-                pipeline, partition_key=key, instance=instance, resources=resources
-            ).success
-        yield Indexed(url)
+    """The sample documents indexed with the default settings."""
+    docs = copy_samples(tmp_path_factory.mktemp("hybrid") / "docs", NAMES)
+    with indexed_database(pg_server_url, docs, SETTINGS) as built:
+        yield built
 
 
 def test_hybrid_hits_carry_both_scores_and_follow_the_documented_fusion(indexed: Indexed) -> None:

@@ -8,78 +8,34 @@ small, so a whole batch takes seconds. The read-mostly tests share one indexed d
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import dagster as dg
 import numpy as np
-import psycopg
 import pytest
 
-from seams.assets.partitions import document_batches
 from seams.assets.retrieval import index_mode
 from seams.errors import InputError
 from seams.models.chunk_vectors import MODES
 from seams.models.model_store import ModelManifest
-from seams.orchestration.definitions import build_assets
 from seams.resources.embedder import OnnxEmbedderResource
-from seams.resources.io_manager import PostgresIOManager
 from seams.resources.postgres import PostgresResource
-from seams.resources.static_embedder import StaticEmbedderResource
-from seams.settings import ChunkingSettings, RetrievalSettings, SeamsSettings, load_settings
-from seams.storage.batches import register_batch, scan_inbox
+from seams.settings import ChunkingSettings
 from seams.storage.search import MAX_QUERY_CHARS, search, search_response
-from tests.support.databases import fresh_database
+from tests.support.databases import rows
+from tests.support.search_index import (
+    GARDEN,
+    HARBOUR_V1,
+    SETTINGS,
+    Indexed,
+    indexed_corpus_fixture,
+    materialize_batch,
+    pipeline_resources,
+    register_folder,
+    write_corpus,
+)
 
-SETTINGS = load_settings()
 DEFAULT_MODE = index_mode(SETTINGS.retrieval.mode, SETTINGS.chunking_config())
-
-
-def _pipeline(mode: str | None = None) -> list[dg.AssetsDefinition]:
-    """Every asset, in pipeline order, for the project's settings with retrieval `mode`."""
-    settings: SeamsSettings = SETTINGS
-    if mode is not None:
-        settings = SETTINGS.model_copy(update={"retrieval": RetrievalSettings(mode=mode)})
-    return build_assets(settings)
-
-
-GARDEN = """# Garden Notes
-
-## Tomatoes
-
-Tomato plants need at least six hours of direct sunlight every day and a deep, loose soil rich in
-organic matter. Gardeners pinch out the side shoots that grow in the angle between the stem and a
-leaf, so the plant puts its energy into fruit rather than foliage. Tall varieties are tied to a
-stake or grown inside a wire cage, because a heavy truss of green fruit can snap an unsupported
-stem after a summer storm. Blossom end rot, a dark sunken patch on the fruit, comes from uneven
-watering that starves the fruit of calcium.
-
-## Compost
-
-A compost heap turns kitchen scraps and garden waste into crumbly dark humus. It works best with
-a mix of green material such as grass clippings and vegetable peelings and brown material such as
-dry leaves, straw and shredded cardboard. A heap that smells of ammonia or rotten eggs is too wet
-and has too little air: turning it with a fork and adding brown material fixes the smell within a
-few days. Finished compost is spread as a mulch or dug into the beds before planting.
-
-## Irrigation
-
-Drip irrigation delivers water slowly through thin tubes with small emitters placed next to each
-plant, so almost nothing is lost to evaporation or runoff. A timer opens the valve early in the
-morning, before the heat of the day. Rain barrels connected to the downpipes of a shed can feed
-the system by gravity, which saves mains water during dry summers and keeps the hose pipe coiled.
-"""
-
-HARBOUR_V1 = """\
-The old harbour lighthouse was built from granite blocks in 1841. Its keepers climbed
-one hundred and twelve steps every evening to light the paraffin lamp and wind the clockwork that
-turned the great glass lens. The beam could be seen twenty nautical miles out at sea, and each
-lighthouse along the coast flashed its own pattern so that sailors could tell them apart.
-
-Fog was the keepers' worst enemy. On thick nights they sounded a fog horn driven by compressed
-air every thirty seconds until dawn, and they logged every ship that passed the point. The light
-was automated in 1982 and the keepers' cottages became a small museum of maritime history.
-"""
 
 HARBOUR_V2 = """\
 The harbour authority replaced the old lighthouse station with a radar tower in 2019.
@@ -92,85 +48,8 @@ metres, and ships wait at anchor in the bay until the sea calms down and the pil
 """
 
 
-def _resources(url: str) -> dict[str, object]:
-    postgres = PostgresResource(url=url)
-    return {
-        "postgres": postgres,
-        "io_manager": PostgresIOManager(postgres=postgres),
-        "embedder": OnnxEmbedderResource(),
-        "static_embedder": StaticEmbedderResource(),
-    }
-
-
-def _register(postgres: PostgresResource, folder: Path) -> str:
-    files, _ = scan_inbox(folder)
-    postgres.ensure_schema()
-    with postgres.connection() as conn:
-        key = register_batch(conn, files, source="test")
-    assert key
-    return key
-
-
-def _materialize(
-    instance: dg.DagsterInstance,
-    resources: dict[str, object],
-    key: str,
-    *,
-    index_only: bool = False,
-    mode: str | None = None,
-) -> dg.ExecuteInProcessResult:
-    """Materialize every per-batch asset of `key` (or only `chunk_index`, in `mode`)."""
-    instance.add_dynamic_partitions(document_batches.name, [key])
-    pipeline = _pipeline(mode)
-    result = dg.materialize(
-        pipeline,
-        selection=pipeline[-1:] if index_only else pipeline[1:],
-        partition_key=key,
-        instance=instance,
-        resources=resources,
-    )
-    assert result.success
-    return result
-
-
-def _rows(url: str, query: str, *params: object) -> list[tuple]:
-    with psycopg.connect(url) as conn:
-        return conn.execute(query, params).fetchall()
-
-
-def _write_corpus(folder: Path) -> Path:
-    folder.mkdir()
-    (folder / "garden.md").write_text(GARDEN, encoding="utf-8")
-    (folder / "harbour.txt").write_text(HARBOUR_V1, encoding="utf-8")
-    return folder
-
-
-class Indexed:
-    """A database holding one materialized batch of the two test documents."""
-
-    def __init__(self, url: str, folder: Path) -> None:
-        self.url = url
-        self.folder = folder
-        self.resources = _resources(url)
-        self.postgres: PostgresResource = self.resources["postgres"]  # type: ignore[assignment]
-        self.embedder: OnnxEmbedderResource = self.resources["embedder"]  # type: ignore[assignment]
-        self.instance = dg.DagsterInstance.ephemeral()
-        self.key = _register(self.postgres, folder)
-        self.result = _materialize(self.instance, self.resources, self.key)
-
-    def rebuild_index(self, mode: str | None = None) -> dg.ExecuteInProcessResult:
-        return _materialize(self.instance, self.resources, self.key, index_only=True, mode=mode)
-
-
-@pytest.fixture(scope="module")
-def shared(
-    pg_server_url: str, exported_model: ModelManifest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Indexed]:
-    """One indexed database for the tests that leave the index as they found it."""
-    with fresh_database(pg_server_url) as url:
-        indexed = Indexed(url, _write_corpus(tmp_path_factory.mktemp("retrieval") / "docs"))
-        yield indexed
-        indexed.instance.dispose()
+shared = indexed_corpus_fixture("retrieval")
+"""One indexed database for the tests that leave the index as they found it."""
 
 
 INDEX_SNAPSHOT = (
@@ -190,21 +69,21 @@ def _index_metadata(result: dg.ExecuteInProcessResult) -> dict[str, object]:
 
 
 def test_index_is_built_and_rebuilt_idempotently_per_partition(shared: Indexed) -> None:
-    chunk_ids = _rows(shared.url, "SELECT chunk_id FROM seams.chunks WHERE batch_key = %s",
+    chunk_ids = rows(shared.url, "SELECT chunk_id FROM seams.chunks WHERE batch_key = %s",
                       shared.key)  # fmt: skip
-    before = _rows(shared.url, INDEX_SNAPSHOT)
+    before = rows(shared.url, INDEX_SNAPSHOT)
     assert len(before) == len(chunk_ids) >= 4  # one row per chunk
     assert {r[2] for r in before} == {r[0] for r in chunk_ids}
     assert {r[3] for r in before} == {DEFAULT_MODE}
     assert _index_metadata(shared.result)["chunks_indexed"] == len(before)
 
     again = shared.rebuild_index()
-    assert _rows(shared.url, INDEX_SNAPSHOT) == before  # same rows, no duplicates
+    assert rows(shared.url, INDEX_SNAPSHOT) == before  # same rows, no duplicates
     meta = _index_metadata(again)
     assert meta["chunks_indexed"] == len(before) and meta["chunks_skipped"] == 0
     if DEFAULT_MODE != "pooled":  # pooled never calls the model
         assert meta["texts_embedded"] == 0 and meta["cache_hits"] == len(before)
-    (index,) = _rows(
+    (index,) = rows(
         shared.url,
         "SELECT indexdef FROM pg_indexes WHERE schemaname = 'seams' AND tablename = 'chunk_index'"
         " AND indexdef LIKE '%%hnsw%%'",
@@ -273,7 +152,7 @@ def test_hits_carry_parent_section_neighbours_and_the_exact_source(shared: Index
 
 def test_stale_versions_are_never_returned(database_url: str, exported_model: ModelManifest,
                                            tmp_path: Path) -> None:  # fmt: skip
-    fresh = Indexed(database_url, _write_corpus(tmp_path / "docs"))
+    fresh = Indexed(database_url, write_corpus(tmp_path / "docs"))
     old_key, instance, resources = fresh.key, fresh.instance, fresh.resources
     postgres, embedder = fresh.postgres, fresh.embedder
     corpus = fresh.folder
@@ -281,11 +160,11 @@ def test_stale_versions_are_never_returned(database_url: str, exported_model: Mo
     assert search(postgres, embedder, old_query, k=1)[0].batch_key == old_key  # type: ignore[arg-type]
 
     (corpus / "harbour.txt").write_text(HARBOUR_V2, encoding="utf-8")
-    new_key = _register(postgres, corpus)  # type: ignore[arg-type]
-    _materialize(instance, resources, new_key)
+    new_key = register_folder(postgres, corpus)  # type: ignore[arg-type]
+    materialize_batch(instance, resources, new_key)
     stale = {
         r[0]
-        for r in _rows(database_url, "SELECT chunk_id FROM seams.chunks WHERE batch_key = %s "
+        for r in rows(database_url, "SELECT chunk_id FROM seams.chunks WHERE batch_key = %s "
                        "AND document_id IN (SELECT document_id FROM seams.batch_documents "
                        "WHERE batch_key = %s)", old_key, new_key)
     }  # fmt: skip
@@ -325,7 +204,7 @@ def test_bad_queries_get_clear_errors_or_notes_never_crashes(shared: Indexed) ->
 
 
 def _vectors(url: str, query: str, *params: object) -> list[np.ndarray]:
-    return [np.array(json.loads(text), np.float64) for (text,) in _rows(url, query, *params)]
+    return [np.array(json.loads(text), np.float64) for (text,) in rows(url, query, *params)]
 
 
 def _expected_score(
@@ -379,25 +258,21 @@ def test_a_sentence_in_an_overlap_counts_for_the_chunk_whose_core_holds_it(
     small = {"overlap_tokens": 32, "chunk_size_min": 16, "chunk_size_target": 40}
     overrides = ChunkingSettings(overrides={**small, "chunk_size_max": 60})
     settings = SETTINGS.model_copy(update={"chunking": overrides})
-    resources = _resources(database_url)
+    resources = pipeline_resources(database_url)
     postgres: PostgresResource = resources["postgres"]  # type: ignore[assignment]
-    key = _register(postgres, _write_corpus(tmp_path / "docs"))
+    key = register_folder(postgres, write_corpus(tmp_path / "docs"))
     instance = dg.DagsterInstance.ephemeral()
-    instance.add_dynamic_partitions(document_batches.name, [key])
-    pipeline = build_assets(settings)
-    assert dg.materialize(
-        pipeline[1:], partition_key=key, instance=instance, resources=resources
-    ).success
+    materialize_batch(instance, resources, key, settings=settings)
     instance.dispose()
 
-    chunks = _rows(
+    chunks = rows(
         database_url,
         "SELECT chunk_id, document_id, start_char, overlap_end, end_char FROM seams.chunks"
         " WHERE overlap_end > start_char ORDER BY document_id, chunk_index",
     )
     assert chunks, "the settings must produce overlapping chunks"
     chunk_id, document_id, start, core, end = chunks[0]
-    in_overlap = _rows(
+    in_overlap = rows(
         database_url,
         "SELECT text FROM seams.semantic_boundaries WHERE document_id = %s AND start_char >= %s"
         " AND end_char <= %s ORDER BY start_char LIMIT 1",

@@ -4,40 +4,28 @@ exact offsets and never over budget; without one, each whole hit marks its best 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-import pytest
-
-from seams.models.model_store import ModelManifest
 from seams.storage.search import search_response
-from tests.storage.search.test_engine import Indexed, _rows, _write_corpus
-from tests.support.databases import fresh_database
+from tests.support.databases import rows
+from tests.support.search_index import Indexed, indexed_corpus_fixture
 
 QUERY = "the compost heap smells of ammonia and rotten eggs: how is that fixed?"
 ANSWER = "turning it with a fork and adding brown material fixes the smell"
 
 
-@pytest.fixture(scope="module")
-def indexed(
-    pg_server_url: str, exported_model: ModelManifest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Indexed]:
-    with fresh_database(pg_server_url) as url:
-        built = Indexed(url, _write_corpus(tmp_path_factory.mktemp("passages") / "docs"))
-        yield built
-        built.instance.dispose()
+indexed = indexed_corpus_fixture("passages")
 
 
 def _sources(url: str) -> dict[str, str]:
-    return dict(_rows(url, "SELECT document_id, text FROM seams.extracted_text"))
+    return dict(rows(url, "SELECT document_id, text FROM seams.extracted_text"))
 
 
 def _sentence_edges(url: str, document_id: str) -> tuple[set[int], set[int]]:
-    rows = _rows(
+    spans = rows(
         url,
         "SELECT start_char, end_char FROM seams.semantic_boundaries WHERE document_id = %s",
         document_id,
     )
-    return {a for a, _ in rows}, {b for _, b in rows}
+    return {a for a, _ in spans}, {b for _, b in spans}
 
 
 def test_a_small_budget_gets_the_answer_sentence_where_whole_chunks_do_not_fit(
