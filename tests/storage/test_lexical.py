@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -23,6 +24,7 @@ from seams.resources.postgres import PostgresResource
 from seams.storage import publication, schema
 from seams.storage.partition_tables import write_table
 from seams.storage.search import lexical
+from tests.support.databases import migrated_postgres
 
 DOC_A = [
     "The cat sat on the mat. Cats like warm mats.",
@@ -46,10 +48,8 @@ QUERIES = [
 
 
 @pytest.fixture
-def postgres(database_url: str) -> PostgresResource:
-    resource = PostgresResource(url=database_url)
-    resource.ensure_schema()
-    return resource
+def postgres(database_url: str) -> Iterator[PostgresResource]:
+    yield from migrated_postgres(database_url)
 
 
 def _add_batch(

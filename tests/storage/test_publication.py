@@ -23,16 +23,14 @@ from seams.storage import publication, schema
 from seams.storage.partition_tables import read_table, write_table
 from seams.storage.search import lexical_index
 from tests.support.concurrency import run_together
+from tests.support.databases import migrated_postgres
 
 CONFIG = "english"
 
 
 @pytest.fixture
 def postgres(database_url: str) -> Iterator[PostgresResource]:
-    resource = PostgresResource(url=database_url)
-    resource.ensure_schema()
-    yield resource
-    close_pool(database_url)
+    yield from migrated_postgres(database_url)
 
 
 def register(postgres: PostgresResource, key: str, docs: dict[str, str], day: int) -> None:

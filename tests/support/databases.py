@@ -1,4 +1,4 @@
-"""Fresh databases on the test server, and reading rows back."""
+"""Fresh databases on the test server, the Seams schema in one, and reading rows back."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import psycopg
 from psycopg import sql
 
 from seams.resources.database import database_url_for
-from seams.resources.postgres import close_pool
+from seams.resources.postgres import PostgresResource, close_pool
 
 
 @contextlib.contextmanager
@@ -32,9 +32,23 @@ def fresh_database(pg_server_url: str) -> Iterator[str]:
             )
 
 
+def migrated_postgres(url: str) -> Iterator[PostgresResource]:
+    """The resource over `url` with the Seams schema in place, for a fixture to `yield from`;
+    its connection pool is closed afterwards."""
+    resource = PostgresResource(url=url)
+    resource.ensure_schema()
+    yield resource
+    close_pool(url)
+
+
 def rows(url: str, query: str, *params: object) -> list[tuple]:
     with psycopg.connect(url) as conn:
         return conn.execute(query, params).fetchall()
+
+
+def extracted_documents(url: str) -> list[tuple[str, str]]:
+    """`(document_id, text)` of every document extracted without error: what was chunked."""
+    return rows(url, "SELECT document_id, text FROM seams.extracted_text WHERE error IS NULL")
 
 
 def advisory_locks(url: str) -> list[tuple]:
