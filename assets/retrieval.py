@@ -52,8 +52,8 @@ from seams.models.chunk_vectors import (
 from seams.resources.embedder import OnnxEmbedderResource
 from seams.resources.postgres import PostgresResource
 from seams.storage.embedding_cache import EmbeddingCache
-from seams.storage.schema import EMBEDDING_DIM
 from seams.storage.search import DEFAULT_TEXT_SEARCH_CONFIG, check_config
+from seams.storage.vector_indexes import drop_unused_model_indexes, ensure_model_index
 
 RETRIEVAL_GROUP = "retrieval"
 INDEX_VERSION = "2"
@@ -122,6 +122,10 @@ def build_index_asset(
             mode, chunks, candidates, embedder, postgres, model_id, late_overlap_tokens
         )
         indexed = chunks[keep]
+        if keep.any():  # the model's HNSW index is there before its first vectors are
+            with postgres.connection() as conn:
+                ensure_model_index(conn, model_id, vectors.shape[1])
+                drop_unused_model_indexes(conn, keep=(model_id,))
         df = frame(
             "chunk_index",
             [
@@ -213,8 +217,9 @@ def _chunk_vectors(
 
 
 def _pooled(chunks: pd.DataFrame, candidates: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-    """Pooled candidate vectors per chunk; chunks of a document without vectors are skipped."""
-    out = np.zeros((len(chunks), EMBEDDING_DIM), np.float32)
+    """Pooled candidate vectors per chunk, of the candidates' own dimension (no column when
+    none has vectors); chunks of a document without vectors are skipped."""
+    out: np.ndarray | None = None
     keep = np.zeros(len(chunks), bool)
     positions = {key: group.index.to_numpy() for key, group in by_document(chunks)}
     for key, group in by_document(candidates):
@@ -223,6 +228,8 @@ def _pooled(chunks: pd.DataFrame, candidates: pd.DataFrame) -> tuple[np.ndarray,
             continue
         found = candidates_from(group)
         doc_chunks = chunks.loc[rows]
+        if out is None:
+            out = np.zeros((len(chunks), vectors.shape[1]), np.float32)
         out[rows] = pooled_vectors(
             list(zip(doc_chunks["start_char"], doc_chunks["end_char"], strict=True)),
             [(c.start_char, c.end_char) for c in found],
@@ -230,7 +237,7 @@ def _pooled(chunks: pd.DataFrame, candidates: pd.DataFrame) -> tuple[np.ndarray,
             vectors,
         )
         keep[rows] = True
-    return out, keep
+    return (np.zeros((len(chunks), 0), np.float32) if out is None else out), keep
 
 
 def _late(
@@ -254,7 +261,7 @@ def _late(
     cache_id = late_cache_model_id(model_id, embedder.window_tokens, overlap_tokens)
     cache = EmbeddingCache(postgres)
     lookup = cache.get(cache_id, keys)
-    out = np.zeros((len(chunks), EMBEDDING_DIM), np.float32)
+    out = np.zeros((len(chunks), embedder.dims), np.float32)
     missing_docs = []
     for number, rows in enumerate(positions):
         cached = lookup.vectors[offsets[number] : offsets[number] + len(rows)]

@@ -41,7 +41,7 @@ from psycopg.pq import TransactionStatus
 
 from seams.environment import DATABASE_URL_ENV
 from seams.errors import StorageError
-from seams.storage import schema
+from seams.storage import schema, vector_indexes
 from seams.storage.connections import (
     connect_direct,
     connection_lost,
@@ -66,6 +66,13 @@ Step = Callable[[psycopg.Connection[Any]], None]
 #: `STEPS[n]` moves an existing database from number n-1 to n, before `ddl()` runs (a fresh
 #: database gets `ddl()` alone: it describes the newest schema and there is no data to move).
 STEPS: dict[int, Step] = {}
+#: Run after `ddl()` by every migration: idempotent changes of an older shape that `CREATE ... IF
+#: NOT EXISTS` cannot express and that depend on what the database holds (a catalog lookup when
+#: there is nothing to change), so they need no number bump. Here: a `chunk_index` of one fixed
+#: vector dimension becomes one HNSW index per model (`vector_indexes.adopt_fixed_dimension`).
+ADOPTIONS: tuple[Callable[[psycopg.Connection[Any]], object], ...] = (
+    vector_indexes.adopt_fixed_dimension,
+)
 
 
 @functools.cache
@@ -258,6 +265,8 @@ def _apply(conn: psycopg.Connection[Any]) -> tuple[int, ...] | None:
                 STEPS[number](conn)
         for statement in schema.ddl(**_existing(conn)):  # `seams.schema_version` too
             conn.execute(statement)
+        for adopt in ADOPTIONS:
+            adopt(conn)
         conn.execute(
             sql.SQL(
                 "INSERT INTO {} (one, version, ddl_sha256, seams_version, migrated_at)"

@@ -13,6 +13,8 @@ downstream assets.
 
 from __future__ import annotations
 
+import hashlib
+import operator
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
@@ -22,7 +24,8 @@ SCHEMA = "seams"
 BATCH_KEY = "batch_key"
 GENERATION = "generation"
 EMBEDDING_DIM = 384
-"""Dimension of the retrieval index's vectors (all-MiniLM-L6-v2)."""
+"""Dimension of the packaged model's vectors (all-MiniLM-L6-v2). The tables store vectors of
+any dimension: each model's own is read from its vectors, never from here."""
 
 # PostgreSQL type -> (COPY type name for `Copy.set_types`, pandas dtype when NOT NULL, when NULL).
 # `vector` without a dimension stores any model's embeddings (a 256-d static model exists too).
@@ -404,7 +407,11 @@ CHUNK_INDEX = Table(
             ("document_id", "text", "the document"),
             ("mode", "text", "how the vector was made: text, pooled or late"),
             ("model_id", "text", "sha256 of the embedding model"),
-            ("embedding", f"vector({EMBEDDING_DIM})", "unit vector searched with HNSW (cosine)"),
+            (
+                "embedding",
+                "vector",
+                "the model's unit vector (any dimension), searched with its HNSW index (cosine)",
+            ),
         ),
         # The default lets `ddl()` add the column to a chunk_index made before it existed.
         Column(
@@ -415,7 +422,8 @@ CHUNK_INDEX = Table(
         ),
     ),
     key=("document_id", "chunk_id", "model_id", "mode"),
-    description="Retrieval embeddings of chunks; HNSW (cosine) index: `chunk_index_hnsw()`. "
+    description="Retrieval embeddings of chunks, one HNSW (cosine) index per model: "
+    "`chunk_index_hnsw(model_id, dimension)`. "
     "Writing rows here also indexes the chunks for BM25 (`seams.storage.search.lexical_index`).",
 )
 
@@ -768,17 +776,60 @@ def published_chunks_view() -> sql.Composable:
     )
 
 
-CHUNK_INDEX_HNSW = "chunk_index_embedding_hnsw"
 CHUNK_PARENTS_VIEW = "chunk_parents"
+CHUNK_INDEX_HNSW_PREFIX = "chunk_index_hnsw_"
+"""Every model's HNSW index over `seams.chunk_index` is named `<prefix><dimension>_<hash>`."""
+LEGACY_CHUNK_INDEX_HNSW = "chunk_index_embedding_hnsw"
+"""The one HNSW index of a `chunk_index` whose vectors had one fixed dimension (`vector(384)`)."""
+MAX_HNSW_DIMENSIONS = 2000
+"""The most dimensions pgvector's HNSW indexes a `vector` with: a model with more is searched
+exactly (a sequential scan of its rows), never approximately."""
 
 
-def chunk_index_hnsw() -> sql.Composable:
-    """The HNSW index (cosine distance, pgvector's defaults m=16, ef_construction=64) that makes
-    `ORDER BY embedding <=> q LIMIT n` over `seams.chunk_index` logarithmic, not a full scan."""
-    return sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} USING hnsw ({} vector_cosine_ops)").format(
-        sql.Identifier(CHUNK_INDEX_HNSW),
-        CHUNK_INDEX.identifier(),
-        sql.Identifier("embedding"),
+def chunk_index_hnsw_name(model_id: str, dimension: int) -> str:
+    """The name of `model_id`'s HNSW index: deterministic, any model id fits PostgreSQL's 63
+    bytes (a hash of it, not the id itself), and the dimension is visible to people."""
+    digest = hashlib.sha256(model_id.encode()).hexdigest()[:16]
+    return f"{CHUNK_INDEX_HNSW_PREFIX}{checked_dimension(dimension)}_{digest}"
+
+
+def checked_dimension(dimension: int) -> int:
+    """`dimension` as a vector dimension pgvector stores (1 to 16000; numpy integers too),
+    else a `ValueError` naming it: it is composed into DDL and casts as a literal."""
+    try:
+        value = operator.index(dimension)
+    except TypeError:
+        value = None
+    if value is None or isinstance(dimension, bool) or not 1 <= value <= 16000:
+        raise ValueError(
+            f"a vector dimension must be an integer from 1 to 16000, got {dimension!r}"
+        )
+    return value
+
+
+def model_vector(column: sql.Composable, dimension: int) -> sql.Composable:
+    """`column::vector(dimension)`: the expression a model's HNSW index is built on, and so the
+    one a query must order by for PostgreSQL to use that index."""
+    return sql.SQL("({})::vector({})").format(column, sql.Literal(checked_dimension(dimension)))
+
+
+def chunk_index_hnsw(model_id: str, dimension: int) -> sql.Composable:
+    """The HNSW index (cosine distance, pgvector's defaults m=16, ef_construction=64) of one
+    model's vectors in `seams.chunk_index`: a partial index (`WHERE model_id = ...`) on the
+    vectors cast to the model's dimension, pgvector's way of indexing a `vector` column that
+    holds several dimensions. A search of that model (`dense.nearest_statement`) filters by
+    the same literal model id and orders by the same cast, so the planner proves the index
+    applies, for a generic plan too. Values are literals composed by psycopg, never formatted.
+    """
+    return sql.SQL(
+        "CREATE INDEX IF NOT EXISTS {name} ON {table} USING hnsw (({vector}) vector_cosine_ops)"
+        " WHERE {model} = {model_id}"
+    ).format(
+        name=sql.Identifier(chunk_index_hnsw_name(model_id, dimension)),
+        table=CHUNK_INDEX.identifier(),
+        vector=model_vector(sql.Identifier("embedding"), dimension),
+        model=sql.Identifier("model_id"),
+        model_id=sql.Literal(model_id),
     )
 
 
@@ -847,7 +898,6 @@ def ddl(*, schema_exists: bool = False, vector_exists: bool = False) -> list[sql
     statements.append(current_versions_view())
     statements.append(current_chunks_view())
     statements.append(published_chunks_view())
-    statements.append(chunk_index_hnsw())
     statements.append(chunk_parents_view())
     # Both build on the tables above (and import this module: imported here).
     from seams.storage.publication import adoption_ddl

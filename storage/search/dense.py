@@ -2,6 +2,12 @@
 model), the nearest visible chunk vectors of a query (pgvector's HNSW index, cosine), the exact
 distances of given chunks, and their re-score by their best sentence (`sentence_rerank`).
 
+One answer reads one model's vectors: every statement filters by the target's model id, so
+vectors of another model (another dimension too: `chunk_index.embedding` is a `vector` of any
+dimension) never meet the query. The nearest-vector probe names the model by a literal and casts
+to its dimension, exactly as that model's HNSW index is declared (`schema.chunk_index_hnsw`), so
+PostgreSQL uses that index, and only that model's rows are walked.
+
 Visible = published and current: a `chunk_index` row counts only when its document's current
 version (`seams.current_documents`, written only when a build is published) is in the row's batch
 and the row's generation is at most that build's. Rows of a build still being written, of a
@@ -21,8 +27,10 @@ from typing import Any
 
 import numpy as np
 import psycopg
+import psycopg.errors
 from psycopg import sql
 
+from seams.errors import InputError
 from seams.storage import schema
 from seams.storage.search.lexical import DEFAULT_TEXT_SEARCH_CONFIG
 from seams.storage.search.sentence_rerank import rerank_order
@@ -48,7 +56,7 @@ SELECT i.mode, i.model_id, i.text_search_config
 FROM {builds} AS b
 CROSS JOIN LATERAL (
     SELECT i.mode, i.model_id, i.text_search_config FROM {index} AS i
-    WHERE i.batch_key = b.batch_key AND i.generation <= b.generation {mode}
+    WHERE i.batch_key = b.batch_key AND i.generation <= b.generation {filters}
     LIMIT 1
 ) AS i
 WHERE b.state = 'published'
@@ -57,16 +65,24 @@ LIMIT 1
 """
 
 
-def index_target(conn: psycopg.Connection[Any], *, mode: str | None = None) -> IndexTarget | None:
+def index_target(
+    conn: psycopg.Connection[Any], *, mode: str | None = None, model_id: str | None = None
+) -> IndexTarget | None:
     """The mode, model and text search configuration of the newest published batch's vectors
-    (batch keys sort by registration time), optionally among the rows of `mode`; None when
-    nothing is published. A build not yet published never decides it."""
+    (batch keys sort by registration time), optionally among the rows of `mode` and of
+    `model_id` (the model a search must read: the one the settings embed queries with); None
+    when nothing of it is published. A build not yet published never decides it."""
     query = sql.SQL(_TARGET).format(
         builds=schema.BATCH_BUILDS.identifier(),
         index=schema.CHUNK_INDEX.identifier(),
-        mode=sql.SQL("AND i.mode = %(mode)s") if mode else sql.SQL(""),
+        filters=sql.SQL(" ").join(
+            [
+                sql.SQL("AND i.mode = %(mode)s") if mode else sql.SQL(""),
+                sql.SQL("AND i.model_id = %(model)s") if model_id else sql.SQL(""),
+            ]
+        ),
     )
-    row = conn.execute(query, {"mode": mode}).fetchone()
+    row = conn.execute(query, {"mode": mode, "model": model_id}).fetchone()
     return IndexTarget(*row) if row else None
 
 
@@ -96,18 +112,29 @@ per-row filter of the ordered HNSW scan (an EXISTS would be pulled up into a joi
 the index order). NULL, so false, for a batch or version that is not current."""
 
 _NEAREST = """
-SELECT i.batch_key, i.document_id, i.chunk_id, i.embedding <=> %(q)s AS distance
+SELECT i.batch_key, i.document_id, i.chunk_id, {vector} <=> {query} AS distance
 FROM {index} AS i
-WHERE i.mode = %(mode)s AND i.model_id = %(model)s AND {visible}
-ORDER BY i.embedding <=> %(q)s
+WHERE i.model_id = {model} AND i.mode = %(mode)s AND {visible}
+ORDER BY {vector} <=> {query}
 LIMIT %(fetch)s
 """
 
 
-def nearest_statement() -> sql.Composed:
-    """The dense pool's statement (params q, mode, model, fetch), for EXPLAIN as well."""
+def nearest_statement(model_id: str, dimension: int) -> sql.Composed:
+    """The dense pool's statement over `model_id`'s vectors of `dimension` (params q, mode,
+    fetch), for EXPLAIN as well.
+
+    The model id is a literal, not a parameter: the planner must prove the model's partial
+    index applies, which a generic plan of a prepared statement could not do with `$1`. One
+    statement text per model, so each is prepared once."""
     visible = sql.SQL(VISIBLE).format(current=schema.CURRENT_DOCUMENTS.identifier())
-    return sql.SQL(_NEAREST).format(index=schema.CHUNK_INDEX.identifier(), visible=visible)
+    return sql.SQL(_NEAREST).format(
+        vector=schema.model_vector(sql.SQL("i.embedding"), dimension),
+        query=schema.model_vector(sql.Placeholder("q"), dimension),
+        index=schema.CHUNK_INDEX.identifier(),
+        model=sql.Literal(model_id),
+        visible=visible,
+    )
 
 
 def configure_scan(conn: psycopg.Connection[Any], fetch: int) -> None:
@@ -125,10 +152,23 @@ def nearest_vectors(
     conn: psycopg.Connection[Any], vector: np.ndarray, target: IndexTarget, fetch: int
 ) -> list[tuple[str, str, str, float]]:
     """The `fetch` nearest visible index entries of the target's model and mode by cosine
-    distance, via HNSW (nearest first, up to the iterative scan's relaxed order)."""
+    distance, via the model's HNSW index (nearest first, up to the iterative scan's relaxed
+    order). The query vector's length is the dimension read: a vector of another dimension than
+    the model's is an `InputError` naming both."""
+    dimension = int(np.shape(vector)[-1])
     configure_scan(conn, fetch)
-    params = {"q": vector, "mode": target.mode, "model": target.model_id, "fetch": fetch}
-    return conn.execute(nearest_statement(), params, prepare=True).fetchall()
+    params = {"q": vector, "mode": target.mode, "fetch": fetch}
+    statement = nearest_statement(target.model_id, dimension)
+    try:
+        return conn.execute(statement, params, prepare=True).fetchall()
+    except psycopg.errors.DataException as exc:
+        if "dimensions" not in str(exc):
+            raise
+        raise InputError(
+            f"the query vector has {dimension} dimensions, but model {target.model_id[:12]}'s "
+            f"vectors do not ({str(exc).strip()}): embed the query with the model that built "
+            "the index"
+        ) from exc
 
 
 _DISTANCES = """

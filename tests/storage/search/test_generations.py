@@ -328,20 +328,25 @@ def test_rows_of_an_open_build_and_an_unpublished_batch_never_reach_readers(
 
 
 def test_the_hnsw_scan_filters_visibility_itself(published: Published) -> None:
-    """The dense pool stays one ordered HNSW scan with the visibility subquery as its filter
-    (an EXISTS would be pulled up into a join and lose the index order)."""
+    """The dense pool stays one ordered scan of its model's HNSW index (which the pipeline's
+    `chunk_index` step made) with the visibility subquery as its filter (an EXISTS would be
+    pulled up into a join and lose the index order)."""
     vector = _query_vector(published, QUERIES[0])
     with psycopg.connect(published.url) as conn:
-        conn.execute("SET enable_seqscan = off")  # the tiny test table would be scanned whole
+        # The tiny test table would be scanned whole, or read by its key index and sorted:
+        # only an ordered scan is left to choose, and it must be the model's HNSW index.
+        conn.execute("SET enable_seqscan = off")
+        conn.execute("SET enable_sort = off")
         configure_scan(conn, 40)
         (mode, model) = conn.execute(
             "SELECT mode, model_id FROM seams.chunk_index LIMIT 1"
         ).fetchone()
-        statement = sql.SQL("EXPLAIN (COSTS OFF) {}").format(nearest_statement())
-        params = {"q": vector, "mode": mode, "model": model, "fetch": 40}
+        dimension = vector.count(",") + 1
+        statement = sql.SQL("EXPLAIN (COSTS OFF) {}").format(nearest_statement(model, dimension))
+        params = {"q": vector, "mode": mode, "fetch": 40}
         plan = "\n".join(r[0] for r in conn.execute(statement, params))
     scan = [line for line in plan.splitlines() if "Index Scan" in line]
-    assert scan and schema.CHUNK_INDEX_HNSW in scan[0], plan
+    assert scan and schema.chunk_index_hnsw_name(model, dimension) in scan[0], plan
     assert "SubPlan" in plan and "current_documents" in plan, plan
     assert "Join" not in plan and "Sort" not in plan, plan
 

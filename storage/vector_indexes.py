@@ -1,0 +1,235 @@
+"""One HNSW index per embedding model over `seams.chunk_index`, made and dropped with its vectors.
+
+`seams.chunk_index.embedding` is a `vector` of any dimension, so several models' vectors can lie
+side by side (a model switch builds the new index beside the one readers search). pgvector
+indexes such a column per dimension: a partial index on the vectors cast to the model's dimension,
+`WHERE model_id = '<id>'` (`schema.chunk_index_hnsw`). This module keeps one such index per model
+that has vectors:
+
+- `ensure_model_index` before a model's vectors are written (the `chunk_index` asset calls it):
+  a catalog lookup when the index is there, else one `CREATE INDEX` in its own short transaction
+  (a SHARE lock: searches go on, writers of the table wait for the build; built before the
+  model's rows arrive, it costs one scan of the table, and each row is then indexed as written);
+- `drop_model_indexes` when a model's last vectors are gone (`drop_unused_model_indexes` for every
+  model but the ones in use), with `DROP INDEX CONCURRENTLY` on an autocommit connection, so no
+  search ever waits for it;
+- `adopt_fixed_dimension`, the migration of a `chunk_index` made when vectors had one fixed
+  dimension (`vector(384)` and one HNSW index over all rows): the column becomes `vector` (no
+  table rewrite: only the type modifier goes), the old index goes and each model present gets
+  its own, built over its rows in the migration's transaction.
+
+An index that is missing costs speed, never an answer: search filters by model id and orders by
+the exact cosine, so without the index it is a sequential scan with the same hits.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+import psycopg.errors
+from psycopg import sql
+from psycopg.pq import TransactionStatus
+
+from seams.storage import schema
+
+log = logging.getLogger(__name__)
+
+#: The advisory lock every creator and dropper of a model's index takes (one at a time).
+INDEX_LOCK = "seams:chunk_index_hnsw"
+#: How long a drop waits for the table's lock before it leaves the index for a later drop.
+DROP_LOCK_TIMEOUT = "10s"
+
+
+@dataclass(frozen=True)
+class ModelIndex:
+    """A model's HNSW index over `seams.chunk_index`, as the catalog holds it."""
+
+    name: str
+    model_id: str
+    """The model whose rows it indexes (the index's comment: the name holds only a hash)."""
+    dimension: int
+    """The dimension its vectors are cast to (the index column's type modifier)."""
+    valid: bool = True
+    """False for an index a failed concurrent build or drop left behind: never used."""
+
+
+_MODEL_INDEXES = """
+SELECT c.relname, coalesce(obj_description(c.oid, 'pg_class'), ''), a.atttypmod, i.indisvalid
+FROM pg_index AS i
+JOIN pg_class AS c ON c.oid = i.indexrelid
+JOIN pg_namespace AS n ON n.oid = c.relnamespace
+JOIN pg_attribute AS a ON a.attrelid = c.oid AND a.attnum = 1
+WHERE n.nspname = %(schema)s AND i.indrelid = to_regclass(%(table)s)
+  AND starts_with(c.relname, %(prefix)s)
+ORDER BY c.relname
+"""
+
+
+def model_indexes(conn: psycopg.Connection[Any]) -> list[ModelIndex]:
+    """Every model's HNSW index over `seams.chunk_index` (catalog reads, no table lock)."""
+    params = {
+        "schema": schema.SCHEMA,
+        "table": schema.CHUNK_INDEX.qualified_name,
+        "prefix": schema.CHUNK_INDEX_HNSW_PREFIX,
+    }
+    return [
+        ModelIndex(name, model_id, int(dimension), bool(valid))
+        for name, model_id, dimension, valid in conn.execute(_MODEL_INDEXES, params).fetchall()
+    ]
+
+
+def ensure_model_index(conn: psycopg.Connection[Any], model_id: str, dimension: int) -> bool:
+    """Make `model_id`'s HNSW index for vectors of `dimension` unless it exists; True when this
+    call built it. Call it before the model's vectors are written: idempotent, a catalog lookup
+    once the index is there, safe against concurrent callers (one builds, the others find it).
+
+    A model of more than `schema.MAX_HNSW_DIMENSIONS` gets no index (pgvector's HNSW limit): its
+    searches scan its rows exactly. Runs its own transaction (a savepoint inside a caller's).
+    """
+    name = schema.chunk_index_hnsw_name(model_id, dimension)
+    if dimension > schema.MAX_HNSW_DIMENSIONS:
+        log.info(
+            "model %s: %d dimensions, more than HNSW indexes (%d): searched exactly",
+            model_id[:12],
+            dimension,
+            schema.MAX_HNSW_DIMENSIONS,
+        )
+        return False
+    if _valid_index(conn, name):
+        return False
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (INDEX_LOCK,))
+        existing = _index(conn, name)
+        if existing is not None and existing.valid:
+            return False
+        if existing is not None:  # an invalid leftover of an interrupted concurrent drop
+            conn.execute(sql.SQL("DROP INDEX {}").format(sql.Identifier(schema.SCHEMA, name)))
+        _create(conn, model_id, dimension)
+    log.info("created HNSW index %s for model %s (%d dimensions)", name, model_id[:12], dimension)
+    return True
+
+
+def _create(conn: psycopg.Connection[Any], model_id: str, dimension: int) -> None:
+    """The index and its comment (the model id, which the name only hashes)."""
+    conn.execute(schema.chunk_index_hnsw(model_id, dimension))
+    conn.execute(
+        sql.SQL("COMMENT ON INDEX {} IS {}").format(
+            sql.Identifier(schema.SCHEMA, schema.chunk_index_hnsw_name(model_id, dimension)),
+            sql.Literal(model_id),
+        )
+    )
+
+
+def _index(conn: psycopg.Connection[Any], name: str) -> ModelIndex | None:
+    return next((i for i in model_indexes(conn) if i.name == name), None)
+
+
+def _valid_index(conn: psycopg.Connection[Any], name: str) -> bool:
+    row = conn.execute(
+        "SELECT i.indisvalid FROM pg_index AS i WHERE i.indexrelid = to_regclass(%s)",
+        (f"{schema.SCHEMA}.{name}",),
+    ).fetchone()
+    return bool(row and row[0])
+
+
+def has_vectors(conn: psycopg.Connection[Any], model_id: str) -> bool:
+    """Whether `seams.chunk_index` holds any vector of `model_id` (any batch, any build)."""
+    query = sql.SQL("SELECT EXISTS (SELECT 1 FROM {} WHERE {} = %s)").format(
+        schema.CHUNK_INDEX.identifier(), sql.Identifier("model_id")
+    )
+    return bool(conn.execute(query, (model_id,)).fetchone()[0])
+
+
+def drop_model_indexes(conn: psycopg.Connection[Any], model_id: str) -> list[str]:
+    """Drop `model_id`'s HNSW index(es) if none of its vectors is left; the names dropped.
+
+    On an autocommit connection outside a transaction (the Postgres resource's) the drop is
+    `DROP INDEX CONCURRENTLY`: searches and writers never wait for it. Elsewhere it is a plain
+    `DROP INDEX` in the caller's transaction, which waits for running searches. A lock wait past
+    `DROP_LOCK_TIMEOUT` leaves the index for the next call (logged), never an error: the index
+    only costs its space until then.
+    """
+    indexes = [i for i in model_indexes(conn) if i.model_id == model_id]
+    if not indexes or has_vectors(conn, model_id):
+        return []
+    return [i.name for i in indexes if _drop(conn, i)]
+
+
+def drop_unused_model_indexes(
+    conn: psycopg.Connection[Any], keep: tuple[str, ...] | list[str] = ()
+) -> list[str]:
+    """Drop the HNSW index of every model (but those in `keep`) whose vectors are all gone; the
+    names dropped. A model that still has vectors costs one short EXISTS probe."""
+    dropped: list[str] = []
+    for model_id in dict.fromkeys(i.model_id for i in model_indexes(conn)):
+        if model_id not in keep:
+            dropped.extend(drop_model_indexes(conn, model_id))
+    return dropped
+
+
+def _drop(conn: psycopg.Connection[Any], index: ModelIndex) -> bool:
+    name = sql.Identifier(schema.SCHEMA, index.name)
+    concurrently = conn.autocommit and conn.info.transaction_status == TransactionStatus.IDLE
+    try:
+        if concurrently:
+            conn.execute(sql.SQL("SET lock_timeout = {}").format(sql.Literal(DROP_LOCK_TIMEOUT)))
+            try:
+                conn.execute(sql.SQL("DROP INDEX CONCURRENTLY IF EXISTS {}").format(name))
+            finally:
+                conn.execute("RESET lock_timeout")
+        else:
+            with conn.transaction():
+                conn.execute(
+                    sql.SQL("SET LOCAL lock_timeout = {}").format(sql.Literal(DROP_LOCK_TIMEOUT))
+                )
+                conn.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(name))
+    except psycopg.errors.LockNotAvailable:
+        log.warning(
+            "HNSW index %s of model %s: kept for now (table busy)", index.name, index.model_id[:12]
+        )
+        return False
+    log.info("dropped HNSW index %s: model %s has no vectors left", index.name, index.model_id[:12])
+    return True
+
+
+def adopt_fixed_dimension(conn: psycopg.Connection[Any]) -> list[str]:
+    """Bring a `chunk_index` whose vectors have one fixed dimension (`vector(n)`, one HNSW index
+    over all rows) to one index per model over a `vector` column; the indexes built. Nothing to
+    do (a fresh or already adopted table): one catalog lookup.
+
+    For the migration's transaction (under its DDL lock): every row stays, with its exact
+    values; each model present gets the index `ensure_model_index` would make, built over its
+    rows, so searches are as fast as before once the migration commits.
+    """
+    row = conn.execute(
+        "SELECT a.atttypmod FROM pg_attribute AS a"
+        " WHERE a.attrelid = to_regclass(%s) AND a.attname = 'embedding' AND NOT a.attisdropped",
+        (schema.CHUNK_INDEX.qualified_name,),
+    ).fetchone()
+    if row is None or row[0] <= 0:
+        return []
+    dimension = int(row[0])
+    conn.execute(
+        sql.SQL("DROP INDEX IF EXISTS {}").format(
+            sql.Identifier(schema.SCHEMA, schema.LEGACY_CHUNK_INDEX_HNSW)
+        )
+    )
+    conn.execute(
+        sql.SQL("ALTER TABLE {} ALTER COLUMN {} TYPE vector").format(
+            schema.CHUNK_INDEX.identifier(), sql.Identifier("embedding")
+        )
+    )
+    models = conn.execute(
+        sql.SQL("SELECT DISTINCT {} FROM {} ORDER BY 1").format(
+            sql.Identifier("model_id"), schema.CHUNK_INDEX.identifier()
+        )
+    ).fetchall()
+    built = []
+    for (model_id,) in models:
+        if dimension <= schema.MAX_HNSW_DIMENSIONS:
+            _create(conn, model_id, dimension)
+            built.append(schema.chunk_index_hnsw_name(model_id, dimension))
+    return built
