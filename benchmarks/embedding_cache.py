@@ -10,7 +10,6 @@ Writes benchmarks/results/embedding_cache.json.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
 import time
@@ -27,14 +26,9 @@ def main() -> int:
     parser.add_argument("--words", type=int, default=10_000)
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
-    from seams.resources.embedded_server import server_tempdir
+    from benchmarks.scratch import scratch_data_dir
 
-    work = server_tempdir("seams-cache-bench-")
-    os.environ["SEAMS_DATA_DIR"] = str(work / "data")
-    existing = Path(".seams/models").resolve()
-    if existing.is_dir():
-        (work / "data").mkdir(parents=True)
-        (work / "data" / "models").symlink_to(existing)
+    work = scratch_data_dir("seams-cache-bench-")
 
     import psycopg
     from psycopg import sql

@@ -33,23 +33,13 @@ def main() -> int:
     parser.add_argument("--words", type=int, default=3000, help="words per document")
     args = parser.parse_args()
 
-    from seams.resources.embedded_server import server_tempdir
-
-    work = server_tempdir("seams-bench-")
-    os.environ["SEAMS_DATA_DIR"] = str(work / "data")
-    os.environ.pop("SEAMS_DATABASE_URL", None)
-    existing = Path(".seams/models").resolve()
-    if existing.is_dir():  # reuse an export (it is verified by sha256 on load)
-        (work / "data").mkdir(parents=True)
-        (work / "data" / "models").symlink_to(existing)
-
+    from benchmarks.scratch import scratch_data_dir, write_inbox
     from benchmarks.synthetic import document
 
+    work = scratch_data_dir("seams-bench-")
     inbox = work / "inbox"
-    inbox.mkdir()
     texts = [document(seed, args.words) for seed in range(args.documents)]
-    for number, text in enumerate(texts):
-        (inbox / f"doc{number:03d}.md").write_text(text, encoding="utf-8")
+    write_inbox(inbox, texts)
     words = sum(len(t.split()) for t in texts)
 
     from seams.chunking import chunk_text

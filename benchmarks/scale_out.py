@@ -131,14 +131,9 @@ def main() -> int:
     parser.add_argument("--variants", default="in_process,celery_1,celery_2")
     args = parser.parse_args()
 
-    from seams.resources.embedded_server import server_tempdir
+    from benchmarks.scratch import scratch_data_dir, write_inbox
 
-    work = server_tempdir("seams-scale-")
-    os.environ["SEAMS_DATA_DIR"] = str(work / "data")
-    existing = Path(".seams/models").resolve()
-    if existing.is_dir():  # reuse an export (it is verified by sha256 on load)
-        (work / "data").mkdir(parents=True)
-        (work / "data" / "models").symlink_to(existing)
+    work = scratch_data_dir("seams-scale-")
 
     from benchmarks.synthetic import document
     from seams.models.model_export import export_model
@@ -146,12 +141,7 @@ def main() -> int:
 
     export_model()
     inbox = work / "inbox"
-    inbox.mkdir()
-    paths = []
-    for number in range(args.documents):
-        path = inbox / f"doc{number:03d}.md"
-        path.write_text(document(number, args.words), encoding="utf-8")
-        paths.append(path)
+    paths = write_inbox(inbox, [document(number, args.words) for number in range(args.documents)])
     files = [paths[i :: args.batches] for i in range(args.batches)]
 
     server = EmbeddedPostgres(work / "pg")
