@@ -13,9 +13,22 @@ embedding included) and of its database part (`search_ms`), idle vs during, and 
 (goal: within 1.5x); answers shorter than the same query's idle answer (goal: none); how many
 publications the answers saw during the backfill; the share of chunk ids each backfill changed.
 
+`--variants` runs the backfill several ways in every run (rotating their order), each against
+an idle phase measured just before it, to compare ways a backfill can leave the CPU to readers:
+`base` (as shipped), `nice` (the backfill process lowers its priority, `os.nice(NICE)`),
+`nice_server` (also its PostgreSQL backends, reniced to the client's nice value as each pooled
+connection is configured: possible because the embedded server runs on this machine as this
+user), `threads1` (the backfill's embedder on one onnxruntime thread, seams.yaml
+`embedder.threads: 1`). Per backfill it also records where the CPU went: the backfill command's
+CPU (every thread), the PostgreSQL server's CPU (all backends, the reader's included) and the
+reader's own, and the reader's involuntary context switches per search (preemptions).
+
     .venv/bin/python benchmarks/experiments/search_during_backfill.py
     .venv/bin/python benchmarks/experiments/search_during_backfill.py \
         --json benchmarks/experiments/results/search_during_backfill.json
+    PYTHONPATH=. .venv/bin/python benchmarks/experiments/search_during_backfill.py \
+        --variants base,nice,nice_server,threads1 \
+        --json benchmarks/experiments/results/search_during_backfill_variants.json
 """
 
 from __future__ import annotations
@@ -23,6 +36,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -30,6 +44,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks.experiments.process_cpu import postmaster_of, server_cpu_s, wait_measured
 from benchmarks.header import with_header
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -41,6 +56,37 @@ RESULTS = ROOT / "benchmarks" / "experiments" / "results" / "search_during_backf
 RECUTS = ("{overlap_tokens: 24, chunk_size_max: 200}", "{overlap_tokens: 48, chunk_size_max: 230}")
 """The backfills' chunking overrides, alternating: each one changes every chunk's text (the
 overlap each chunk repeats) and moves the size-capped boundaries."""
+NICE = 10
+"""The niceness of the `nice` variants (a batch job's usual value)."""
+_LAUNCH = """
+import os, sys
+import seams.storage
+print("imports", seams.storage.__path__[0], flush=True)
+os.nice({nice})
+if {server}:
+    import seams.resources.postgres as postgres
+    configure = postgres._configure_connection
+    def _configure(conn):
+        configure(conn)
+        try:  # the backend runs at its client's priority (same machine, same user)
+            own = os.getpriority(os.PRIO_PROCESS, 0)
+            os.setpriority(os.PRIO_PROCESS, conn.info.backend_pid, own)
+        except OSError:
+            pass
+    postgres._configure_connection = _configure
+sys.argv = ["seams", "backfill", "--json"]
+from seams.orchestration.cli import main
+raise SystemExit(main())
+"""
+VARIANTS = ("base", "nice", "nice_server", "threads1")
+
+
+def _command(variant: str) -> list[str]:
+    """The backfill command of a variant: `seams backfill --json`, started the same way for
+    every variant (a launcher that prints where `seams` was imported from)."""
+    niced = variant in ("nice", "nice_server")
+    code = _LAUNCH.format(nice=NICE if niced else 0, server=variant == "nice_server")
+    return [sys.executable, "-c", code]
 
 
 def _percentile(values: list[float], q: float) -> float:
@@ -53,15 +99,20 @@ def _percentile(values: list[float], q: float) -> float:
     return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
 
 
-def _summary(samples: list[tuple[float, float]]) -> dict[str, float]:
+def _summary(samples: list[tuple[float, ...]]) -> dict[str, float]:
+    """Percentiles of the whole call, its database part (`search_ms`: the pool's SQL and the
+    hits' reads) and its query embedding (`embed_ms`, in the reader's process)."""
     total = [s[0] for s in samples]
     database = [s[1] for s in samples]
+    embed = [s[2] for s in samples]
     return {
         "n": len(samples),
         "p50_ms": round(_percentile(total, 50), 2),
         "p95_ms": round(_percentile(total, 95), 2),
         "db_p50_ms": round(_percentile(database, 50), 2),
         "db_p95_ms": round(_percentile(database, 95), 2),
+        "embed_p50_ms": round(_percentile(embed, 50), 2),
+        "embed_p95_ms": round(_percentile(embed, 95), 2),
     }
 
 
@@ -78,6 +129,44 @@ def _queries(texts: list[str], count: int) -> list[str]:
     return found
 
 
+def _report(
+    args: argparse.Namespace, variants: list[str], runs: list[dict[str, Any]], chunks: int
+) -> dict[str, Any]:
+    """The result so far: every backfill, and medians per variant."""
+    ratios = ("ratio_p50", "ratio_p95", "ratio_db_p50", "ratio_db_p95", "ratio_embed_p50")
+    costs = ("backfill_s", "backfill_cpu_s", "server_cpu_s", "reader_cpu_s")
+    per_variant: dict[str, dict[str, float]] = {}
+    for variant in variants:
+        mine = [r for r in runs if r["variant"] == variant]
+        if not mine:
+            continue
+        medians = {name: round(statistics.median(r[name] for r in mine), 3) for name in ratios}
+        for phase in ("idle", "during"):
+            for part in ("p50_ms", "p95_ms", "db_p50_ms", "db_p95_ms", "embed_p50_ms"):
+                medians[f"{phase}_{part}"] = round(
+                    statistics.median(r[phase][part] for r in mine), 2
+                )
+        for name in (*costs, "preemptions_per_search_idle", "preemptions_per_search_during"):
+            medians[name] = round(statistics.median(r[name] for r in mine), 2)
+        medians["backfills"] = len(mine)
+        per_variant[variant] = medians
+    return {
+        "documents": args.documents,
+        "words_per_document": args.words,
+        "chunks": chunks,
+        "k": args.k,
+        "cores": os.cpu_count(),
+        "affinity": sorted(os.sched_getaffinity(0)),
+        "reader_threads": len(os.listdir("/proc/self/task")),
+        "nice": NICE,
+        "runs": runs,
+        "median": per_variant.get(variants[0], {}) if len(variants) == 1 else per_variant,
+        "goal": "during/idle p50 and p95 <= 1.5",
+        "short_answers": sum(r["short_answers"] for r in runs),
+        "loadavg_end": [round(x, 2) for x in os.getloadavg()],
+    }
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--documents", type=int, default=40)
@@ -85,15 +174,25 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--idle", type=int, default=60, help="idle searches per run")
     parser.add_argument("--k", type=int, default=5)
+    parser.add_argument(
+        "--variants", default="base", help=f"comma-separated, of {', '.join(VARIANTS)}"
+    )
+    parser.add_argument(
+        "--models", type=Path, default=None, help="an exported models folder to reuse"
+    )
     parser.add_argument("--json", type=Path, default=None, help=f"write results (e.g. {RESULTS})")
     args = parser.parse_args()
+    variants = [v.strip() for v in args.variants.split(",") if v.strip()]
+    unknown = sorted(set(variants) - set(VARIANTS))
+    if unknown or not variants:
+        parser.error(f"--variants: unknown {unknown}; choose from {', '.join(VARIANTS)}")
 
     from seams.resources.embedded_server import server_tempdir
 
     work = server_tempdir("seams-bench-")
     os.environ["SEAMS_DATA_DIR"] = str(work / "data")
     os.environ.pop("SEAMS_DATABASE_URL", None)
-    existing = Path(".seams/models").resolve()
+    existing = (args.models or Path(".seams/models")).resolve()
     if existing.is_dir():  # reuse an export (it is verified by sha256 on load)
         (work / "data").mkdir(parents=True)
         (work / "data" / "models").symlink_to(existing)
@@ -115,6 +214,7 @@ def main() -> int:
     from seams.resources.database import EmbeddedPostgres
     from seams.resources.postgres import PostgresResource
     from seams.settings import load_settings
+    from seams.storage import schema as storage_module
     from seams.storage.search import search_response
 
     environment = SeamsEnvironment.from_os()
@@ -129,90 +229,113 @@ def main() -> int:
     postgres = PostgresResource.for_environment(environment)
     queries = _queries(texts, 30)
 
-    def ask(query: str) -> tuple[float, float, int, int | None]:
+    def ask(query: str) -> tuple[float, float, float, int, int | None]:
         started = time.perf_counter()
         response = search_response(postgres, embedder, query, args.k)  # type: ignore[arg-type]
         wall = (time.perf_counter() - started) * 1000
-        return wall, response.search_ms, len(response.hits), response.published_seq
+        hits = len(response.hits)
+        return wall, response.search_ms, response.embed_ms, hits, response.published_seq
 
     def chunk_ids() -> set[str]:
         with postgres.connection() as conn:
             return {r[0] for r in conn.execute("SELECT chunk_id FROM seams.current_chunks")}
 
-    for query in queries[:5]:  # warm-up: sessions, prepared statements, caches
-        ask(query)
-    baseline = {q: ask(q)[2] for q in queries}
-    runs: list[dict[str, Any]] = []
-    for run in range(args.runs):
-        idle = [ask(queries[i % len(queries)])[:2] for i in range(args.idle)]
-        settings = work / f"seams-{run}.yaml"
-        overrides = RECUTS[run % len(RECUTS)]
-        settings.write_text(f"chunking:\n  overrides: {overrides}\n", encoding="utf-8")
+    def _measure(variant: str, run: int, number: int) -> dict[str, Any]:
+        """One idle phase, then one backfill of `variant` with searches until it exits."""
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        idle = [ask(queries[i % len(queries)])[:3] for i in range(args.idle)]
+        after_idle = resource.getrusage(resource.RUSAGE_SELF)
+        settings = work / f"seams-{number}.yaml"
+        overrides = RECUTS[number % len(RECUTS)]
+        embedder_section = "embedder:\n  threads: 1\n" if variant == "threads1" else ""
+        settings.write_text(
+            f"chunking:\n  overrides: {overrides}\n{embedder_section}", encoding="utf-8"
+        )
         before = chunk_ids()
-        log = work / f"backfill-{run}.log"
+        log = work / f"backfill-{number}.log"
+        load = os.getloadavg()
+        server_before = server_cpu_s(server)
+        during: list[tuple[float, ...]] = []
+        state = {"short": 0, "n": 0}
+        seen: set[int | None] = set()
+
+        def search_once() -> None:
+            query = queries[state["n"] % len(queries)]
+            wall, search_ms, embed_ms, hits, seq = ask(query)
+            during.append((wall, search_ms, embed_ms))
+            state["short"] += hits < baseline[query]
+            seen.add(seq)
+            state["n"] += 1
+
         with log.open("w", encoding="utf-8") as output:  # a file: a pipe could fill and block
             child = subprocess.Popen(
-                [sys.executable, "-m", "seams", "backfill", "--json"],
+                _command(variant),
                 env={**seams_instance.environment(), "SEAMS_CONFIG": str(settings)},
                 stdout=output,
                 stderr=subprocess.STDOUT,
+                cwd=work,  # not a checkout: `seams` comes from sys.path as this process has it
             )
-        during: list[tuple[float, float]] = []
-        short = 0
-        seen: set[int | None] = set()
-        n = 0
-        started = time.perf_counter()
-        while child.poll() is None:
-            query = queries[n % len(queries)]
-            wall, search_ms, hits, seq = ask(query)
-            during.append((wall, search_ms))
-            short += hits < baseline[query]
-            seen.add(seq)
-            n += 1
-        backfill_s = time.perf_counter() - started
-        if child.wait() != 0:
+        done = wait_measured(child, search_once)
+        server_cpu = server_cpu_s(server) - server_before
+        end = resource.getrusage(resource.RUSAGE_SELF)
+        if done.returncode != 0:
             print(log.read_text(encoding="utf-8")[-4000:], file=sys.stderr)
-            raise SystemExit(f"seams backfill failed (exit {child.returncode})")
+            raise SystemExit(f"seams backfill failed (exit {done.returncode})")
+        imported = log.read_text(encoding="utf-8").split("\n", 1)[0].removeprefix("imports ")
+        if imported != str(Path(storage_module.__file__).parent):
+            raise SystemExit(f"the backfill imported {imported}, this process {storage_module}")
         after = chunk_ids()
-        result = {
+        reader_cpu = (end.ru_utime + end.ru_stime) - (after_idle.ru_utime + after_idle.ru_stime)
+        result: dict[str, Any] = {
+            "variant": variant,
+            "run": run,
             "overrides": overrides,
-            "backfill_s": round(backfill_s, 2),
+            "backfill_s": round(done.wall_s, 2),
+            "backfill_cpu_s": round(done.user_s + done.system_s, 2),
+            "server_cpu_s": round(server_cpu, 2),
+            "reader_cpu_s": round(reader_cpu, 2),
+            "backfill_threads_max": done.threads_max,
+            "backfill_nice": done.nice,
+            "loadavg_1m_before": round(load[0], 2),
             "idle": _summary(idle),
             "during": _summary(during),
-            "short_answers": short,
+            "preemptions_per_search_idle": round(
+                (after_idle.ru_nivcsw - usage.ru_nivcsw) / max(1, len(idle)), 2
+            ),
+            "preemptions_per_search_during": round(
+                (end.ru_nivcsw - after_idle.ru_nivcsw) / max(1, len(during)), 2
+            ),
+            "short_answers": state["short"],
             "publications_seen": len(seen),
             "chunk_ids_changed": round(1 - len(before & after) / max(1, len(before | after)), 3),
         }
-        for part in ("p50_ms", "p95_ms", "db_p50_ms", "db_p95_ms"):
+        for part in ("p50_ms", "p95_ms", "db_p50_ms", "db_p95_ms", "embed_p50_ms", "embed_p95_ms"):
             result[f"ratio_{part.removesuffix('_ms')}"] = round(
                 result["during"][part] / result["idle"][part], 3
             )
-        runs.append(result)
-        print(json.dumps(result))
+        return result
 
-    medians = {
-        name: round(statistics.median(r[name] for r in runs), 3)
-        for name in ("ratio_p50", "ratio_p95", "ratio_db_p50", "ratio_db_p95")
-    }
-    for phase in ("idle", "during"):
-        for part in ("p50_ms", "p95_ms", "db_p50_ms", "db_p95_ms"):
-            medians[f"{phase}_{part}"] = round(statistics.median(r[phase][part] for r in runs), 2)
-    report = {
-        "documents": args.documents,
-        "words_per_document": args.words,
-        "chunks": len(chunk_ids()),
-        "k": args.k,
-        "cores": os.cpu_count(),
-        "runs": runs,
-        "median": medians,
-        "goal": "during/idle p50 and p95 <= 1.5",
-        "short_answers": sum(r["short_answers"] for r in runs),
-    }
+    for query in queries[:5]:  # warm-up: sessions, prepared statements, caches
+        ask(query)
+    with postgres.connection() as conn:
+        server = postmaster_of(conn.info.backend_pid)
+    baseline = {q: ask(q)[3] for q in queries}
+    runs: list[dict[str, Any]] = []
+    backfills = 0
+    try:
+        for run in range(args.runs):
+            for variant in variants[run % len(variants) :] + variants[: run % len(variants)]:
+                runs.append(_measure(variant, run, backfills))
+                backfills += 1
+                print(json.dumps(runs[-1]), flush=True)
+                report = _report(args, variants, runs, len(chunk_ids()))
+                if args.json:  # after every backfill: a long study keeps what it measured
+                    args.json.parent.mkdir(parents=True, exist_ok=True)
+                    text = json.dumps(with_header(report), indent=2) + "\n"
+                    args.json.write_text(text, encoding="utf-8")
+    finally:
+        EmbeddedPostgres.for_environment(environment).stop()
     print(json.dumps(report["median"], indent=2))
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(with_header(report), indent=2) + "\n", encoding="utf-8")
-    EmbeddedPostgres.for_environment(environment).stop()
     return 0
 
 
