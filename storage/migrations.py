@@ -15,6 +15,10 @@ change:
 - the sha256 of `ddl()`'s text (`ddl_sha256`): editing `ddl()` (a new table, view or column)
   changes it, and the next writer applies the DDL once.
 
+After `ddl()`, each migration runs `ADOPTIONS`: idempotent conversions of an older shape that
+depend on what the database holds, such as a `chunk_index` of one fixed vector dimension becoming
+one HNSW index per model (`seams.storage.vector_indexes`).
+
 A database whose number is higher than the code's was upgraded by a newer Seams: writers refuse
 (one line: upgrade Seams), readers go on reading. Same number, other DDL text, recorded by a newer
 Seams release: left alone, so an older writer never puts back older view definitions.

@@ -198,6 +198,13 @@ def test_ensure_makes_one_index_per_model_once_and_drop_waits_for_the_last_vecto
         # A model with no vector yet keeps its index when it is the one being written.
         vector_indexes.ensure_model_index(conn, "next", 96)
         assert vector_indexes.drop_unused_model_indexes(conn, keep=("next",)) == []
+    # Inside a caller's transaction the drop is a plain DROP INDEX, committed with it.
+    with psycopg.connect(postgres.url) as conn:
+        assert vector_indexes.drop_model_indexes(conn, "next") == [
+            schema.chunk_index_hnsw_name("next", 96)
+        ]
+    with postgres.connection() as conn:
+        assert [i.model_id for i in vector_indexes.model_indexes(conn)] == [PACKAGED]
 
 
 def test_a_model_wider_than_hnsw_indexes_is_stored_and_searched_exactly(
