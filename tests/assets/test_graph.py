@@ -8,7 +8,6 @@ import itertools
 from pathlib import Path
 
 import dagster as dg
-import psycopg
 import pytest
 
 from seams import OnnxEmbedder, chunk_text
@@ -17,6 +16,7 @@ from seams.models.model_store import ModelManifest
 from seams.orchestration import runner
 from seams.orchestration.definitions import build_definitions
 from seams.settings import SeamsSettings
+from tests.support.databases import extracted_documents, rows
 from tests.support.samples import copy_samples
 
 CHAIN = ["extracted_text", "sentence_candidates", "candidate_embeddings", "semantic_boundaries",
@@ -80,15 +80,13 @@ def test_chunks_from_carried_rows_equal_the_library(
     )
     assert result.success
 
-    with psycopg.connect(database_url) as conn:
-        documents = conn.execute(
-            "SELECT document_id, text FROM seams.extracted_text WHERE error IS NULL"
-        ).fetchall()
-        stored = conn.execute(
-            "SELECT document_id, chunk_id, start_char, end_char, token_count, cohesion"
-            " FROM seams.chunks ORDER BY document_id, chunk_index"
-        ).fetchall()
-        indexed = conn.execute("SELECT count(*) FROM seams.chunk_index").fetchone()[0]
+    documents = extracted_documents(database_url)
+    stored = rows(
+        database_url,
+        "SELECT document_id, chunk_id, start_char, end_char, token_count, cohesion"
+        " FROM seams.chunks ORDER BY document_id, chunk_index",
+    )
+    ((indexed,),) = rows(database_url, "SELECT count(*) FROM seams.chunk_index")
     config = settings.chunking_config()
     embedder = OnnxEmbedder()
     library = [

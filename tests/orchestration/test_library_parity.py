@@ -6,12 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import dagster as dg
-import psycopg
 
 from seams import OnnxEmbedder, chunk_text
 from seams.models.model_store import ModelManifest
 from seams.orchestration import runner
 from seams.settings import load_settings
+from tests.support.databases import extracted_documents, rows
 from tests.support.samples import copy_samples
 
 SAMPLES = ("field_notes.md", "history_of_maps.txt", "platform_handbook.md")
@@ -28,15 +28,13 @@ def test_chunk_text_with_the_onnx_embedder_equals_the_pipeline(
     keys = runner.register_path(inbox, print, defs=defs)
     runner.materialize_batches(instance, keys, print, runner.RunSummary(batches=keys), defs=defs)
 
-    with psycopg.connect(database_url) as conn:
-        documents = conn.execute(
-            "SELECT document_id, text FROM seams.extracted_text WHERE error IS NULL"
-        ).fetchall()
-        stored = conn.execute(
-            "SELECT document_id, chunk_id, start_char, end_char, token_count,"
-            " metadata->>'token_counter', boundary_method"
-            " FROM seams.chunks ORDER BY document_id, chunk_index"
-        ).fetchall()
+    documents = extracted_documents(database_url)
+    stored = rows(
+        database_url,
+        "SELECT document_id, chunk_id, start_char, end_char, token_count,"
+        " metadata->>'token_counter', boundary_method"
+        " FROM seams.chunks ORDER BY document_id, chunk_index",
+    )
     assert len(documents) == len(SAMPLES)
 
     embedder = OnnxEmbedder()

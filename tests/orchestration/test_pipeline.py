@@ -15,7 +15,6 @@ import time
 from pathlib import Path
 
 import dagster as dg
-import psycopg
 import pytest
 
 from seams.assets.partitions import document_batches
@@ -26,6 +25,7 @@ from seams.orchestration.definitions import build_definitions
 from seams.orchestration.sensors import build_inbox_sensor, build_seal_schedule, look_at_inbox
 from seams.resources.postgres import PostgresResource
 from seams.settings import InboxSettings, load_settings
+from tests.support.databases import extracted_documents, rows
 from tests.support.samples import copy_samples
 
 SAMPLES = ("field_notes.md", "history_of_maps.txt")
@@ -47,11 +47,6 @@ def _run(instance: dg.DagsterInstance, path: Path, *, defs: dg.Definitions) -> r
     return summary
 
 
-def _rows(database_url: str, query: str, *params: object) -> list[tuple]:
-    with psycopg.connect(database_url) as conn:
-        return conn.execute(query, params).fetchall()
-
-
 CHUNK_SNAPSHOT = (
     "SELECT chunk_id, document_id, chunk_index, total_chunks, text, start_char, end_char,"
     " overlap_start, overlap_end, token_count, section, boundary_method, config_hash"
@@ -70,13 +65,9 @@ def test_a_batch_materializes_end_to_end_with_lineage(
     assert len(summary.batches) == 1 and len(summary.run_ids) == 1
     (batch,) = summary.batches
     assert batch in instance.get_dynamic_partitions(document_batches.name)
-    sources = dict(
-        _rows(
-            database_url, "SELECT document_id, text FROM seams.extracted_text WHERE error IS NULL"
-        )
-    )
+    sources = dict(extracted_documents(database_url))
     assert len(sources) == len(SAMPLES)
-    chunks = _rows(
+    chunks = rows(
         database_url,
         "SELECT document_id, text, start_char, end_char, run_id, config_hash, model_id,"
         " source_sha256, code_version, boundary_method FROM seams.chunks",
@@ -89,12 +80,10 @@ def test_a_batch_materializes_end_to_end_with_lineage(
         assert model_id == exported_model.model_id
         assert code_version == CHUNKS_CODE_VERSION
         assert method == "semantic"
-    file_hashes = {r[0] for r in _rows(database_url, "SELECT source_sha256 FROM seams.chunks")}
-    manifest = {
-        r[0] for r in _rows(database_url, "SELECT source_sha256 FROM seams.batch_documents")
-    }
+    file_hashes = {r[0] for r in rows(database_url, "SELECT source_sha256 FROM seams.chunks")}
+    manifest = {r[0] for r in rows(database_url, "SELECT source_sha256 FROM seams.batch_documents")}
     assert file_hashes == manifest
-    current = _rows(database_url, "SELECT count(*) FROM seams.current_chunks")[0][0]
+    current = rows(database_url, "SELECT count(*) FROM seams.current_chunks")[0][0]
     assert current == len(chunks)
     # The blocking checks ran and passed.
     checks = instance.event_log_storage.get_asset_check_execution_history(
@@ -107,10 +96,10 @@ def test_rerun_gives_byte_identical_chunks_from_the_cache(
     instance: dg.DagsterInstance, defs: dg.Definitions, inbox: Path, database_url: str
 ) -> None:
     first = _run(instance, inbox, defs=defs)
-    before = _rows(database_url, CHUNK_SNAPSHOT)
+    before = rows(database_url, CHUNK_SNAPSHOT)
     again = runner.RunSummary(batches=first.batches)
     runner.materialize_batches(instance, first.batches, print, again, defs=defs)
-    after = _rows(database_url, CHUNK_SNAPSHOT)
+    after = rows(database_url, CHUNK_SNAPSHOT)
     assert after == before  # same ids, same bytes, no duplicates
     assert again.texts_embedded == 0
     assert again.cache_hits == first.texts_embedded > 0
@@ -123,12 +112,12 @@ def test_registering_the_same_files_twice_makes_no_new_batch(
     assert runner.register_path(inbox, print, defs=defs) == []
     (inbox / SAMPLES[0]).write_text("# Changed\n\nA new version of the notes.\n", encoding="utf-8")
     (new_batch,) = runner.register_path(inbox, print, defs=defs)
-    rows = _rows(
+    versions = rows(
         database_url,
         "SELECT document_id, source_sha256 FROM seams.batch_documents WHERE batch_key = %s",
         new_batch,
     )
-    assert len(rows) == 1  # only the changed file, as a new version of the same document
+    assert len(versions) == 1  # only the changed file, as a new version of the same document
 
 
 @pytest.mark.slow
@@ -140,7 +129,7 @@ def test_a_cut_cost_change_marks_boundaries_and_chunks_unsynced_and_backfill_use
     tmp_path: Path,
 ) -> None:
     (batch,) = _run(instance, inbox, defs=defs).batches
-    before = _rows(database_url, "SELECT is_boundary FROM seams.semantic_boundaries ORDER BY 1")
+    before = rows(database_url, "SELECT is_boundary FROM seams.semantic_boundaries ORDER BY 1")
     assert runner.unsynced_assets(instance, [batch], defs=defs) == {batch: []}
 
     changed = CONFIG.cut_cost / 4  # cheaper cuts: more topic boundaries
@@ -172,9 +161,9 @@ def test_a_cut_cost_change_marks_boundaries_and_chunks_unsynced_and_backfill_use
     assert result["batches"] == [batch]
     assert result["texts_embedded"] == 0  # candidate_embeddings was not even re-run
     new_hash = ChunkingConfig.preset("default", cut_cost=changed).fingerprint()
-    hashes = {r[0] for r in _rows(database_url, "SELECT DISTINCT config_hash FROM seams.chunks")}
+    hashes = {r[0] for r in rows(database_url, "SELECT DISTINCT config_hash FROM seams.chunks")}
     assert hashes == {new_hash}  # no stale rows left behind
-    after = _rows(database_url, "SELECT is_boundary FROM seams.semantic_boundaries ORDER BY 1")
+    after = rows(database_url, "SELECT is_boundary FROM seams.semantic_boundaries ORDER BY 1")
     assert sum(r[0] for r in after) > sum(r[0] for r in before)
 
 
@@ -266,7 +255,7 @@ def test_one_run_materializes_several_batches(
     )
     assert result.success
     per_batch = dict(
-        _rows(
+        rows(
             database_url,
             "SELECT batch_key, count(DISTINCT document_id) FROM seams.chunks GROUP BY batch_key",
         )
@@ -285,10 +274,10 @@ def test_a_reverted_file_lands_again_as_the_newest_version(
     assert len(runner.register_path(inbox, print, defs=defs)) == 1
     note.write_bytes(original)  # A -> B -> A: A is the newest version again
     (reverted,) = runner.register_path(inbox, print, defs=defs)
-    rows = _rows(
+    counted = rows(
         database_url,
         "SELECT count(*) FROM seams.batch_documents WHERE batch_key = %s",
         reverted,
     )
-    assert rows == [(1,)]
+    assert counted == [(1,)]
     assert runner.register_path(inbox, print, defs=defs) == []
