@@ -14,6 +14,8 @@ laptop, in CI and on Kubernetes; the embedded server is started at first use, ne
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import dagster as dg
 
 from seams.assets.automation import settings_changed_condition
@@ -25,6 +27,7 @@ from seams.assets.extraction import build_extraction_asset
 from seams.assets.model import build_model_asset
 from seams.assets.partitions import PIPELINE_GROUP
 from seams.assets.retrieval import RETRIEVAL_GROUP, build_index_asset
+from seams.assets.retrieval_eval import INDEX_KEY, EvalSetup, build_evaluation
 from seams.assets.versions import StageParts
 from seams.environment import CELERY_BACKEND_ENV, CELERY_BROKER_ENV, SeamsEnvironment
 from seams.errors import ConfigError
@@ -140,6 +143,36 @@ def build_automation_sensors(backfill: BackfillSettings) -> list[dg.SensorDefini
     ]
 
 
+def build_evaluation_definitions(
+    settings: SeamsSettings,
+    environment: SeamsEnvironment,
+    assets: list[dg.AssetsDefinition],
+) -> tuple[list[dg.AssetsDefinition], list[dg.AssetChecksDefinition], list[dg.SensorDefinition]]:
+    """`retrieval_eval`, its floor check and its sensor when seams.yaml names a questions file
+    (`evaluation.questions`, a relative path counting from the settings file's folder); else
+    nothing, and the definitions are what they were without it."""
+    evaluation = settings.evaluation
+    if evaluation.questions is None:
+        return [], [], []
+    base = (
+        environment.config_path.parent
+        if environment.config_path is not None
+        else environment.project_dir or Path.cwd()
+    )
+    questions = (base / Path(evaluation.questions).expanduser()).resolve()
+    retrieval = settings.retrieval
+    setup = EvalSetup.of(
+        questions,
+        evaluation.budgets,
+        evaluation.floor,
+        retrieval.search,
+        retrieval.lexical_weight,
+        retrieval.sentence_weight,
+    )
+    index = next(asset for asset in assets if INDEX_KEY in asset.keys)
+    return build_evaluation(setup, index.code_versions_by_key[INDEX_KEY])
+
+
 def build_definitions(
     settings: SeamsSettings, *, environment: SeamsEnvironment | None = None
 ) -> dg.Definitions:
@@ -155,14 +188,19 @@ def build_definitions(
         holds only the check too): these definitions, the whole code location."""
         return location
 
+    assets = build_assets(settings)
+    evaluation, evaluation_checks, evaluation_sensors = build_evaluation_definitions(
+        settings, environment, assets
+    )
     location = dg.Definitions(
-        assets=build_assets(settings),
-        asset_checks=[build_sync_check(this_location)],
+        assets=[*assets, *evaluation],
+        asset_checks=[build_sync_check(this_location), *evaluation_checks],
         jobs=[chunk_batches_job, build_backfill_unsynced_job(this_location)],
         sensors=[
             build_inbox_sensor(inbox),
             build_sync_sensor(),
             *build_automation_sensors(settings.backfill),
+            *evaluation_sensors,
         ],
         schedules=[build_seal_schedule(inbox)],
         resources=build_resources(settings, environment),

@@ -135,6 +135,48 @@ class BackfillSettings(Section):
     max_batches_per_run: int | None = Field(None, ge=1, le=1_000_000)
 
 
+class EvaluationSettings(Section):
+    """The `retrieval_eval` asset: recall of the current search on the user's own questions,
+    measured after every index change (see docs/evaluation.md)."""
+
+    questions: str | None = None
+    """A `seams eval` questions file (JSON Lines); a relative path counts from the folder of
+    the settings file. null: no `retrieval_eval` asset."""
+    budgets: tuple[int, ...] = Field((250, 500, 1000), min_length=1, max_length=20)
+    """The context budgets (tokens) at which recall is measured: one `recall@B` per budget."""
+    floor: dict[int, float] = Field(default_factory=dict)
+    """Per budget, the lowest acceptable recall, e.g. `{250: 0.6, 1000: 0.85}`: the
+    `recall_above_floor` check fails below it. Empty: no check."""
+
+    @field_validator("budgets")
+    @classmethod
+    def _budgets(cls, value: tuple[int, ...]) -> tuple[int, ...]:
+        if any(budget < 1 or budget > 1_000_000 for budget in value):
+            raise ValueError(f"budgets={list(value)}: each budget is 1 to 1000000 tokens")
+        if len(set(value)) != len(value):
+            raise ValueError(f"budgets={list(value)}: a budget is listed twice")
+        return value
+
+    @field_validator("floor", mode="before")
+    @classmethod
+    def _no_boolean_floors(cls, value: Any) -> Any:
+        if isinstance(value, dict) and any(isinstance(v, bool) for v in value.values()):
+            raise ValueError(f"floor={value}: a recall floor is a number from 0 to 1")
+        return value
+
+    @model_validator(mode="after")
+    def _floors(self) -> EvaluationSettings:
+        for budget, floor in self.floor.items():
+            if budget not in self.budgets:
+                raise ValueError(
+                    f"floor={self.floor}: budget {budget} is not among budgets "
+                    f"{list(self.budgets)}: add it there or drop its floor"
+                )
+            if not 0.0 <= floor <= 1.0:
+                raise ValueError(f"floor={self.floor}: a recall floor is 0 to 1, got {floor}")
+        return self
+
+
 class SeamsSettings(Section):
     chunking: ChunkingSettings = Field(default_factory=ChunkingSettings)
     extraction: dict[str, int | float] = Field(default_factory=dict)
@@ -144,6 +186,7 @@ class SeamsSettings(Section):
     retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings)
     execution: ExecutionSettings = Field(default_factory=ExecutionSettings)
     backfill: BackfillSettings = Field(default_factory=BackfillSettings)
+    evaluation: EvaluationSettings = Field(default_factory=EvaluationSettings)
 
     def chunking_config(self) -> ChunkingConfig:
         return ChunkingConfig.preset(self.chunking.preset, **self.chunking.overrides)
