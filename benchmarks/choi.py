@@ -25,17 +25,12 @@ from __future__ import annotations
 
 import argparse
 import functools
-import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from benchmarks.public_data import (  # noqa: E402
+from benchmarks.public_data import (
     CHOI_SETS,
     DEFAULT_DATA,
     ChoiDocument,

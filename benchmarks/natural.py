@@ -43,17 +43,12 @@ import functools
 import itertools
 import re
 import statistics
-import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from benchmarks.public_data import (  # noqa: E402
+from benchmarks.public_data import (
     DEFAULT_DATA,
     ChoiDocument,
     Segmenter,

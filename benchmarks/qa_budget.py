@@ -64,11 +64,7 @@ from typing import Any
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from benchmarks.long_qa import (  # noqa: E402
+from benchmarks.long_qa import (
     QaDocument,
     QaQuestion,
     QaSet,
@@ -76,7 +72,7 @@ from benchmarks.long_qa import (  # noqa: E402
     load_qasper,
     load_squad_set,
 )
-from benchmarks.public_data import (  # noqa: E402
+from benchmarks.public_data import (
     DEFAULT_CACHE_DIR,
     DEFAULT_DATA,
     CachedOnnxEmbedder,
@@ -84,7 +80,7 @@ from benchmarks.public_data import (  # noqa: E402
     make_system,
     run_and_report,
 )
-from benchmarks.qa_metrics import (  # noqa: E402
+from benchmarks.qa_metrics import (
     BM25,
     Hit,
     budget_recall,
@@ -94,6 +90,7 @@ from benchmarks.qa_metrics import (  # noqa: E402
     recall_at_k,
 )
 
+ROOT = Path(__file__).resolve().parents[1]
 BUDGETS = (250, 500, 1000)
 K = 5
 DEPTH = 50

@@ -38,7 +38,6 @@ from __future__ import annotations
 import argparse
 import functools
 import statistics
-import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -46,11 +45,7 @@ from typing import Any
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from benchmarks.public_data import (  # noqa: E402
+from benchmarks.public_data import (
     DEFAULT_CACHE_DIR,
     DEFAULT_DATA,
     CachedOnnxEmbedder,
