@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -52,7 +51,11 @@ def run(args: argparse.Namespace) -> int:
             "run PATH`"
         ) from exc
     sources, published = indexed_sources(
-        resources["postgres"], questions, str(path), os.getcwd(), f"{seams_command()} run"
+        resources["postgres"],
+        questions,
+        str(path),
+        str(_project_dir(args)),
+        f"{seams_command()} run",
     )
     result = evaluate(
         resources["postgres"],
@@ -107,13 +110,22 @@ def _objective(per_budget: dict[int, list[float]]) -> list[float]:
     return [mean(values) for values in zip(*columns, strict=True)]
 
 
+def _project_dir(args: argparse.Namespace) -> Path:
+    """The folder relative names count from: the working directory (or `SEAMS_PROJECT_DIR`) as
+    the environment resolved it when the command started."""
+    project = args.environment.project_dir
+    if project is None:  # only an environment built by hand lacks one
+        raise InputError("no project folder: set SEAMS_PROJECT_DIR to the folder to work in")
+    return project
+
+
 def _apply(args: argparse.Namespace, choice: WeightChoice) -> dict[str, Any]:
     """Write the chosen weight into the settings file the command read (a new seams.yaml in
     the project folder when it read the packaged defaults); what was done."""
     environment = args.environment
     target = environment.config_path
     if target is None:
-        target = (environment.project_dir or Path.cwd()) / PROJECT_SETTINGS
+        target = _project_dir(args) / PROJECT_SETTINGS
     if not choice.change:
         return {"path": str(target), "written": False, "lexical_weight": choice.current}
     initial = packaged_default(PROJECT_SETTINGS).read_text(encoding="utf-8")

@@ -16,10 +16,10 @@ from seams.orchestration import cli
 from seams.paths import packaged_default
 from seams.settings import load_settings
 from seams.storage.search import search_response
-from tests.storage.search.test_engine import Indexed
 from tests.support.cli import one_error_line, run_seams, seams_env
-from tests.support.databases import fresh_database, rows
+from tests.support.databases import rows
 from tests.support.samples import SAMPLE_CORPUS, copy_samples
+from tests.support.search_index import Indexed, indexed_database
 
 FILES = ("kitchen_science.md", "field_notes.md", "platform_handbook.md")
 # (file, question, the text of the answer in the file)
@@ -116,11 +116,9 @@ def test_eval_is_a_command_with_its_flags() -> None:
 def indexed(
     pg_server_url: str, exported_model: ModelManifest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Indexed]:
-    with fresh_database(pg_server_url) as url:
-        folder = copy_samples(tmp_path_factory.mktemp("eval") / "docs", FILES)
-        built = Indexed(url, folder)
+    folder = copy_samples(tmp_path_factory.mktemp("eval") / "docs", FILES)
+    with indexed_database(pg_server_url, folder) as built:
         yield built
-        built.instance.dispose()
 
 
 def _env(indexed: Indexed, manifest: ModelManifest, config: Path) -> dict[str, str]:
