@@ -50,6 +50,7 @@ from seams.models.model_store import (
     StaticManifest,
     default_static_dir,
     file_sha256,
+    installed_version,
     load_static_manifest,
 )
 
@@ -126,7 +127,7 @@ def _reusable(target: Path, source_info: dict[str, str]) -> StaticManifest | Non
     except EmbeddingError as exc:
         log.warning("distilling again: %s", exc)
         return None
-    wanted_m2v = _dist_version("model2vec")
+    wanted_m2v = installed_version("model2vec")
     if (
         manifest.source != source_info
         or manifest.distill != DISTILL_PARAMS
@@ -164,7 +165,7 @@ def _build(source: Path, source_info: dict[str, str], staging: Path) -> StaticMa
         vocab_size=int(matrix.shape[0]),
         source=source_info,
         distill=dict(DISTILL_PARAMS),
-        versions={name: _dist_version(name) for name in _VERSIONED},
+        versions={name: installed_version(name) for name in _VERSIONED},
         fidelity=fidelity,
         files=files,
     )
@@ -257,12 +258,3 @@ def _fidelity(static: Any, staging: Path) -> dict[str, Any]:
         "min_cosine": round(float(cosines.min()), 5),
         "mean_cosine": round(float(cosines.mean()), 6),
     }
-
-
-def _dist_version(name: str) -> str:
-    import importlib.metadata
-
-    try:
-        return importlib.metadata.version(name)
-    except importlib.metadata.PackageNotFoundError:
-        return "absent"

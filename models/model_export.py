@@ -45,6 +45,7 @@ from seams.models.model_store import (
     _verified_sha256,
     default_model_dir,
     file_sha256,
+    installed_version,
     load_manifest,
 )
 
@@ -397,7 +398,7 @@ def _export_fp32(source: Path, out: Path, example: list[list[int]] | None = None
             dynamo=False,  # the TorchScript exporter: no onnxscript needed, deterministic bytes
         )
     return {
-        name: _dist_version(name)
+        name: installed_version(name)
         for name in ("torch", "transformers", "onnx", "onnxruntime", "tokenizers")
     } | {"opset": str(OPSET)}
 
@@ -426,10 +427,3 @@ def _read_json(path: Path) -> dict[str, Any]:
     import json
 
     return json.loads(path.read_text())
-
-
-def _dist_version(name: str) -> str:
-    try:
-        return importlib.metadata.version(name)
-    except importlib.metadata.PackageNotFoundError:
-        return "absent"

@@ -12,6 +12,7 @@ never pays for (or needs) torch. Export itself lives in `seams.models.model_expo
 from __future__ import annotations
 
 import hashlib
+import importlib.metadata
 import json
 import threading
 from collections.abc import Callable
@@ -426,3 +427,12 @@ def load_model_folder(directory: Path | str, *, models_dir: Path | None = None) 
         f"point model_dir / SEAMS_DATA_DIR at an export, a sentence-transformers folder "
         f"(modules.json) or a folder with model.onnx and {TOKENIZER_FILE}."
     )
+
+
+def installed_version(distribution: str) -> str:
+    """The installed version of a Python distribution, or "absent": recorded in a model's
+    manifest, so a model made by other versions of its tools is made again."""
+    try:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return "absent"
