@@ -87,7 +87,9 @@ def ensure_model_index(conn: psycopg.Connection[Any], model_id: str, dimension: 
     once the index is there, safe against concurrent callers (one builds, the others find it).
 
     A model of more than `schema.MAX_HNSW_DIMENSIONS` gets no index (pgvector's HNSW limit): its
-    searches scan its rows exactly. Runs its own transaction (a savepoint inside a caller's).
+    searches scan its rows exactly. Runs its own transaction: call it on a connection outside
+    the write's transaction (inside one, the build's SHARE lock on `seams.chunk_index` would be
+    held until that transaction ends, queueing every other writer of the table behind it).
     """
     name = schema.chunk_index_hnsw_name(model_id, dimension)
     if dimension > schema.MAX_HNSW_DIMENSIONS:

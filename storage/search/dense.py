@@ -140,7 +140,7 @@ def nearest_statement(model_id: str, dimension: int) -> sql.Composed:
 def configure_scan(conn: psycopg.Connection[Any], fetch: int) -> None:
     """HNSW settings of the current transaction: `ef_search` raised to `fetch` (HNSW returns
     at most ef_search rows per scan) and iterative scanning, so the index keeps going past rows
-    the mode/model and visibility filters drop."""
+    the mode and visibility filters drop (the model's own index holds no other model's rows)."""
     conn.execute(
         "SELECT set_config('hnsw.ef_search', %s, true),"
         " set_config('hnsw.iterative_scan', 'relaxed_order', true)",
