@@ -16,6 +16,7 @@ import dagster as dg
 
 from seams.assets.retrieval_eval import EVAL_KEY, FLOOR_CHECK
 from seams.orchestration import launch, ownership
+from seams.orchestration.dagster_internals import StaleStatus, stale_status_resolver
 
 QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 Report = Callable[[str], None]
@@ -53,6 +54,16 @@ class EvalOutcome:
 def has_retrieval_eval(defs: dg.Definitions) -> bool:
     """Whether seams.yaml names a questions file, so the definitions hold `retrieval_eval`."""
     return EVAL_KEY in defs.resolve_asset_graph().get_all_asset_keys()
+
+
+def retrieval_eval_unsynced(instance: dg.DagsterInstance, defs: dg.Definitions) -> bool:
+    """Whether `defs` hold `retrieval_eval` and its figures are not those of the current
+    questions, settings and index (never measured, or Dagster marks it unsynced): what `seams
+    backfill` measures again even when no batch needed a backfill."""
+    if not has_retrieval_eval(defs):
+        return False
+    resolver = stale_status_resolver(instance, defs.resolve_asset_graph())
+    return resolver.get_status(EVAL_KEY, None) != StaleStatus.FRESH
 
 
 def refresh_retrieval_eval(

@@ -18,7 +18,7 @@ from seams.errors import ConfigError
 from seams.models.model_store import ModelManifest
 from seams.orchestration import cli, runner
 from seams.orchestration.definitions import build_definitions
-from seams.orchestration.evaluation_run import refresh_retrieval_eval
+from seams.orchestration.evaluation_run import refresh_retrieval_eval, retrieval_eval_unsynced
 from seams.paths import packaged_default
 from seams.settings import SeamsSettings, load_settings
 from tests.orchestration.test_eval import FILES, QUESTIONS
@@ -149,15 +149,16 @@ def test_a_run_measures_what_seams_eval_reports_and_the_floor_check_turns_red(
     defs = current_definitions()
     docs = copy_samples(tmp_path / "docs", FILES)
 
-    # `seams run`: the backfill, then the measurement once.
+    assert retrieval_eval_unsynced(instance, defs)  # never measured
+    # `seams run`: the batches' backfill, then the measurement, once.
     keys = runner.register_path(docs, print, defs=defs)
     runner.materialize_batches(instance, keys, print, runner.RunSummary(batches=keys), defs=defs)
-    assert instance.get_latest_materialization_event(EVAL_KEY) is None  # not in the batch job
     lines: list[str] = []
     outcome = refresh_retrieval_eval(instance, defs, lines.append)
     assert outcome is not None and outcome.success and outcome.check_passed, lines
     recall = _latest_recall(instance)
     assert outcome.recall == recall and list(recall) == [f"recall@{b}" for b in BUDGETS]
+    assert not retrieval_eval_unsynced(instance, defs)
     assert lines[0].startswith(f"retrieval_eval: recall@{BUDGETS[0]} ")
     metadata = instance.get_latest_materialization_event(EVAL_KEY).asset_materialization.metadata
     assert metadata["questions"].value == len(QUESTIONS) and metadata["search"].value == "hybrid"
@@ -191,6 +192,8 @@ def test_a_run_measures_what_seams_eval_reports_and_the_floor_check_turns_red(
         )
     )
     assert _check_alone(instance, dense).passed  # the hybrid figure meets its own floor
+    assert retrieval_eval_unsynced(instance, dense)  # a search setting changed
+    assert not retrieval_eval_unsynced(instance, strict)  # only the floor did
     outcome = refresh_retrieval_eval(instance, dense, lines.append)
     assert outcome is not None and outcome.success
     dense_recall = _latest_recall(instance)[f"recall@{low}"]
@@ -208,7 +211,7 @@ def test_its_automation_asks_for_it_after_an_index_change_not_after_its_own_run(
     instance.add_dynamic_partitions("document_batches", ["b1"])
     index = dg.AssetKey("chunk_index")
 
-    def requested(cursor: object) -> tuple[bool, object]:
+    def requested(cursor: object, defs: dg.Definitions = defs) -> tuple[bool, object]:
         result = dg.evaluate_automation_conditions(
             defs=defs, instance=instance, asset_selection=dg.AssetSelection.assets(EVAL_KEY),
             cursor=cursor,
@@ -225,3 +228,13 @@ def test_its_automation_asks_for_it_after_an_index_change_not_after_its_own_run(
     instance.report_runless_asset_event(dg.AssetMaterialization(EVAL_KEY))
     asked, cursor = requested(cursor)
     assert not asked
+    # The questions or a search setting edited, the definitions reloaded: measured again.
+    edited = _definitions(
+        _config(
+            tmp_path,
+            "evaluation:\n  questions: questions.jsonl",
+            {"lexical_weight: 0.75": "lexical_weight: 0.5 "},
+        )
+    )
+    asked, cursor = requested(cursor, edited)
+    assert asked
