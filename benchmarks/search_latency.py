@@ -44,7 +44,6 @@ for path in (ROOT, ROOT / "benchmarks"):
     if str(path) not in sys.path:
         sys.path.insert(0, str(path))
 
-from psycopg import sql  # noqa: E402
 from retrieval_eval import build_corpus, build_questions  # noqa: E402
 
 from benchmarks.header import write_result  # noqa: E402
@@ -53,7 +52,7 @@ from seams.resources.database import DATA_DATABASE, EmbeddedPostgres, database_u
 from seams.resources.embedded_server import server_tempdir  # noqa: E402
 from seams.resources.postgres import PostgresResource, close_all_pools  # noqa: E402
 from seams.settings import RetrievalSettings  # noqa: E402
-from seams.storage import schema  # noqa: E402
+from seams.storage import schema, vector_indexes  # noqa: E402
 from seams.storage.partition_tables import write_table  # noqa: E402
 from seams.storage.search import SENTENCE_WEIGHT, lexical, search_response, search_vector  # noqa: E402
 
@@ -148,7 +147,8 @@ def _declared(frame: pd.DataFrame, table: str) -> pd.DataFrame:
 def load(
     postgres: PostgresResource, frames: dict[str, pd.DataFrame], manifest: list
 ) -> tuple[float, float]:
-    """Bulk-load everything, then build the HNSW index as `resources.schema` declares it.
+    """Bulk-load everything (a fresh schema has no vector index yet), then build the model's
+    HNSW index as the chunk_index asset does.
     Returns the HNSW build time and the time of the chunk_index write, whose triggers analyse
     every chunk and build the BM25 index (`seams.storage.search.lexical_index`)."""
     postgres.ensure_schema()
@@ -165,9 +165,6 @@ def load(
         ) as copy:
             for row in manifest:
                 copy.write_row(row)
-        conn.execute(
-            sql.SQL("DROP INDEX {}").format(sql.Identifier(schema.SCHEMA, schema.CHUNK_INDEX_HNSW))
-        )
     index_seconds = 0.0
     for name, frame in frames.items():
         result = write_table(postgres, schema.ASSET_TABLES[name], frame, keys)
@@ -177,7 +174,9 @@ def load(
     with postgres.connection() as conn:
         conn.execute("SET maintenance_work_mem = '2GB'")
         conn.execute("SET max_parallel_maintenance_workers = 2")
-        conn.execute(schema.chunk_index_hnsw())
+        index = frames["chunk_index"]  # one model: its own HNSW index, as the asset makes it
+        model_id, dims = index["model_id"].iloc[0], len(index["embedding"].iloc[0])
+        vector_indexes.ensure_model_index(conn, model_id, dims)
         conn.execute("VACUUM ANALYZE")
     return time.perf_counter() - started, index_seconds
 
