@@ -149,17 +149,25 @@ def build_evaluation_definitions(
     assets: list[dg.AssetsDefinition],
 ) -> tuple[list[dg.AssetsDefinition], list[dg.AssetChecksDefinition], list[dg.SensorDefinition]]:
     """`retrieval_eval`, its floor check and its sensor when seams.yaml names a questions file
-    (`evaluation.questions`, a relative path counting from the settings file's folder); else
-    nothing, and the definitions are what they were without it."""
+    (`evaluation.questions`, a relative path counting from the settings file's folder, else
+    from the project folder); else nothing, and the definitions are what they were without it."""
     evaluation = settings.evaluation
     if evaluation.questions is None:
         return [], [], []
     base = (
         environment.config_path.parent
         if environment.config_path is not None
-        else environment.project_dir or Path.cwd()
+        else environment.project_dir
     )
-    questions = (base / Path(evaluation.questions).expanduser()).resolve()
+    questions = Path(evaluation.questions).expanduser()
+    if not questions.is_absolute():
+        if base is None:
+            raise ConfigError(
+                f"evaluation.questions: {questions} is relative and there is no settings file "
+                "or project folder to count from: give an absolute path"
+            )
+        questions = base / questions
+    questions = questions.resolve()
     retrieval = settings.retrieval
     setup = EvalSetup.of(
         questions,

@@ -141,7 +141,7 @@ class EvaluationSettings(Section):
 
     questions: str | None = None
     """A `seams eval` questions file (JSON Lines); a relative path counts from the folder of
-    the settings file. null: no `retrieval_eval` asset."""
+    the settings file (of the project without one). null: no `retrieval_eval` asset."""
     budgets: tuple[int, ...] = Field((250, 500, 1000), min_length=1, max_length=20)
     """The context budgets (tokens) at which recall is measured: one `recall@B` per budget."""
     floor: dict[int, float] = Field(default_factory=dict)
