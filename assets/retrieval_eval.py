@@ -199,7 +199,10 @@ def build_eval_asset(
         postgres: PostgresResource,
         embedder: OnnxEmbedderResource,
     ) -> dg.MaterializeResult:
-        found = measure(setup, postgres, embedder)
+        try:
+            found = measure(setup, postgres, embedder)
+        except InputError as exc:  # the questions or the index as they are: a retry won't help
+            raise dg.Failure(description=str(exc), allow_retries=False) from exc
         if found["questions_sha256"] != setup.questions_sha256:
             context.log.warning(
                 f"{setup.questions} changed since the definitions were loaded: measured the "

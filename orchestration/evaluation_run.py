@@ -17,6 +17,7 @@ import dagster as dg
 from seams.assets.retrieval_eval import EVAL_KEY, FLOOR_CHECK
 from seams.orchestration import launch, ownership
 from seams.orchestration.dagster_internals import StaleStatus, stale_status_resolver
+from seams.orchestration.run_events import failure_reason
 
 QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 Report = Callable[[str], None]
@@ -34,14 +35,14 @@ class EvalOutcome:
     check_passed: bool | None = None
     """The floor check's verdict; None: no floor set, or the asset failed."""
     check_description: str | None = None
+    failure: str = ""
+    """Why the asset failed (the Seams error behind it), when it did."""
 
     def describe(self) -> str:
         """One line for the terminal: the figures and the verdict, or where to look."""
         if not self.success:
-            return (
-                f"retrieval_eval failed (run {self.run_id}): open the run in the UI "
-                "(`seams dev`) for the reason"
-            )
+            reason = self.failure or "open the run in the UI (`seams dev`) for the reason"
+            return f"retrieval_eval failed (run {self.run_id}): {reason}"
         figures = ", ".join(f"{label} {value:.3f}" for label, value in self.recall.items())
         line = f"retrieval_eval: {figures}"
         if self.check_passed is True:
@@ -87,6 +88,8 @@ def refresh_retrieval_eval(
         raise_on_error=False,
     )
     outcome = EvalOutcome(result.run_id, result.success)
+    if not result.success:
+        outcome.failure = failure_reason(result)
     for event in result.get_asset_materialization_events():
         materialization = event.step_materialization_data.materialization
         if materialization.asset_key == EVAL_KEY:

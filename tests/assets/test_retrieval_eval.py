@@ -201,6 +201,23 @@ def test_a_run_measures_what_seams_eval_reports_and_the_floor_check_turns_red(
     assert dense_recall < floor, (dense_recall, floor)
     assert outcome.check_passed is False and "FAILED" in lines[-1], lines
 
+    # A question about a file that is not indexed: the measurement fails at once, saying so.
+    unknown = project / "unknown.jsonl"
+    unknown.write_text(
+        '{"question": "q", "source": "nowhere.md", "spans": [[0, 5]]}\n', encoding="utf-8"
+    )
+    broken = _definitions(_config(project, "evaluation:\n  questions: unknown.jsonl"))
+    outcome = refresh_retrieval_eval(instance, broken, lines.append)
+    assert outcome is not None and not outcome.success
+    assert f"{unknown}, line 1: nowhere.md is not indexed" in lines[-1], lines[-1]
+    retried = [
+        record
+        for record in instance.all_logs(outcome.run_id)
+        if record.dagster_event is not None
+        and record.dagster_event.event_type == dg.DagsterEventType.STEP_UP_FOR_RETRY
+    ]
+    assert not retried
+
 
 def test_its_automation_asks_for_it_after_an_index_change_not_after_its_own_run(
     tmp_path: Path,
