@@ -42,6 +42,24 @@ from benchmarks.synthetic import document  # noqa: E402
 
 RECUTS = ("{overlap_tokens: 24, chunk_size_max: 200}", "{overlap_tokens: 48, chunk_size_max: 230}")
 """The backfills' chunking overrides, alternating: each changes every chunk's text."""
+_NICED = """
+import os, sys
+os.nice({nice})
+import seams.resources.postgres as postgres
+configure = postgres._configure_connection
+def _configure(conn):
+    configure(conn)
+    try:  # the backend runs at its client's priority (same machine, same user)
+        os.setpriority(os.PRIO_PROCESS, conn.info.backend_pid, os.getpriority(os.PRIO_PROCESS, 0))
+    except OSError:
+        pass
+postgres._configure_connection = _configure
+sys.argv = ["seams", *{args!r}]
+from seams.orchestration.cli import main
+raise SystemExit(main())
+"""
+"""`--nice`: the command lowers its priority and its PostgreSQL backends' (as
+search_during_backfill's `nice_server` variant)."""
 PACKAGES = (
     "extraction",
     "integrations",
@@ -98,7 +116,9 @@ class Revision:
             TOKENIZERS_PARALLELISM="false",
         )
 
-    def seams(self, *args: str, config: str | None = None) -> subprocess.Popen[bytes]:
+    def seams(
+        self, *args: str, config: str | None = None, nice: int = 0
+    ) -> subprocess.Popen[bytes]:
         env = dict(self.env)
         if config is not None:
             path = self.work / f"seams-{self.settings}.yaml"
@@ -107,7 +127,9 @@ class Revision:
             env["SEAMS_CONFIG"] = str(path)
         log = (self.work / "log.txt").open("ab")
         return subprocess.Popen(
-            [sys.executable, "-m", "seams", *args],
+            [sys.executable, "-c", _NICED.format(nice=nice, args=list(args))]
+            if nice
+            else [sys.executable, "-m", "seams", *args],
             cwd=self.work,
             env=env,
             stdout=log,
@@ -156,6 +178,13 @@ def main() -> int:
     parser.add_argument(
         "--models", type=Path, default=None, help="a data dir's models folder to copy into each"
     )
+    parser.add_argument(
+        "--nice",
+        type=int,
+        default=0,
+        help="the new revision's measured backfills run niced, backends too (with --old HEAD: "
+        "the cost of lowering a backfill's priority)",
+    )
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
 
@@ -193,7 +222,8 @@ def main() -> int:
                 config = RECUTS[(round_ + 1) % 2]
                 load = os.getloadavg()
                 server_before = server_cpu_s(servers[rev.name])
-                child = rev.seams("backfill", "--json", config=config)
+                nice = args.nice if rev.name == "new" else 0
+                child = rev.seams("backfill", "--json", config=config, nice=nice)
                 done = wait_measured(child)
                 server = server_cpu_s(servers[rev.name]) - server_before
                 rev.check(child, "backfill")
@@ -250,6 +280,7 @@ def main() -> int:
         "documents": args.documents,
         "words_per_document": args.words,
         "rounds": args.rounds,
+        "new_nice": args.nice,
         "order": "interleaved: old,new then new,old, alternating per round",
         "samples": samples,
         "median": medians,

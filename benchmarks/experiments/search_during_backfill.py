@@ -15,7 +15,7 @@ publications the answers saw during the backfill; the share of chunk ids each ba
 
 `--variants` runs the backfill several ways in every run (rotating their order), each against
 an idle phase measured just before it, to compare ways a backfill can leave the CPU to readers:
-`base` (as shipped), `nice` (the backfill process lowers its priority, `os.nice(NICE)`),
+`base` (as shipped), `nice` (the backfill process lowers its priority, `os.nice(--nice)`),
 `nice_server` (also its PostgreSQL backends, reniced to the client's nice value as each pooled
 connection is configured: possible because the embedded server runs on this machine as this
 user), `threads1` (the backfill's embedder on one onnxruntime thread, seams.yaml
@@ -57,7 +57,7 @@ RECUTS = ("{overlap_tokens: 24, chunk_size_max: 200}", "{overlap_tokens: 48, chu
 """The backfills' chunking overrides, alternating: each one changes every chunk's text (the
 overlap each chunk repeats) and moves the size-capped boundaries."""
 NICE = 10
-"""The niceness of the `nice` variants (a batch job's usual value)."""
+"""The niceness of the `nice` variants by default (a batch job's usual value)."""
 _LAUNCH = """
 import os, sys
 import seams.storage
@@ -81,11 +81,14 @@ raise SystemExit(main())
 VARIANTS = ("base", "nice", "nice_server", "threads1")
 
 
-def _command(variant: str) -> list[str]:
+def _command(variant: str, nice: int = NICE) -> list[str]:
     """The backfill command of a variant: `seams backfill --json`, started the same way for
-    every variant (a launcher that prints where `seams` was imported from)."""
-    niced = variant in ("nice", "nice_server")
-    code = _LAUNCH.format(nice=NICE if niced else 0, server=variant == "nice_server")
+    every variant (a launcher that prints where `seams` was imported from). A nice variant may
+    name its own niceness: `nice_server:5`."""
+    kind, _, own = variant.partition(":")
+    niced = kind in ("nice", "nice_server")
+    niceness = int(own) if own else nice
+    code = _LAUNCH.format(nice=niceness if niced else 0, server=kind == "nice_server")
     return [sys.executable, "-c", code]
 
 
@@ -158,7 +161,7 @@ def _report(
         "cores": os.cpu_count(),
         "affinity": sorted(os.sched_getaffinity(0)),
         "reader_threads": len(os.listdir("/proc/self/task")),
-        "nice": NICE,
+        "nice": args.nice,
         "runs": runs,
         "median": per_variant.get(variants[0], {}) if len(variants) == 1 else per_variant,
         "goal": "during/idle p50 and p95 <= 1.5",
@@ -175,15 +178,23 @@ def main() -> int:
     parser.add_argument("--idle", type=int, default=60, help="idle searches per run")
     parser.add_argument("--k", type=int, default=5)
     parser.add_argument(
-        "--variants", default="base", help=f"comma-separated, of {', '.join(VARIANTS)}"
+        "--variants",
+        default="base",
+        help=f"comma-separated, of {', '.join(VARIANTS)} (nice ones may say nice_server:5)",
     )
+    parser.add_argument("--nice", type=int, default=NICE, help="niceness of the nice variants")
     parser.add_argument(
         "--models", type=Path, default=None, help="an exported models folder to reuse"
     )
     parser.add_argument("--json", type=Path, default=None, help=f"write results (e.g. {RESULTS})")
     args = parser.parse_args()
     variants = [v.strip() for v in args.variants.split(",") if v.strip()]
-    unknown = sorted(set(variants) - set(VARIANTS))
+    unknown = sorted(
+        v
+        for v in variants
+        if v.partition(":")[0] not in VARIANTS
+        or (":" in v and (not v.startswith("nice") or not v.partition(":")[2].isdigit()))
+    )
     if unknown or not variants:
         parser.error(f"--variants: unknown {unknown}; choose from {', '.join(VARIANTS)}")
 
@@ -192,6 +203,9 @@ def main() -> int:
     work = server_tempdir("seams-bench-")
     os.environ["SEAMS_DATA_DIR"] = str(work / "data")
     os.environ.pop("SEAMS_DATABASE_URL", None)
+    # The defaults, whatever seams.yaml the current folder holds (each backfill names its own).
+    (work / "seams.yaml").write_text("chunking:\n  overrides: {}\n", encoding="utf-8")
+    os.environ["SEAMS_CONFIG"] = str(work / "seams.yaml")
     existing = (args.models or Path(".seams/models")).resolve()
     if existing.is_dir():  # reuse an export (it is verified by sha256 on load)
         (work / "data").mkdir(parents=True)
@@ -269,7 +283,7 @@ def main() -> int:
 
         with log.open("w", encoding="utf-8") as output:  # a file: a pipe could fill and block
             child = subprocess.Popen(
-                _command(variant),
+                _command(variant, args.nice),
                 env={**seams_instance.environment(), "SEAMS_CONFIG": str(settings)},
                 stdout=output,
                 stderr=subprocess.STDOUT,
