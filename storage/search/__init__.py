@@ -12,11 +12,21 @@ One job per module; each imports only modules above it in this list:
   the best-sentence re-score, in SQL;
 - `hit_context`: ranked chunk keys to hits with their parent and neighbours, in SQL;
 - `pool`: a query's candidate pool, both sides scored, and the order that ranks it;
-- `engine`: the entry points (`search_response`, `search`, `candidates`, `search_vector`).
+- `engine`: the entry points (`search_response`, `search`, `candidates`, `search_vector`), and
+  a search's two steps apart: `read_search` (what it reads) and `ranked_response` (the answer
+  from that reading at a fusion weight and a budget).
 """
 
 from seams.storage.search.context_budget import ContextSpan
-from seams.storage.search.engine import candidates, search, search_response, search_vector
+from seams.storage.search.engine import (
+    SearchReading,
+    candidates,
+    ranked_response,
+    read_search,
+    search,
+    search_response,
+    search_vector,
+)
 from seams.storage.search.fusion import LEXICAL_WEIGHT, fuse_scores
 from seams.storage.search.hits import SearchHit, SearchResponse
 from seams.storage.search.lexical import DEFAULT_TEXT_SEARCH_CONFIG, check_config
@@ -35,12 +45,15 @@ __all__ = [
     "QueryEmbedder",
     "SearchHit",
     "SearchKind",
+    "SearchReading",
     "SearchResponse",
     "candidates",
     "check_config",
     "fuse_scores",
     "pool_size",
     "ranked_candidates",
+    "ranked_response",
+    "read_search",
     "search",
     "search_response",
     "search_vector",

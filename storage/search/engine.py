@@ -20,15 +20,20 @@ needs (`hit_context`):
   retrieval, without duplicating any overlap).
 
 Entry points: `search_response` (and `search`, its hits) for text queries, `candidates` for a
-query's scored pool, `search_vector` for an already-embedded query. Every text query enters
-through `candidates`, whose first step is `prepare_query`.
+query's scored pool, `search_vector` for an already-embedded query. A search is two steps: what
+it reads in its snapshot (`SearchReading`: the pool, then the hits' rows and sentences), and the
+answer computed from that in memory at a fusion weight and a budget (`ranked_response`).
+`search_response` is those two steps; `read_search` reads every candidate, so one reading answers
+every weight and budget through the same `ranked_response` (`seams eval`). Every text query
+enters through `prepare_query`; `model_id` picks one model's vectors where the index holds
+several.
 `benchmarks/search_latency.py` measures it at 100k chunks.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -58,7 +63,13 @@ from seams.storage.search.dense import (
 from seams.storage.search.fusion import LEXICAL_WEIGHT, checked_lexical_weight, normalised
 from seams.storage.search.hit_context import hit_from_row, hit_rows, sentence_rows
 from seams.storage.search.hits import SearchHit, SearchResponse
-from seams.storage.search.pool import CandidatePool, fill_pool, pool_size, ranked_candidates
+from seams.storage.search.pool import (
+    CandidatePool,
+    PoolEntry,
+    fill_pool,
+    pool_size,
+    ranked_candidates,
+)
 from seams.storage.search.query import (
     PreparedQuery,
     QueryEmbedder,
@@ -93,6 +104,7 @@ def candidates(
     pool: int = MIN_FETCH,
     search: SearchKind = "hybrid",
     mode: str | None = None,
+    model_id: str | None = None,
     sentence_weight: float = SENTENCE_WEIGHT,
 ) -> CandidatePool:
     """The candidate pool of `query`: the visible chunks among the `pool` nearest by dense score
@@ -105,8 +117,8 @@ def candidates(
     so a caller can fuse them with any weight: `fuse_scores(dense, lexical, w)` reproduces
     `search_response`'s hybrid order (sorted by fused score, then chunk_id). The dense score
     re-scores by the best sentence as `search_response` does (`sentence_weight`, 0 to turn off);
-    `mode` picks the index's vectors as in `search_response`. The query is embedded only when
-    the search uses vectors.
+    `mode` and `model_id` pick the index's vectors as in `search_response`. The query is embedded
+    only when the search uses vectors.
     """
     check_kind(search)
     checked_weight(sentence_weight)
@@ -115,7 +127,9 @@ def candidates(
     prepared = prepare_query(query)
     try:
         with postgres.connection() as conn, published_snapshot(conn) as snapshot:
-            return _pool(snapshot, embedder, prepared, pool, search, mode, sentence_weight)[0]
+            return _pool(
+                snapshot, embedder, prepared, pool, search, mode, model_id, sentence_weight
+            )[0]
     except psycopg.OperationalError as exc:
         raise connection_lost(postgres.redacted_url, "searching the chunk index", exc) from exc
 
@@ -127,20 +141,18 @@ def _pool(
     pool: int,
     search: SearchKind,
     mode: str | None,
+    model_id: str | None,
     sentence_weight: float,
 ) -> tuple[CandidatePool, np.ndarray | None]:
     """The pool of a checked query, inside the answer's snapshot, and the query's vector (None
     when the search uses none): the published target decides the model that embeds the query,
     so both are read from the same publication."""
     conn = snapshot.conn
-    target = index_target(conn, mode=mode)
+    target = index_target(conn, mode=mode, model_id=model_id)
     result = CandidatePool(prepared.text, search, target, (), [], list(prepared.notes))
     result.published_seq = snapshot.published_seq
     if target is None:
-        wanted = f" in mode {mode!r}" if mode else ""
-        result.notes.append(
-            f"nothing is indexed{wanted} yet: run `seams run` (or materialize chunk_index) first"
-        )
+        result.notes.append(_nothing_indexed(conn, mode, model_id))
         return result, None
     started = time.perf_counter()
     vector = None
@@ -154,6 +166,84 @@ def _pool(
     return result, vector
 
 
+def _nothing_indexed(conn: psycopg.Connection[Any], mode: str | None, model_id: str | None) -> str:
+    """The note of a search that found no published vectors to read: nothing published at all
+    (or in `mode`) needs a run; vectors of other models only need the batches re-indexed with
+    the model asked for."""
+    wanted = f" in mode {mode!r}" if mode else ""
+    if model_id is not None and index_target(conn, mode=mode) is not None:
+        return (
+            f"nothing is indexed{wanted} with model {model_id[:12]}: `seams backfill` re-indexes "
+            "every batch with the current settings' model"
+        )
+    return f"nothing is indexed{wanted} yet: run `seams run` (or materialize chunk_index) first"
+
+
+ChunkKey = tuple[str, str, str]
+"""(batch_key, document_id, chunk_id) of a pool entry."""
+SentenceRow = tuple[int, int, float | None, float]
+"""A sentence of a hit: (start, end, cosine with the query or None, summed IDF of the query
+lexemes it holds), as `hit_context.sentence_rows` reads it."""
+
+
+@dataclass
+class SearchReading:
+    """Everything one search reads from the index, before any weight or budget is applied: the
+    candidate pool, and for the candidates it read, each one's hit row (document, parent,
+    neighbours) and its sentences' raw dense and lexical scores. `ranked_response` turns it into
+    the answer, in memory, for any `lexical_weight` and budget: `search_response` reads the
+    candidates its answer needs and calls it once; `read_search` reads every candidate, so one
+    reading answers every weight and budget (`seams eval`)."""
+
+    pool: CandidatePool
+    mode: str | None
+    """The mode asked for (None: the newest batch's)."""
+    rows: dict[ChunkKey, tuple[Any, ...] | None] = field(default_factory=dict)
+    """Per candidate read: its `hit_context.hit_rows` row, or None when it is not visible."""
+    sentences: dict[ChunkKey, list[SentenceRow]] | None = None
+    """Per visible candidate read: its sentences in order; None when passages were not read."""
+    others: bool = False
+    """Whether the index also holds vectors of another mode or model (a note when an answer has
+    fewer hits than asked; read only where it can matter)."""
+    read_ms: float = 0.0
+    """Time spent reading the rows and the sentences."""
+
+
+def read_search(
+    postgres: ConnectionSource,
+    embedder: QueryEmbedder,
+    query: str,
+    k: int = 5,
+    *,
+    search: SearchKind = "hybrid",
+    mode: str | None = None,
+    model_id: str | None = None,
+    sentence_weight: float = SENTENCE_WEIGHT,
+    parent_chars: int = PARENT_CHARS,
+    passages: bool = True,
+) -> SearchReading:
+    """The reading of a top-`k` search of `query` (the pool `search_response` builds, the same
+    options), with the rows and sentences of every candidate, all in one snapshot:
+    `ranked_response(reading, k, ...)` is then `search_response`'s answer at any
+    `lexical_weight` and budget, without reading the index again."""
+    _check_k(k)
+    check_kind(search)
+    checked_weight(sentence_weight)
+    prepared = prepare_query(query)
+    try:
+        with postgres.connection() as conn, published_snapshot(conn) as snapshot:
+            pool, vector = _pool(
+                snapshot, embedder, prepared, pool_size(k), search, mode, model_id,
+                sentence_weight,
+            )  # fmt: skip
+            reading = _read_hits(conn, pool, vector, mode, pool.candidates, parent_chars, passages)
+            if pool.target is not None:
+                reading.others = other_targets(conn, pool.target)
+    except psycopg.OperationalError as exc:
+        raise connection_lost(postgres.redacted_url, "searching the chunk index", exc) from exc
+    return reading
+
+
 def search_response(
     postgres: ConnectionSource,
     embedder: QueryEmbedder,
@@ -163,6 +253,7 @@ def search_response(
     search: SearchKind = "hybrid",
     lexical_weight: float = LEXICAL_WEIGHT,
     mode: str | None = None,
+    model_id: str | None = None,
     parent_chars: int = PARENT_CHARS,
     sentence_weight: float = SENTENCE_WEIGHT,
     budget: int | None = None,
@@ -178,8 +269,10 @@ def search_response(
     alone (`lexical`). Each hit carries both component scores and the query
     lexemes it contains. The query is embedded by the model the published index was built with,
     and matched against the vectors of the mode it was built in, both read from the index's own
-    rows (`index_target`; `mode` picks one of several modes the index may hold);
-    `embedder.for_model` switches to the index's variant when settings changed since.
+    rows (`index_target`; `mode` picks one of several modes the index may hold, `model_id` one of
+    several models: the newest published batch's vectors of that model, and a note saying what
+    to run when none are indexed with it); `embedder.for_model` switches to the index's variant
+    when settings changed since.
 
     One answer reads one published state: the pool, the hits and their context come from one
     read-only snapshot (`snapshot`), whose publication is `response.published_seq`; a build
@@ -197,96 +290,190 @@ def search_response(
     given says which part of it was (`passage_start`, `passage_end`); without a budget the hits
     stay whole chunks with their best passage marked (`context_budget.best_passage`). False:
     whole hits only, and no passage.
+
+    It reads the pool and then only the candidates its answer can use (the top `k` at this
+    weight, or the whole ranked pool with a budget), and answers with `ranked_response`, as
+    `read_search` readings are answered.
     """
-    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
-        raise InputError(f"k must be an integer from 1 to {MAX_K}, got {k!r}")
+    _check_k(k)
     check_kind(search)
     checked_lexical_weight(lexical_weight)
     checked_weight(sentence_weight)
     if budget is not None:
         check_budget(budget)
-        count_tokens = count_tokens or getattr(embedder, "count_tokens", None)
-        if count_tokens is None:
-            raise InputError("a token budget needs a token counter: pass count_tokens")
+        count_tokens = _token_counter(count_tokens or getattr(embedder, "count_tokens", None))
     prepared = prepare_query(query)
     try:
         with postgres.connection() as conn, published_snapshot(conn) as snapshot:
             pool, vector = _pool(
-                snapshot, embedder, prepared, pool_size(k), search, mode, sentence_weight
-            )
-            response = SearchResponse(
-                query=pool.query,
-                k=k,
-                mode=pool.target.mode if pool.target else (mode or ""),
-                model_id=pool.target.model_id if pool.target else "",
-                hits=[],
-                notes=pool.notes,
-                embed_ms=pool.embed_ms,
-                candidates_scanned=pool.scanned,
-                search=search,
-                lexemes=pool.lexemes,
-                published_seq=snapshot.published_seq,
-            )
-            if pool.target is None:
-                return response
-            started = time.perf_counter()
-            ranked = ranked_candidates(pool, lexical_weight)
-            wanted = ranked if budget is not None else ranked[:k]
-            # The rank position travels as the "distance", so the rows come back in rank order.
-            keys = [
-                (e.batch_key, e.document_id, e.chunk_id, float(i))
-                for i, (e, _) in enumerate(wanted)
-            ]
-            rows = hit_rows(conn, keys, len(wanted), parent_chars) if wanted else []
-            others = len(rows) < k and budget is None and other_targets(conn, pool.target)
-            hits = [hit_from_row(rank, row) for rank, row in enumerate(rows, 1)]
-            sentences = (
-                _hit_sentences(conn, pool, vector, hits, search, lexical_weight)
-                if passages and hits
-                else [() for _ in hits]
-            )
+                snapshot, embedder, prepared, pool_size(k), search, mode, model_id,
+                sentence_weight,
+            )  # fmt: skip
+            wanted = [e for e, _ in ranked_candidates(pool, lexical_weight)] if pool.target else []
+            if budget is None:
+                wanted = wanted[:k]
+            reading = _read_hits(conn, pool, vector, mode, wanted, parent_chars, passages)
+            visible = sum(row is not None for row in reading.rows.values())
+            if pool.target is not None and budget is None and visible < k:
+                reading.others = other_targets(conn, pool.target)
     except psycopg.OperationalError as exc:
         raise connection_lost(postgres.redacted_url, "searching the chunk index", exc) from exc
-    for hit, row, found in zip(hits, rows, sentences, strict=True):
-        entry, score = wanted[int(row[0])]
-        marked = best_passage(found)
-        response.hits.append(
-            replace(
-                hit,
-                score=score,
-                dense_score=entry.dense_score,
-                lexical_score=entry.lexical_score,
-                matched_terms=entry.matched_terms,
-                dense_rank=entry.dense_rank,
-                lexical_rank=entry.lexical_rank,
-                published_seq=snapshot.published_seq,
-                passage_start=found[marked[0]].start if marked else None,
-                passage_end=found[marked[1]].end if marked else None,
-            )
-        )
+    return ranked_response(
+        reading, k, lexical_weight=lexical_weight, budget=budget, count_tokens=count_tokens,
+        passages=passages,
+    )  # fmt: skip
+
+
+def _check_k(k: int) -> None:
+    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
+        raise InputError(f"k must be an integer from 1 to {MAX_K}, got {k!r}")
+
+
+def _token_counter(count_tokens: TokenCounter | None) -> TokenCounter:
+    if count_tokens is None:
+        raise InputError("a token budget needs a token counter: pass count_tokens")
+    return count_tokens
+
+
+def _read_hits(
+    conn: psycopg.Connection[Any],
+    pool: CandidatePool,
+    vector: np.ndarray | None,
+    mode: str | None,
+    entries: list[PoolEntry],
+    parent_chars: int,
+    passages: bool,
+) -> SearchReading:
+    """The reading of `pool` with the rows of `entries` (and, for `passages`, the visible ones'
+    sentences with their raw scores), in the pool's snapshot."""
+    reading = SearchReading(pool, mode, sentences={} if passages else None)
+    if pool.target is None or not entries:
+        return reading
+    started = time.perf_counter()
+    keys = [(e.batch_key, e.document_id, e.chunk_id) for e in entries]
+    reading.rows = dict.fromkeys(keys)
+    # The position travels as the "distance", so the rows come back in the entries' order.
+    positions = [(*key, float(i)) for i, key in enumerate(keys)]
+    rows = hit_rows(conn, positions, len(positions), parent_chars)
+    for row in rows:
+        reading.rows[keys[int(row[0])]] = row
+    if passages and rows:
+        hits = [hit_from_row(rank, row) for rank, row in enumerate(rows, 1)]
+        found = _hit_sentences(conn, pool, vector, hits)
+        reading.sentences = {keys[int(row[0])]: per for row, per in zip(rows, found, strict=True)}
+    reading.read_ms = (time.perf_counter() - started) * 1000
+    return reading
+
+
+def _hit_sentences(
+    conn: psycopg.Connection[Any],
+    pool: CandidatePool,
+    vector: np.ndarray | None,
+    hits: list[SearchHit],
+) -> list[list[SentenceRow]]:
+    """Per hit, its sentences with their raw scores for the query: the cosine where the search
+    embeds the query, the IDF of the query lexemes they hold where it uses BM25."""
+    target = pool.target
+    assert target is not None
+    terms = None
+    if pool.search != "dense":
+        terms = lexical.query_terms(conn, target.text_search_config, pool.query)
+    return sentence_rows(
+        conn,
+        hits,
+        vector=vector,
+        model_id=target.model_id,
+        config=terms.config if terms else None,
+        lexemes=terms.lexemes if terms else (),
+        idf=terms.idf if terms else (),
+    )
+
+
+def ranked_response(
+    reading: SearchReading,
+    k: int = 5,
+    *,
+    lexical_weight: float = LEXICAL_WEIGHT,
+    budget: int | None = None,
+    count_tokens: TokenCounter | None = None,
+    passages: bool = True,
+) -> SearchResponse:
+    """The answer `search_response` gives for what a search read, at `lexical_weight` and
+    `budget` (the options mean what they mean there), computed in memory: the pool ranked
+    (`ranked_candidates`), the top `k` visible candidates (or, with a budget, all of them in
+    rank order) as hits with both component scores, each hit's sentences weighed by the search's
+    evidence rule (`sentence_evidence`) and its best passage marked, and with a budget the hits
+    packed (`context_budget`). `search_response` answers through it, so a reading answered
+    here at any weight and budget is exactly what `seams search` gives for it.
+
+    A `ValueError` when the reading lacks what the answer needs (the rows of a candidate it
+    ranks, or the sentences when `passages`): read it with `read_search`."""
+    _check_k(k)
+    checked_lexical_weight(lexical_weight)
     if budget is not None:
-        values = normalised([h.score for h in response.hits])
-        items = [
-            _budget_item(h, found, float(value))
-            for h, found, value in zip(response.hits, sentences, values, strict=True)
-        ]
-        pack = pack_passages if passages else pack_budget
-        response.context = pack(items, budget, count_tokens)  # type: ignore[arg-type]
-        given = response.context.passages
-        response.hits = [
-            replace(h, passage_start=given[h.rank][0], passage_end=given[h.rank][1])
-            if passages and h.rank in given
-            else h
-            for h in response.hits
-        ]
-        kept = {rank for span in response.context.spans for rank in span.ranks}
-        if not kept and response.hits:
-            response.notes.append(
-                f"no hit fits a budget of {budget} tokens: the best one alone needs more"
+        check_budget(budget)
+        count_tokens = _token_counter(count_tokens)
+    pool = reading.pool
+    search = pool.search
+    response = SearchResponse(
+        query=pool.query,
+        k=k,
+        mode=pool.target.mode if pool.target else (reading.mode or ""),
+        model_id=pool.target.model_id if pool.target else "",
+        hits=[],
+        notes=list(pool.notes),
+        embed_ms=pool.embed_ms,
+        candidates_scanned=pool.scanned,
+        search=search,
+        lexemes=pool.lexemes,
+        published_seq=pool.published_seq,
+    )
+    if pool.target is None:
+        return response
+    started = time.perf_counter()
+    ranked = ranked_candidates(pool, lexical_weight)
+    wanted = ranked if budget is not None else ranked[:k]
+    hits: list[SearchHit] = []
+    for entry, score in wanted:
+        key = (entry.batch_key, entry.document_id, entry.chunk_id)
+        if key not in reading.rows:
+            raise ValueError(f"the reading lacks candidate {key}: read it with read_search")
+        row = reading.rows[key]
+        if row is not None:  # not visible: no hit, the next one takes its rank
+            hit = hit_from_row(len(hits) + 1, row)
+            hits.append(
+                replace(
+                    hit,
+                    score=score,
+                    dense_score=entry.dense_score,
+                    lexical_score=entry.lexical_score,
+                    matched_terms=entry.matched_terms,
+                    dense_rank=entry.dense_rank,
+                    lexical_rank=entry.lexical_rank,
+                    published_seq=pool.published_seq,
+                )
             )
-        response.hits = [h for h in response.hits if h.rank in kept]
-    response.search_ms = pool.search_ms + (time.perf_counter() - started) * 1000
-    if others:
+    sentences: list[tuple[Sentence, ...]] = [() for _ in hits]
+    if passages and hits:
+        if reading.sentences is None:
+            raise ValueError("the reading holds no sentences: read it with passages=True")
+        weight = {"dense": 0.0, "lexical": 1.0}.get(search, lexical_weight)
+        sentences = _weighed(
+            [reading.sentences[(h.batch_key, h.document_id, h.chunk_id)] for h in hits], weight
+        )
+    for i, (hit, found) in enumerate(zip(hits, sentences, strict=True)):
+        marked = best_passage(found)
+        hits[i] = replace(
+            hit,
+            passage_start=found[marked[0]].start if marked else None,
+            passage_end=found[marked[1]].end if marked else None,
+        )
+    response.hits = hits
+    if budget is not None:
+        _pack(response, sentences, budget, count_tokens, passages)  # type: ignore[arg-type]
+    response.search_ms = pool.search_ms + reading.read_ms
+    response.search_ms += (time.perf_counter() - started) * 1000
+    if reading.others and budget is None and len(response.hits) < k:
         target = pool.target
         response.notes.append(
             f"the index also holds vectors of another mode or model than the newest batch's "
@@ -296,34 +483,11 @@ def search_response(
     return response
 
 
-def _hit_sentences(
-    conn: psycopg.Connection[Any],
-    pool: CandidatePool,
-    vector: np.ndarray | None,
-    hits: list[SearchHit],
-    search: SearchKind,
-    lexical_weight: float,
-) -> list[tuple[Sentence, ...]]:
+def _weighed(rows: list[list[SentenceRow]], lexical_weight: float) -> list[tuple[Sentence, ...]]:
     """Per hit, its sentences with their evidence for the query, fused over all the answer's
-    sentences by the search's own rule: dense alone, BM25's terms alone, or both at
-    `lexical_weight`."""
-    target = pool.target
-    assert target is not None
-    terms = None
-    if search != "dense":
-        terms = lexical.query_terms(conn, target.text_search_config, pool.query)
-    rows = sentence_rows(
-        conn,
-        hits,
-        vector=vector,
-        model_id=target.model_id,
-        config=terms.config if terms else None,
-        lexemes=terms.lexemes if terms else (),
-        idf=terms.idf if terms else (),
-    )
-    weight = {"dense": 0.0, "lexical": 1.0}.get(search, lexical_weight)
+    sentences by the search's own rule (`lexical_weight`: 0 for dense, 1 for lexical)."""
     flat = [row for per_hit in rows for row in per_hit]
-    evidence = sentence_evidence([r[2] for r in flat], [r[3] for r in flat], weight)
+    evidence = sentence_evidence([r[2] for r in flat], [r[3] for r in flat], lexical_weight)
     out: list[tuple[Sentence, ...]] = []
     position = 0
     for per_hit in rows:
@@ -333,6 +497,37 @@ def _hit_sentences(
         )
         position += len(per_hit)
     return out
+
+
+def _pack(
+    response: SearchResponse,
+    sentences: list[tuple[Sentence, ...]],
+    budget: int,
+    count_tokens: TokenCounter,
+    passages: bool,
+) -> None:
+    """The ranked hits packed into `budget` tokens (`response.context`); the hits that were
+    given stay, each with the passage of it that was."""
+    values = normalised([h.score for h in response.hits])
+    items = [
+        _budget_item(h, found, float(value))
+        for h, found, value in zip(response.hits, sentences, values, strict=True)
+    ]
+    pack = pack_passages if passages else pack_budget
+    response.context = pack(items, budget, count_tokens)
+    given = response.context.passages
+    response.hits = [
+        replace(h, passage_start=given[h.rank][0], passage_end=given[h.rank][1])
+        if passages and h.rank in given
+        else h
+        for h in response.hits
+    ]
+    kept = {rank for span in response.context.spans for rank in span.ranks}
+    if not kept and response.hits:
+        response.notes.append(
+            f"no hit fits a budget of {budget} tokens: the best one alone needs more"
+        )
+    response.hits = [h for h in response.hits if h.rank in kept]
 
 
 def _budget_item(

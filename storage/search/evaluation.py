@@ -1,15 +1,13 @@
 """`seams eval`'s run against the index: a questions file's sources found among the current
 documents, then every question searched as `seams search --budget B` searches it.
 
-Per question and way of ranking (hybrid, dense, lexical) the candidate pool, the hits' rows and
-their sentences' raw scores are read once, by the search package's own functions
-(`candidates`, `hit_rows`, `sentence_rows`); every `lexical_weight` and every budget is then
-ranked, weighed and packed from them in memory, exactly as `search_response` does for one
-(`ranked_candidates`, `sentence_evidence`, `normalised`, `context_budget.pack_passages`), and the
-packed context scored by `budget_recall.context_recall`. Reading once instead of once per weight
-and budget makes a run some thirty times cheaper; so that "exactly" stays true, the first
-question's contexts at the current settings are also asked of `search_response` itself, and a
-difference stops the run.
+Per question and way of ranking (hybrid, dense, lexical) the index is read once
+(`engine.read_search`: the candidate pool, every candidate's hit row and its sentences' raw
+scores); every `lexical_weight` and every budget is then answered from that reading in memory by
+`engine.ranked_response`, the very function `search_response` answers with, and the packed
+context scored by `budget_recall.context_recall`. Reading once instead of once per weight and
+budget makes a run some thirty times cheaper, and the figures are those of `seams search` by
+construction.
 
 All answers must come from the publication the sources were read from: a `seams run` that
 publishes meanwhile would mix two states of the corpus, so the run stops and says so.
@@ -26,28 +24,18 @@ import numpy as np
 import psycopg
 from psycopg import sql
 
-from seams.errors import InputError, SeamsError, StorageError
+from seams.errors import InputError, StorageError
 from seams.storage import schema
 from seams.storage.connections import ConnectionSource, connection_lost
-from seams.storage.search import lexical
 from seams.storage.search.budget_recall import (
     EvalQuestion,
     check_spans,
     context_recall,
     matching_paths,
 )
-from seams.storage.search.context_budget import (
-    BudgetItem,
-    Sentence,
-    TokenCounter,
-    pack_passages,
-)
-from seams.storage.search.engine import PARENT_CHARS, candidates, search_response
-from seams.storage.search.fusion import normalised
-from seams.storage.search.hit_context import hit_from_row, hit_rows, sentence_rows
-from seams.storage.search.pool import CandidatePool, pool_size, ranked_candidates
+from seams.storage.search.context_budget import TokenCounter
+from seams.storage.search.engine import SearchReading, ranked_response, read_search
 from seams.storage.search.query import QueryEmbedder, SearchKind
-from seams.storage.search.sentence_rerank import sentence_evidence
 from seams.storage.search.snapshot import published_snapshot
 
 EVAL_K = 5
@@ -165,115 +153,6 @@ class RememberedQueries:
         return RememberedQueries(self._embedder.for_model(model_id), self._vectors)
 
 
-@dataclass
-class Answer:
-    """What one search kind reads for one question, whatever the weight and the budget: the
-    candidate pool, each visible candidate's hit row, and each hit's sentences with their raw
-    dense and lexical scores (`hit_context.sentence_rows`)."""
-
-    kind: SearchKind
-    pool: CandidatePool
-    rows: dict[tuple[str, str], tuple[Any, ...]]
-    """(batch_key, chunk_id) -> its `hit_rows` row."""
-    sentences: dict[tuple[str, str], list[tuple[int, int, float | None, float]]]
-    published_seq: int | None
-
-    def context(
-        self, lexical_weight: float, budgets: Sequence[int], count_tokens: TokenCounter
-    ) -> dict[int, list[tuple[str, int, int]]]:
-        """Per budget, the (document_id, start, end) spans `search_response` packs at this
-        weight, in its order (see the module doc)."""
-        ranked = ranked_candidates(self.pool, lexical_weight)
-        hits, scores = [], []
-        for entry, score in ranked:
-            row = self.rows.get((entry.batch_key, entry.chunk_id))
-            if row is not None:  # the engine's rows: the visible ones, ranked 1.. in order
-                hits.append(hit_from_row(len(hits) + 1, row))
-                scores.append(score)
-        found = [self.sentences[(h.batch_key, h.chunk_id)] for h in hits]
-        flat = [row for per_hit in found for row in per_hit]
-        weight = {"dense": 0.0, "lexical": 1.0}.get(self.kind, lexical_weight)
-        evidence = sentence_evidence([r[2] for r in flat], [r[3] for r in flat], weight)
-        values = normalised(scores)
-        items, position = [], 0
-        for hit, per_hit, value in zip(hits, found, values, strict=True):
-            marks = evidence[position : position + len(per_hit)]
-            position += len(per_hit)
-            items.append(
-                BudgetItem(
-                    rank=hit.rank,
-                    group=(hit.batch_key, hit.document_id),
-                    chunk_id=hit.chunk_id,
-                    start_char=hit.start_char,
-                    end_char=hit.end_char,
-                    text=hit.text,
-                    window_start=hit.context.window_start,
-                    window_text=hit.context.window_text,
-                    sentences=tuple(
-                        Sentence(r[0], r[1], float(e)) for r, e in zip(per_hit, marks, strict=True)
-                    ),
-                    value=float(value),
-                )
-            )
-        out = {}
-        for budget in budgets:
-            packed = pack_passages(items, budget, count_tokens) if items else None
-            spans = packed.spans if packed is not None else []
-            out[budget] = [(s.document_id, s.start_char, s.end_char) for s in spans]
-        return out
-
-
-def read_answer(
-    postgres: ConnectionSource,
-    embedder: QueryEmbedder,
-    query: str,
-    kind: SearchKind,
-    sentence_weight: float,
-) -> Answer:
-    """The pool of a top-`EVAL_K` search of `query` (`candidates`, as `search_response` builds
-    it), then, in one snapshot, the rows of all its candidates and their sentences."""
-    pool = candidates(
-        postgres, embedder, query, pool=pool_size(EVAL_K), search=kind,
-        sentence_weight=sentence_weight,
-    )  # fmt: skip
-    answer = Answer(kind, pool, {}, {}, pool.published_seq)
-    target = pool.target
-    if target is None or not pool.candidates:
-        return answer
-    keys = [
-        (e.batch_key, e.document_id, e.chunk_id, float(i)) for i, e in enumerate(pool.candidates)
-    ]
-    try:
-        with postgres.connection() as conn, published_snapshot(conn) as snapshot:
-            if snapshot.published_seq != pool.published_seq:
-                answer.published_seq = snapshot.published_seq
-                return answer
-            rows = hit_rows(conn, keys, len(keys), PARENT_CHARS)
-            hits = [hit_from_row(i + 1, row) for i, row in enumerate(rows)]
-            terms = None
-            if kind != "dense":
-                terms = lexical.query_terms(conn, target.text_search_config, pool.query)
-            vector = None
-            if kind != "lexical":
-                vector = embedder.for_model(target.model_id).embed([pool.query])[0]
-                vector = np.asarray(vector, dtype=np.float32)
-            per_hit = sentence_rows(
-                conn,
-                hits,
-                vector=vector,
-                model_id=target.model_id,
-                config=terms.config if terms else None,
-                lexemes=terms.lexemes if terms else (),
-                idf=terms.idf if terms else (),
-            )
-    except psycopg.OperationalError as exc:
-        raise connection_lost(postgres.redacted_url, "searching the chunk index", exc) from exc
-    for hit, row, found in zip(hits, rows, per_hit, strict=True):
-        answer.rows[(hit.batch_key, hit.chunk_id)] = row
-        answer.sentences[(hit.batch_key, hit.chunk_id)] = found
-    return answer
-
-
 Progress = Callable[[int, int], None]
 """Called with (questions done, questions in all) as the run goes."""
 
@@ -309,17 +188,15 @@ def evaluate(
     for done, question in enumerate(questions):
         document = sources[question.source]
         for kind in KINDS:
-            answer = read_answer(postgres, remembered, question.question, kind, sentence_weight)
-            _same_publication(result.published_seq, answer.published_seq)
+            reading = read_search(
+                postgres, remembered, question.question, EVAL_K, search=kind,
+                sentence_weight=sentence_weight,
+            )  # fmt: skip
+            _same_publication(result.published_seq, reading.pool.published_seq)
             for weight in weights if kind == "hybrid" else (lexical_weight,):
-                contexts = answer.context(weight, budgets, count_tokens)
-                if done == 0 and weight == lexical_weight:
-                    _check_against_search(
-                        postgres, remembered, question.question, kind, lexical_weight,
-                        sentence_weight, contexts, count_tokens, result.published_seq,
-                    )  # fmt: skip
                 target = result.by_weight[weight] if kind == "hybrid" else result.by_search[kind]
-                for budget, context in contexts.items():
+                for budget in budgets:
+                    context = _context(reading, weight, budget, count_tokens)
                     target[budget].append(
                         context_recall(context, document.document_id, question.spans)
                     )
@@ -336,28 +213,12 @@ def _same_publication(expected: int | None, seen: int | None) -> None:
         )
 
 
-def _check_against_search(
-    postgres: ConnectionSource,
-    embedder: QueryEmbedder,
-    query: str,
-    kind: SearchKind,
-    lexical_weight: float,
-    sentence_weight: float,
-    contexts: dict[int, list[tuple[str, int, int]]],
-    count_tokens: TokenCounter,
-    published_seq: int | None,
-) -> None:
-    """`search_response`'s own packed context must be what the evaluation computed."""
-    for budget, context in contexts.items():
-        response = search_response(
-            postgres, embedder, query, EVAL_K, search=kind, lexical_weight=lexical_weight,
-            sentence_weight=sentence_weight, budget=budget, count_tokens=count_tokens,
-        )  # fmt: skip
-        _same_publication(published_seq, response.published_seq)
-        spans = response.context.spans if response.context is not None else []
-        if [(s.document_id, s.start_char, s.end_char) for s in spans] != context:
-            raise SeamsError(
-                f"the evaluation packs a different context than `seams search --search {kind} "
-                f"--budget {budget}` for {query!r}: the evaluation is out of step with the "
-                "search, and its figures would be wrong (a bug: please report it)"
-            )
+def _context(
+    reading: SearchReading, lexical_weight: float, budget: int, count_tokens: TokenCounter
+) -> list[tuple[str, int, int]]:
+    """The (document_id, start, end) spans `seams search --budget` packs for the reading."""
+    response = ranked_response(
+        reading, EVAL_K, lexical_weight=lexical_weight, budget=budget, count_tokens=count_tokens
+    )
+    spans = response.context.spans if response.context is not None else []
+    return [(s.document_id, s.start_char, s.end_char) for s in spans]
