@@ -19,7 +19,6 @@ from seams.orchestration import launch, ownership
 from seams.orchestration.dagster_internals import StaleStatus, stale_status_resolver
 from seams.orchestration.run_events import failure_reason
 
-QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 Report = Callable[[str], None]
 
 
@@ -83,7 +82,7 @@ def refresh_retrieval_eval(
     result = job.execute_in_process(
         instance=instance,
         asset_selection=[EVAL_KEY],
-        run_config=QUIET,
+        run_config=launch.QUIET,
         tags={**(tags or {}), **launch.started_by_tags(started_by), **ownership.owner_tags()},
         raise_on_error=False,
     )

@@ -54,6 +54,10 @@ from seams.orchestration.ownership import owner_tags
 from seams.resources.database import URL_ENV
 
 Report = Callable[[str], None]
+QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+"""Run config of the runs a command executes in its own process: in-process runs log every event
+to the terminal at DEBUG; the command prints its own lines and the UI keeps the full log."""
+
 STARTED_BY_TAG = "seams/started_by"
 """Tag on backfills Seams created: the command that made it (`seams run`, `seams backfill`)."""
 LAUNCHED_BY_TAG = "user"

@@ -20,6 +20,7 @@ from seams.assets.partitions import document_batches
 from seams.errors import InputError, SeamsError
 from seams.models.model_store import load_manifest, load_static_manifest
 from seams.orchestration import command_lock, launch, ownership
+from seams.orchestration.evaluation_run import refresh_retrieval_eval, retrieval_eval_unsynced
 from seams.orchestration.found_model import record_found_model
 from seams.orchestration.pending_work import (
     JOB_NAME,
@@ -75,8 +76,7 @@ SAMPLE_CORPUS = sample_corpus()
 MAX_BATCH_DOCUMENTS = 500
 
 Report = Callable[[str], None]
-QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
-"""In-process runs log every event to the terminal at DEBUG; the UI keeps the full log."""
+QUIET = launch.QUIET
 
 
 def _postgres(*, defs: dg.Definitions) -> PostgresResource:
@@ -214,6 +214,8 @@ def materialize_batches(
         run_backfill(
             instance, targets, report, summary, defs=defs, started_by=started_by, tags=tags
         )
+    if targets or ready:  # the published index changed: measure it (with evaluation.questions)
+        refresh_retrieval_eval(instance, defs, report, started_by=started_by, tags=tags)
 
 
 def publish_ready(batch_keys: Sequence[str], *, defs: dg.Definitions) -> dict[str, int]:
@@ -309,8 +311,11 @@ def backfill(instance: dg.DagsterInstance, report: Report, *, defs: dg.Definitio
     summary = RunSummary(batches=list(stale))
     if not stale:
         report(f"all {len(partitions)} batch(es) are up to date: nothing to backfill")
+        if retrieval_eval_unsynced(instance, defs):  # its questions or search settings changed
+            refresh_retrieval_eval(instance, defs, report, started_by="seams backfill")
         return summary
     for partition, keys in stale.items():
         report(f"batch {partition}: unsynced {', '.join(k.to_user_string() for k in keys)}")
     run_backfill(instance, stale, report, summary, defs=defs, started_by="seams backfill")
+    refresh_retrieval_eval(instance, defs, report, started_by="seams backfill")
     return summary
