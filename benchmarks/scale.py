@@ -611,8 +611,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     for f in results:
         for depth, x in f["bm25_exactness"]["by_depth"].items():
             read = x["read"]
-            cells = [f"{f['chunks']:,}", depth, f"{x['top_k_equal_share']:.2f}",
-                     f"{x['recall_at_k']:.3f}", f"{read['p50_ms']:.1f}", f"{read['p95_ms']:.1f}"]  # fmt: skip
+            cells = [
+                f"{f['chunks']:,}",
+                depth,
+                f"{x['top_k_equal_share']:.2f}",
+                f"{x['recall_at_k']:.3f}",
+                f"{read['p50_ms']:.1f}",
+                f"{read['p95_ms']:.1f}",
+            ]
             print("| " + " | ".join(cells) + " |")
     return 0
 
