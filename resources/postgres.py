@@ -139,7 +139,8 @@ class PostgresResource(dg.ConfigurableResource):
                 if key not in _SCHEMA_CHECKED:
                     state = _check_schema(url)
                     _SCHEMA_CHECKED[key] = state.needs_migration and not state.missing
-                pool = _POOLS[key] = _open_pool(url, self.max_connections)
+                local = self._environment().database_url is None  # the embedded server
+                pool = _POOLS[key] = _open_pool(url, self.max_connections, local_server=local)
         return pool
 
     @contextlib.contextmanager
@@ -302,7 +303,7 @@ def create_schema(url: str) -> Migration:
     return migrate(url, redacted_url=redact(url))
 
 
-def _open_pool(url: str, max_size: int) -> ConnectionPool:
+def _open_pool(url: str, max_size: int, *, local_server: bool = False) -> ConnectionPool:
     log.debug("opening a PostgreSQL pool to %s", redact(url))
     pool = ConnectionPool(
         url,
@@ -312,7 +313,7 @@ def _open_pool(url: str, max_size: int) -> ConnectionPool:
         min_size=0,
         max_size=max_size,
         open=False,
-        configure=_configure_connection,
+        configure=_configure_local if local_server else _configure_connection,
         check=ConnectionPool.check_connection,
         timeout=POOL_TIMEOUT_S,
         num_workers=1,
@@ -331,6 +332,21 @@ def _open_pool(url: str, max_size: int) -> ConnectionPool:
 
 def _configure_connection(conn: psycopg.Connection[Any]) -> None:
     register_vector(conn)
+
+
+def _configure_local(conn: psycopg.Connection[Any]) -> None:
+    """A connection to the embedded server: its backend, a process on this machine, runs at
+    no higher priority than the process it works for, so a batch command that yields the CPU
+    to readers (`execution.niceness`) does not hand it back through its backends. Only ever
+    lowers a priority; a system that refuses leaves it as it was."""
+    _configure_connection(conn)
+    try:
+        own = os.getpriority(os.PRIO_PROCESS, 0)
+        backend = conn.info.backend_pid
+        if own > os.getpriority(os.PRIO_PROCESS, backend):
+            os.setpriority(os.PRIO_PROCESS, backend, own)
+    except (AttributeError, OSError) as exc:
+        log.debug("left the backend's priority as it was: %s", exc)
 
 
 # --- pgvector adapters ------------------------------------------------------------------------

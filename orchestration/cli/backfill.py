@@ -11,11 +11,13 @@ from seams.orchestration.cli.context import definitions
 from seams.orchestration.cli.failures import print_err
 from seams.orchestration.cli.terminal import printable, say
 from seams.orchestration.instance import prepare_instance
+from seams.orchestration.priority import lower_priority
 
 
 def run(args: argparse.Namespace) -> int:
     """Recompute, for every batch, the assets a settings or code change made unsynced, once no
     other `seams run`/`seams backfill` works on the same data (see `--no-wait`)."""
+    lower_priority(args.settings.execution.niceness)  # readers searching meanwhile come first
     defs = definitions(args)
     runner.check_can_submit(defs, "seams backfill")
     started = time.perf_counter()

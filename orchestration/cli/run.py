@@ -11,6 +11,7 @@ from seams.orchestration import recovered, runner
 from seams.orchestration.cli.context import definitions
 from seams.orchestration.cli.terminal import printable, say
 from seams.orchestration.instance import prepare_instance
+from seams.orchestration.priority import lower_priority
 from seams.storage.quarantine import QUARANTINE_RETRY_TAG
 
 
@@ -23,6 +24,7 @@ def run(args: argparse.Namespace) -> int:
             f"{path} does not exist: pass a file or a folder of documents "
             f"(`{runner.seams_command()} run` alone chunks the bundled sample corpus)"
         )
+    lower_priority(args.settings.execution.niceness)  # readers searching meanwhile come first
     defs = definitions(args)
     runner.check_can_submit(defs, "seams run")
     command = f"seams run {path.absolute()}" if args.path else "seams run"

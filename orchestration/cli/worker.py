@@ -30,6 +30,7 @@ from seams.models.model_store import default_model_dir, load_manifest
 from seams.orchestration.definitions import celery_config
 from seams.orchestration.instance import prepare_instance
 from seams.orchestration.launch import require_shared_database
+from seams.orchestration.priority import lower_priority
 from seams.settings import SeamsSettings
 
 CELERY_APP = "dagster_celery.app"
@@ -130,6 +131,7 @@ def run(args: argparse.Namespace) -> int:
         f"seams: Celery worker {args.name or default_worker_name()} (DAGSTER_HOME {launch.home})",
         flush=True,
     )
+    lower_priority(args.settings.execution.niceness)  # kept by the worker exec'd next
     os.execve(launch.command[0], launch.command, launch.env)
     return 0  # not reached: the worker replaced this process
 
