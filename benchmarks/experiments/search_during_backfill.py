@@ -14,20 +14,19 @@ embedding included) and of its database part (`search_ms`), idle vs during, and 
 publications the answers saw during the backfill; the share of chunk ids each backfill changed.
 
 `--variants` runs the backfill several ways in every run (rotating their order), each against
-an idle phase measured just before it, to compare ways a backfill can leave the CPU to readers:
-`base` (as shipped), `nice` (the backfill process lowers its priority, `os.nice(--nice)`),
-`nice_server` (also its PostgreSQL backends, reniced to the client's nice value as each pooled
-connection is configured: possible because the embedded server runs on this machine as this
-user), `threads1` (the backfill's embedder on one onnxruntime thread, seams.yaml
-`embedder.threads: 1`). Per backfill it also records where the CPU went: the backfill command's
-CPU (every thread), the PostgreSQL server's CPU (all backends, the reader's included) and the
-reader's own, and the reader's involuntary context switches per search (preemptions).
+an idle phase measured just before it: `shipped` (the default settings: `seams backfill` lowers
+its own priority and its embedded-server backends' to `execution.niceness`, 10), `normal`
+(`execution.niceness: 0`, the backfill at the readers' priority), `threads1` (as shipped, the
+backfill's embedder on one onnxruntime thread, `embedder.threads: 1`). Per backfill it also
+records where the CPU went: the backfill command's CPU (every thread), the PostgreSQL server's
+CPU (all backends, the reader's included) and the reader's own, and the reader's involuntary
+context switches per search (preemptions).
 
     .venv/bin/python benchmarks/experiments/search_during_backfill.py
     .venv/bin/python benchmarks/experiments/search_during_backfill.py \
         --json benchmarks/experiments/results/search_during_backfill.json
     PYTHONPATH=. .venv/bin/python benchmarks/experiments/search_during_backfill.py \
-        --variants base,nice,nice_server,threads1 \
+        --variants shipped,normal \
         --json benchmarks/experiments/results/search_during_backfill_variants.json
 """
 
@@ -56,40 +55,27 @@ RESULTS = ROOT / "benchmarks" / "experiments" / "results" / "search_during_backf
 RECUTS = ("{overlap_tokens: 24, chunk_size_max: 200}", "{overlap_tokens: 48, chunk_size_max: 230}")
 """The backfills' chunking overrides, alternating: each one changes every chunk's text (the
 overlap each chunk repeats) and moves the size-capped boundaries."""
-NICE = 10
-"""The niceness of the `nice` variants by default (a batch job's usual value)."""
 _LAUNCH = """
-import os, sys
+import sys
 import seams.storage
 print("imports", seams.storage.__path__[0], flush=True)
-os.nice({nice})
-if {server}:
-    import seams.resources.postgres as postgres
-    configure = postgres._configure_connection
-    def _configure(conn):
-        configure(conn)
-        try:  # the backend runs at its client's priority (same machine, same user)
-            own = os.getpriority(os.PRIO_PROCESS, 0)
-            os.setpriority(os.PRIO_PROCESS, conn.info.backend_pid, own)
-        except OSError:
-            pass
-    postgres._configure_connection = _configure
 sys.argv = ["seams", "backfill", "--json"]
 from seams.orchestration.cli import main
 raise SystemExit(main())
 """
-VARIANTS = ("base", "nice", "nice_server", "threads1")
+VARIANTS = ("shipped", "normal", "threads1")
+VARIANT_SETTINGS = {
+    "shipped": "",
+    "normal": "execution:\n  niceness: 0\n",
+    "threads1": "embedder:\n  threads: 1\n",
+}
+"""What each variant adds to the backfill's seams.yaml."""
 
 
-def _command(variant: str, nice: int = NICE) -> list[str]:
-    """The backfill command of a variant: `seams backfill --json`, started the same way for
-    every variant (a launcher that prints where `seams` was imported from). A nice variant may
-    name its own niceness: `nice_server:5`."""
-    kind, _, own = variant.partition(":")
-    niced = kind in ("nice", "nice_server")
-    niceness = int(own) if own else nice
-    code = _LAUNCH.format(nice=niceness if niced else 0, server=kind == "nice_server")
-    return [sys.executable, "-c", code]
+def _command() -> list[str]:
+    """`seams backfill --json`, started through a launcher that prints where `seams` was
+    imported from (checked against this process's)."""
+    return [sys.executable, "-c", _LAUNCH]
 
 
 def _percentile(values: list[float], q: float) -> float:
@@ -161,7 +147,6 @@ def _report(
         "cores": os.cpu_count(),
         "affinity": sorted(os.sched_getaffinity(0)),
         "reader_threads": len(os.listdir("/proc/self/task")),
-        "nice": args.nice,
         "runs": runs,
         "median": per_variant.get(variants[0], {}) if len(variants) == 1 else per_variant,
         "goal": "during/idle p50 and p95 <= 1.5",
@@ -179,22 +164,16 @@ def main() -> int:
     parser.add_argument("--k", type=int, default=5)
     parser.add_argument(
         "--variants",
-        default="base",
-        help=f"comma-separated, of {', '.join(VARIANTS)} (nice ones may say nice_server:5)",
+        default="shipped",
+        help=f"comma-separated, of {', '.join(VARIANTS)}",
     )
-    parser.add_argument("--nice", type=int, default=NICE, help="niceness of the nice variants")
     parser.add_argument(
         "--models", type=Path, default=None, help="an exported models folder to reuse"
     )
     parser.add_argument("--json", type=Path, default=None, help=f"write results (e.g. {RESULTS})")
     args = parser.parse_args()
     variants = [v.strip() for v in args.variants.split(",") if v.strip()]
-    unknown = sorted(
-        v
-        for v in variants
-        if v.partition(":")[0] not in VARIANTS
-        or (":" in v and (not v.startswith("nice") or not v.partition(":")[2].isdigit()))
-    )
+    unknown = sorted(v for v in variants if v not in VARIANTS)
     if unknown or not variants:
         parser.error(f"--variants: unknown {unknown}; choose from {', '.join(VARIANTS)}")
 
@@ -261,9 +240,8 @@ def main() -> int:
         after_idle = resource.getrusage(resource.RUSAGE_SELF)
         settings = work / f"seams-{number}.yaml"
         overrides = RECUTS[number % len(RECUTS)]
-        embedder_section = "embedder:\n  threads: 1\n" if variant == "threads1" else ""
         settings.write_text(
-            f"chunking:\n  overrides: {overrides}\n{embedder_section}", encoding="utf-8"
+            f"chunking:\n  overrides: {overrides}\n{VARIANT_SETTINGS[variant]}", encoding="utf-8"
         )
         before = chunk_ids()
         log = work / f"backfill-{number}.log"
@@ -283,7 +261,7 @@ def main() -> int:
 
         with log.open("w", encoding="utf-8") as output:  # a file: a pipe could fill and block
             child = subprocess.Popen(
-                _command(variant, args.nice),
+                _command(),
                 env={**seams_instance.environment(), "SEAMS_CONFIG": str(settings)},
                 stdout=output,
                 stderr=subprocess.STDOUT,
