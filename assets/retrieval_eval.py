@@ -34,7 +34,7 @@ from seams.errors import ConfigError, InputError, SeamsError
 from seams.models.model_store import load_manifest
 from seams.resources.embedder import OnnxEmbedderResource
 from seams.resources.postgres import PostgresResource
-from seams.storage.search.budget_recall import EvalQuestion, mean, parse_questions
+from seams.storage.search.budget_recall import mean, read_questions
 from seams.storage.search.evaluation import evaluate, indexed_sources
 
 EVAL_GROUP = "evaluation"
@@ -123,20 +123,6 @@ def eval_condition() -> dg.AutomationCondition:
         & ~dg.AutomationCondition.any_deps_in_progress()
         & ~dg.AutomationCondition.in_progress()
     ).with_label(AUTOMATION_LABEL)
-
-
-def read_questions(path: Path) -> tuple[list[EvalQuestion], str]:
-    """The questions of the file at `path` and its content's sha256; an `InputError` naming it."""
-    try:
-        data = path.read_bytes()
-        text = data.decode("utf-8")
-    except FileNotFoundError:
-        raise InputError(f"{path} does not exist: give a JSON Lines file of questions") from None
-    except UnicodeDecodeError as exc:
-        raise InputError(f"{path}: not UTF-8 text ({exc.reason}): save it as UTF-8") from None
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read it: {exc.strerror or exc}") from None
-    return parse_questions(text.splitlines(), str(path)), hashlib.sha256(data).hexdigest()
 
 
 def measure(

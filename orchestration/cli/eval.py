@@ -24,11 +24,10 @@ from seams.orchestration.runner import seams_command
 from seams.orchestration.settings_file import write_value
 from seams.paths import packaged_default
 from seams.storage.search.budget_recall import (
-    EvalQuestion,
     WeightChoice,
     cross_validate,
     mean,
-    parse_questions,
+    read_questions,
     weight_grid,
 )
 from seams.storage.search.evaluation import Evaluation, evaluate, indexed_sources
@@ -37,7 +36,7 @@ from seams.storage.search.evaluation import Evaluation, evaluate, indexed_source
 def run(args: argparse.Namespace) -> int:
     """Measure recall at each budget on the questions; with `--apply`, write the weight."""
     path = Path(args.questions)
-    questions = read_questions(path)  # before the definitions, the model and the database
+    questions, _ = read_questions(path)  # before the definitions, the model and the database
     retrieval = args.settings.retrieval
     current = float(retrieval.lexical_weight)
     weights = sorted({*(args.weights or weight_grid(current)), current})
@@ -87,21 +86,6 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(format_report(report, str(path)))
     return 0
-
-
-def read_questions(path: Path) -> list[EvalQuestion]:
-    """The questions of the file at `path`, or an `InputError` naming it."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError(f"{path} does not exist: give a JSON Lines file of questions") from None
-    except IsADirectoryError:
-        raise InputError(f"{path} is a folder: give a JSON Lines file of questions") from None
-    except UnicodeDecodeError as exc:
-        raise InputError(f"{path}: not UTF-8 text ({exc.reason}): save it as UTF-8") from None
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read it: {exc.strerror or exc}") from None
-    return parse_questions(text.splitlines(), str(path))
 
 
 def _objective(per_budget: dict[int, list[float]]) -> list[float]:

@@ -17,11 +17,13 @@ document-disjoint halves), and only a weight that wins held out replaces the cur
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import posixpath
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from seams.errors import InputError
 
@@ -50,6 +52,23 @@ class EvalQuestion:
     """The file holding the answer: its name, or a path (see `seams eval --help`)."""
     spans: tuple[Span, ...]
     """Where the answer is: character offsets into the source's extracted text."""
+
+
+def read_questions(path: Path) -> tuple[list[EvalQuestion], str]:
+    """The questions of the file at `path` (`parse_questions`) and its content's sha256 (what a
+    measurement of them is versioned by); an `InputError` naming the file when it cannot be read."""
+    try:
+        data = path.read_bytes()
+        text = data.decode("utf-8")
+    except FileNotFoundError:
+        raise InputError(f"{path} does not exist: give a JSON Lines file of questions") from None
+    except IsADirectoryError:
+        raise InputError(f"{path} is a folder: give a JSON Lines file of questions") from None
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path}: not UTF-8 text ({exc.reason}): save it as UTF-8") from None
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read it: {exc.strerror or exc}") from None
+    return parse_questions(text.splitlines(), str(path)), hashlib.sha256(data).hexdigest()
 
 
 def parse_questions(lines: Iterable[str], name: str) -> list[EvalQuestion]:
