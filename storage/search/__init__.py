@@ -7,7 +7,7 @@ One job per module; each imports only modules above it in this list:
 - `fusion`, `sentence_rerank`, `context_budget`: ranking arithmetic without a database (the
   hybrid score, the best-sentence re-score, packing hits into a token budget);
 - `hits`: what a search returns;
-- `lexical`: BM25 queries; `lexical_index`: the BM25 index, kept exact by triggers;
+- `lexical`: BM25 queries; `lexical_index`: the BM25 index, updated in the publishing transaction;
 - `dense`: the index's mode and model, the nearest current chunk vectors, exact distances and
   the best-sentence re-score, in SQL;
 - `hit_context`: ranked chunk keys to hits with their parent and neighbours, in SQL;
