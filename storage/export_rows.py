@@ -94,7 +94,8 @@ _DESCRIPTIONS = {
     "generation": "the build of the batch that wrote the chunk (seams.batch_builds)",
     "vector_model_id": "model of the retrieval embedding (seams.chunk_index), null if none",
     "vector_mode": "how the retrieval embedding was made (seams.chunk_index.mode)",
-    "embedding": "the retrieval embedding, L2-normalised float32",
+    "embedding": "the retrieval embedding of `vector_model_id` (384 dimensions for the packaged "
+    "model), L2-normalised float32",
 }
 
 

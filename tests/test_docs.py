@@ -179,6 +179,7 @@ def readme_demo_block() -> str:
     )
 
 
+@pytest.mark.slow
 def test_the_readme_demo_summary_has_the_lines_seams_run_prints(
     instance: dg.DagsterInstance, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import dagster as dg
+import pytest
 
 from seams import OnnxEmbedder, chunk_text
 from seams.models.model_store import ModelManifest
@@ -17,6 +18,7 @@ from tests.support.samples import copy_samples
 SAMPLES = ("field_notes.md", "history_of_maps.txt", "platform_handbook.md")
 
 
+@pytest.mark.slow
 def test_chunk_text_with_the_onnx_embedder_equals_the_pipeline(
     instance: dg.DagsterInstance,
     defs: dg.Definitions,

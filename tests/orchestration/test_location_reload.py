@@ -45,6 +45,7 @@ def _reload(child_env: dict[str, str], home: Path) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow
 @pytest.mark.services
 def test_a_seams_yaml_written_after_start_up_changes_the_code_versions_on_reload(
     tmp_path: Path,

@@ -1,16 +1,20 @@
 """Batch commands yield the CPU to readers: `lower_priority` lowers every thread of the process,
 never raises one, and a pool to the embedded server lowers each backend it opens to the
-process's niceness. Each case runs in a child Python: a niceness cannot be taken back."""
+process's niceness. A niceness cannot be taken back: the process-wide case runs in a child
+Python, the pool's in a thread of its own."""
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
+import threading
 
 import pytest
 
+from seams.resources.postgres import _open_pool
 from seams.settings import SeamsSettings
 
 
@@ -31,20 +35,22 @@ THREADS = """
         tasks = os.listdir("/proc/self/task")
         return sorted({os.getpriority(os.PRIO_PROCESS, int(t)) for t in tasks})
 
+    base = os.getpriority(os.PRIO_PROCESS, 0)  # what this process inherited
+    target = min(19, base + 3)
     stop = threading.Event()
     early = threading.Thread(target=stop.wait)  # exists before the call: lowered one by one
     early.start()
-    seen = {"before": niceness()}
+    seen = {"base": base, "target": target, "before": niceness()}
     lower_priority(0)
     seen["zero"] = niceness()
-    lower_priority(7)
+    lower_priority(target)
     seen["lowered"] = niceness()
     later = []
     late = threading.Thread(target=lambda: later.append(os.getpriority(os.PRIO_PROCESS, 0)))
     late.start(); late.join()
     seen["later_thread"] = later
-    lower_priority(3)  # never raises a priority back
-    seen["after_3"] = niceness()
+    lower_priority(base + 1)  # never raises a priority back
+    seen["again"] = niceness()
     stop.set(); early.join()
     print(json.dumps(seen))
 """
@@ -52,32 +58,45 @@ THREADS = """
 
 def test_every_thread_is_lowered_and_none_raised_again() -> None:
     seen = _child(THREADS)
-    assert seen["before"] == seen["zero"] == [0]
-    assert seen["lowered"] == [7] and seen["later_thread"] == [7] and seen["after_3"] == [7]
+    base, target = seen["base"], seen["target"]
+    assert base <= 16, "the test needs a process that is not already nearly at the bottom"
+    assert seen["before"] == seen["zero"] == [base]
+    assert seen["lowered"] == seen["later_thread"] == seen["again"] == [target]
 
 
-BACKEND = """
-    import json, os, sys
-    from seams.orchestration.priority import lower_priority
-    from seams.resources.postgres import _open_pool
+def _backend_niceness(url: str, *, local: bool, niceness: int | None) -> int:
+    """The niceness of the backend a pool opens, the pool opened from a thread of its own at
+    `niceness` (Linux keeps a niceness per thread, and the pool's worker threads, which open
+    its connections, inherit it): this test process itself keeps its priority."""
+    seen: list[int] = []
 
-    lower_priority(6)
-    seen = {}
-    for local in (True, False):
-        pool = _open_pool(sys.argv[1], 1, local_server=local)
-        with pool.connection() as conn:
-            seen[str(local)] = os.getpriority(os.PRIO_PROCESS, conn.info.backend_pid)
-        pool.close()
-    print(json.dumps(seen))
-"""
+    def open_pool() -> None:
+        if niceness is not None:
+            os.setpriority(os.PRIO_PROCESS, 0, niceness)  # this thread only
+        pool = _open_pool(url, 1, local_server=local)
+        try:
+            with pool.connection() as conn:
+                seen.append(os.getpriority(os.PRIO_PROCESS, conn.info.backend_pid))
+        finally:
+            pool.close()
+
+    thread = threading.Thread(target=open_pool)
+    thread.start()
+    thread.join()
+    assert seen, "the pool's thread failed"
+    return seen[0]
 
 
 @pytest.mark.services
 def test_a_pool_to_the_embedded_server_lowers_its_backends(database_url: str) -> None:
-    """The test server is a local embedded PostgreSQL: the backend a lowered process opens on
-    it runs at the same niceness; a pool that does not know its server is local leaves it."""
-    seen = _child(BACKEND, database_url)
-    assert seen == {"True": 6, "False": 0}
+    """The test server is a local embedded PostgreSQL: the backend a lowered thread's pool opens
+    on it runs at that niceness; a pool that does not know its server is local leaves it."""
+    plain = _backend_niceness(database_url, local=False, niceness=None)
+    target = min(19, max(plain, os.getpriority(os.PRIO_PROCESS, 0)) + 2)
+    assert plain < target
+    assert _backend_niceness(database_url, local=True, niceness=target) == target
+    assert _backend_niceness(database_url, local=False, niceness=target) == plain
+    assert _backend_niceness(database_url, local=True, niceness=None) == plain
 
 
 def test_the_default_niceness_and_its_bounds() -> None:

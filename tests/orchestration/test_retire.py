@@ -131,6 +131,7 @@ def test_seams_run_file_chunks_that_one_file_and_retires_nothing(
     assert len(_current(database_url)) == len(SAMPLES) + 1
 
 
+@pytest.mark.slow
 def test_the_printed_python_one_liner_lists_current_chunks(
     instance: dg.DagsterInstance,
     defs: dg.Definitions,

@@ -63,6 +63,7 @@ def _psql_as(user: str, url: str) -> subprocess.CompletedProcess:
     )  # fmt: skip
 
 
+@pytest.mark.slow
 def test_a_long_data_dir_keeps_the_socket_private_and_parent_modes_unchanged(
     reachable_root: Path,
 ) -> None:
@@ -120,6 +121,7 @@ def test_a_long_data_dir_keeps_the_socket_private_and_parent_modes_unchanged(
     assert _modes(watched) == before
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not AS_ROOT, reason="only root runs the server as another user")
 def test_root_in_a_private_home_folder_gets_a_private_server_outside_it(
     reachable_root: Path,
@@ -222,6 +224,7 @@ print("ok", flush=True)
 """
 
 
+@pytest.mark.slow
 def test_two_first_runs_at_once_on_a_fresh_data_dir_both_succeed(reachable_root: Path) -> None:
     """Server start, databases, pgvector, the seams schema and Dagster's own tables, all created
     by two processes released at the same instant."""

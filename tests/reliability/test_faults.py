@@ -348,6 +348,7 @@ def _assert_jaccard_fallback(instance: dg.DagsterInstance, url: str, run_id: str
     assert warnings, "the fallback should be logged as a warning"
 
 
+@pytest.mark.slow
 def test_inference_failing_mid_batch_falls_back_to_jaccard_and_the_run_succeeds(
     instance: dg.DagsterInstance,
     defs: dg.Definitions,

@@ -94,6 +94,7 @@ def test_two_first_runs_at_once_on_an_empty_data_dir_both_complete(root: Path) -
     assert "__ASSET_JOB" in {job for job, _ in launched}  # the export ran here, tagged too
 
 
+@pytest.mark.slow
 @pytest.mark.services
 def test_a_data_dir_deleted_under_its_running_server_starts_afresh(root: Path) -> None:
     data_dir = root / "data"

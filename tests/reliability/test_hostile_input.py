@@ -257,6 +257,7 @@ def test_one_batch_of_hostile_documents_gives_chunks_or_clear_errors(
     ), reported
 
 
+@pytest.mark.slow
 def test_unicode_edge_cases_chunk_with_the_real_model(
     instance: dg.DagsterInstance, defs: dg.Definitions, tmp_path: Path, database_url: str
 ) -> None:

@@ -65,6 +65,7 @@ def inbox(tmp_path: Path) -> Path:
     return folder
 
 
+@pytest.mark.slow
 def test_a_file_left_mid_extraction_by_a_dead_run_is_quarantined_until_retried(
     instance: dg.DagsterInstance, defs: dg.Definitions, inbox: Path, database_url: str
 ) -> None:
@@ -96,6 +97,7 @@ def test_a_file_left_mid_extraction_by_a_dead_run_is_quarantined_until_retried(
     assert rows(database_url, "SELECT count(*) FROM seams.extraction_attempts") == [(0,)]
 
 
+@pytest.mark.slow
 def test_a_file_another_live_run_is_reading_is_not_quarantined(
     instance: dg.DagsterInstance, defs: dg.Definitions, inbox: Path, database_url: str
 ) -> None:

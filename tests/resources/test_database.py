@@ -62,6 +62,7 @@ def test_embedded_start_is_idempotent_and_keeps_data_across_restart(pgdata: Path
         server.stop()
 
 
+@pytest.mark.slow
 @pytest.mark.services
 def test_start_recovers_after_owner_and_postmaster_were_killed(pgdata: Path) -> None:
     owner = subprocess.Popen(

@@ -289,6 +289,7 @@ def test_export_writes_a_verified_manifest_and_is_idempotent(exported: ModelMani
     assert {p.name: p.stat().st_mtime_ns for p in folder.iterdir()} == before
 
 
+@pytest.mark.slow
 @pytest.mark.export
 def test_export_replaces_a_corrupt_export(exported: ModelManifest, tmp_path: Path) -> None:
     target = tmp_path / "copy"

@@ -85,6 +85,7 @@ def test_readers_and_later_processes_run_no_ddl(migrated: str) -> None:
     assert ddl_log(migrated) == []
 
 
+@pytest.mark.slow
 def test_a_dozen_processes_start_while_threads_search_without_error_or_ddl(
     migrated: str,
 ) -> None:
