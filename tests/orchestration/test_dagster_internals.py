@@ -254,6 +254,7 @@ def test_a_backfill_planned_run_and_finished(instance: dg.DagsterInstance) -> No
     assert [r.run_id for r in runs] == [result.run_id]
 
 
+@pytest.mark.slow
 @pytest.mark.services
 def test_a_reconstructable_job_runs_in_a_run_worker(instance: dg.DagsterInstance) -> None:
     """reconstructable_job, ReconstructableJob and execute_run_argument: the run worker
