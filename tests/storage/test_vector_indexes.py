@@ -30,6 +30,7 @@ from seams.storage.search.dense import (
     nearest_statement,
     nearest_vectors,
 )
+from tests.support.databases import migrated_postgres
 
 MODE = "text"
 PACKAGED = "minilm-like"  # a 384-d model, as the packaged one
@@ -39,10 +40,7 @@ DIMENSIONS = {PACKAGED: schema.EMBEDDING_DIM, SMALL: 96}
 
 @pytest.fixture
 def postgres(database_url: str) -> Iterator[PostgresResource]:
-    resource = PostgresResource(url=database_url)
-    resource.ensure_schema()
-    yield resource
-    close_pool(database_url)
+    yield from migrated_postgres(database_url)
 
 
 def unit_vectors(n: int, dimension: int, seed: int) -> np.ndarray:

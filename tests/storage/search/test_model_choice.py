@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from seams.errors import InputError
-from seams.resources.postgres import PostgresResource, close_pool
+from seams.resources.postgres import PostgresResource
 from seams.storage.search import (
     SearchKind,
     SearchReading,
@@ -35,6 +35,7 @@ from tests.storage.test_vector_indexes import (
     publish,
     unit_vectors,
 )
+from tests.support.databases import migrated_postgres
 
 BATCHES = {PACKAGED: "b1", SMALL: "b2"}  # b2 registered last: the newest batch
 
@@ -63,10 +64,7 @@ class FixedQueries:
 
 @pytest.fixture
 def postgres(database_url: str) -> Iterator[PostgresResource]:
-    resource = PostgresResource(url=database_url)
-    resource.ensure_schema()
-    yield resource
-    close_pool(database_url)
+    yield from migrated_postgres(database_url)
 
 
 @pytest.fixture
