@@ -46,12 +46,28 @@ class ChunkingSettings(Section):
 
 
 class EmbedderSettings(Section):
+    # The model that places boundaries (candidate embeddings): `packaged` (all-MiniLM-L6-v2,
+    # exported on first use), `static` (the `fast` preset's distilled model), or the path of a
+    # model folder (sentence-transformers, exported once; or one holding model.onnx +
+    # tokenizer.json). A change marks embeddings, boundaries, chunks and the index unsynced.
+    model: str = Field("packaged", min_length=1, max_length=4096)
     variant: Literal["fp32", "int8"] = "fp32"
     batch_size: int = Field(32, ge=1, le=4096)
     threads: int = Field(0, ge=0, le=256)
 
 
 class RetrievalSettings(Section):
+    # The model of the search index and of queries: null = the embedder's model; else
+    # `packaged`, or the path of a model folder (as `embedder.model`). A change marks only
+    # chunk_index unsynced: chunks and their ids stay, and search keeps answering from the
+    # previous model's vectors until every current chunk has one of the new model.
+    model: str | None = Field(None, min_length=1, max_length=4096)
+    # Text put before each query; null = the query prompt the model folder stores
+    # (sentence-transformers' `prompts`, e.g. e5's "query: ").
+    query_prompt: str | None = Field(None, max_length=4096)
+    # Text put before each chunk text the retrieval model indexes; null = the folder's document
+    # prompt (e.g. e5's "passage: ").
+    document_prompt: str | None = Field(None, max_length=4096)
     # pooled: token-weighted mean of the chunk's candidate embeddings; text: embed the chunk
     # text; late: late chunking (seams.models.chunk_vectors). `pooled` is the default: it
     # retrieves at least as well as `text` and costs no model call; `late` gains nothing when
