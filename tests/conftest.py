@@ -17,6 +17,7 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
+from seams.environment import SeamsEnvironment
 from seams.models.model_store import ModelManifest
 from seams.resources import database
 from seams.resources.database import EmbeddedPostgres
@@ -39,11 +40,15 @@ def isolated_environment() -> Iterator[Path]:
     os.environ.pop("SEAMS_DATABASE_URL", None)
     os.environ.pop("DAGSTER_HOME", None)
     yield root
+    # In-process `seams` commands start the data dir's own embedded server: stop it, then remove
+    # the session's files (a model export and a database each), so runs leave nothing behind.
+    EmbeddedPostgres.for_environment(SeamsEnvironment.from_os()).stop()
     for key, value in saved.items():
         if value is None:
             os.environ.pop(key, None)
         else:
             os.environ[key] = value
+    shutil.rmtree(root, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
