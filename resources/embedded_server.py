@@ -23,6 +23,11 @@ its binaries to o+rx. Here the server is started with `initdb`/`pg_ctl` directly
   that user can reach (`seams.resources.server_files`: where they live, who may reach them).
 - Concurrent starts of the same data dir (two first runs at once) are serialised by an exclusive
   `flock` on a file beside it; the second one attaches to the first one's server.
+- Memory is sized to the machine at every start (`memory_settings`), not left at PostgreSQL's
+  defaults (128 MB of shared buffers): the BM25 postings key and the HNSW graph outgrow 128 MB
+  at ~20k chunks, and from there each added batch writes into indexes that no longer fit, so
+  its cost grows with the corpus. A setting chosen with `ALTER SYSTEM` (saved in the data dir's
+  `postgresql.auto.conf`) is left to that file; a restart applies either.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ import contextlib
 import fcntl
 import hashlib
 import os
+import re
 import shlex
 import stat
 import subprocess
@@ -55,6 +61,19 @@ SOCKET_NAME = ".s.PGSQL.5432"
 # sizeof(sockaddr_un.sun_path) less the trailing NUL: 108 on Linux, 104 on macOS/BSD.
 SOCKET_PATH_MAX = 103 if sys.platform == "darwin" else 107
 START_TIMEOUT_S = 60
+MIB = 2**20
+SHARED_BUFFERS_SHARE = 4
+"""shared_buffers = memory / 4: PostgreSQL's own guidance for a server that has the machine;
+the operating system's page cache holds what does not fit."""
+SHARED_BUFFERS_RANGE = (128 * MIB, 8192 * MIB)
+"""Never below PostgreSQL's default; above ~8 GB the page cache serves a local corpus as well."""
+MAINTENANCE_WORK_MEM_SHARE = 8
+"""maintenance_work_mem = memory / 8: an HNSW build keeps its graph in it (1M vectors of 384
+dimensions need ~3 GB) and goes several times slower once the graph spills."""
+MAINTENANCE_WORK_MEM_RANGE = (64 * MIB, 4096 * MIB)
+EFFECTIVE_CACHE_SHARE = (3, 4)
+"""effective_cache_size = 3/4 of memory: the planner's guess of what shared buffers and the page
+cache hold together (allocates nothing)."""
 
 
 class StartFailed(StorageError):
@@ -209,6 +228,64 @@ def _private_socket_folder(folder: Path, user: ServerUser) -> Path:
     return folder
 
 
+# --- memory ------------------------------------------------------------------------------------
+
+
+def machine_memory() -> int:
+    """Bytes of memory this process may use: the machine's, or its control group's limit
+    (a container's) when that is lower."""
+    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    for limit_file in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            text = Path(limit_file).read_text().strip()
+        except OSError:
+            continue
+        if text.isdigit() and 0 < int(text) < total:
+            total = int(text)
+        break
+    return total
+
+
+def _clamp(value: int, bounds: tuple[int, int]) -> int:
+    return max(bounds[0], min(bounds[1], value))
+
+
+def memory_settings(memory: int) -> dict[str, str]:
+    """The embedded server's memory settings for a machine of `memory` bytes, in MB (what a
+    separate server should be given too: the benchmarks page has the measurements).
+    shared_buffers is reserved at start but only pages in use take memory, so a small corpus
+    costs no more than before."""
+    shared = _clamp(memory // SHARED_BUFFERS_SHARE, SHARED_BUFFERS_RANGE)
+    maintenance = _clamp(memory // MAINTENANCE_WORK_MEM_SHARE, MAINTENANCE_WORK_MEM_RANGE)
+    share, whole = EFFECTIVE_CACHE_SHARE
+    cache = max(shared, memory * share // whole)
+    return {
+        "shared_buffers": f"{shared // MIB}MB",
+        "effective_cache_size": f"{cache // MIB}MB",
+        "maintenance_work_mem": f"{maintenance // MIB}MB",
+    }
+
+
+_AUTO_CONF_LINE = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_.]*)\s*=?\s*(.*?)\s*$")
+
+
+def system_settings(pgdata: Path) -> dict[str, str]:
+    """Settings chosen with `ALTER SYSTEM` for the server of `pgdata` (its
+    `postgresql.auto.conf`): those stay as chosen; {} when there are none."""
+    try:
+        text = (pgdata / "postgresql.auto.conf").read_text()
+    except OSError:
+        return {}
+    found: dict[str, str] = {}
+    for line in text.splitlines():
+        if line.lstrip().startswith("#"):
+            continue
+        match = _AUTO_CONF_LINE.match(line)
+        if match and match.group(2):
+            found[match.group(1).lower()] = match.group(2).strip("'")
+    return found
+
+
 # --- start and stop ----------------------------------------------------------------------------
 
 
@@ -251,11 +328,18 @@ def start_server(pgdata: Path, *, runtime_dir: Path | None = None) -> str:
         binaries = reachable_binaries(user)
         _prepare_pgdata(pgdata, user, binaries)
         socket_dir = socket_folder(pgdata, user, runtime_dir)
+        chosen = system_settings(pgdata)
+        sized = [
+            f"-c {name}={value}"
+            for name, value in memory_settings(machine_memory()).items()
+            if name not in chosen
+        ]
         server_options = " ".join(
             [
                 "-c listen_addresses=''",
                 f"-k {shlex.quote(str(socket_dir))}",
                 "-c unix_socket_permissions=0700",
+                *sized,
             ]
         )
         wait = ["-w", "-t", str(START_TIMEOUT_S)]
