@@ -58,14 +58,13 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from seams.chunking.config import ChunkingConfig
 from seams.chunking.segment import Candidate
-from seams.chunking.similarity import prefix_sums
 
 #: Penalty for an undersized chunk: larger than any evidence a cut can collect, so `min` behaves
 #: as a hard rule wherever a segmentation that keeps it exists.
@@ -249,8 +248,12 @@ def optimal_cuts(
 #: and memory stays O(block * window) however long the document is. The block layout fixes the
 #: rounding of the scores (each block sums its own prefix), so it must not change.
 _BLOCK = 256
-#: Memory for the prefix sums of the blocks summed together (float64).
+#: Memory for the prefix sums of the short topics split together (`_Search.split_to_fit`).
 _PREFIX_BYTES = 16 << 20
+#: Memory for the float32 prefix sums of the blocks of one run summed together.
+_GROUP_BYTES = 4 << 20
+#: Memory for the float64 rows being summed at a time (`_Search._stacked_prefixes`).
+_STEP_BYTES = 256 << 10
 
 
 class _Search:
@@ -286,7 +289,7 @@ class _Search:
         back = [0] * (size + 1)
         blocks = list(range(first + 1, stop + 1, _BLOCK))
         # Blocks whose prefix sums are summed together (one addition per row for all of them).
-        group = max(1, _PREFIX_BYTES // ((_BLOCK + window) * self.units.shape[1] * 8))
+        group = max(1, _GROUP_BYTES // ((_BLOCK + window) * self.units.shape[1] * 4))
         for at in range(0, len(blocks), group):
             tops = blocks[at : at + group]
             spans = [(max(first, top - window), min(top + _BLOCK, stop + 1) - 1) for top in tops]
@@ -316,20 +319,43 @@ class _Search:
 
     def _stacked_prefixes(self, spans: list[tuple[int, int]]) -> tuple[np.ndarray, list[int]]:
         """The prefix sums of `_prefixes`, one after the other: span k's are rows
-        offsets[k]:offsets[k+1] of the returned array."""
+        offsets[k]:offsets[k+1] of the returned float32 array.
+
+        The float64 running sums of all spans advance together, `_STEP_BYTES` of rows at a
+        time (one addition per row for all spans), each step converted to float32 as soon as
+        it is summed: the same additions in the same order as `prefix_sums` of each span, but
+        no float64 copy of them all (megabytes freshly paged in on every document)."""
         units = self.units
-        if len(spans) == 1:  # one span (a long block): no staging copies
-            low, last = spans[0]
-            return prefix_sums(units[low:last], np.float64).astype(np.float32), [0, last - low + 1]
-        longest = max(last - low for low, last in spans)
-        rows = np.zeros((longest, len(spans), units.shape[1]), dtype=units.dtype)
-        for column, (low, last) in enumerate(spans):
-            rows[: last - low, column] = units[low:last]
-        prefix = prefix_sums(rows, np.float64).astype(np.float32)
-        stacked = np.concatenate(
-            [prefix[: last - low + 1, column] for column, (low, last) in enumerate(spans)]
-        )
-        offsets = [0, *itertools.accumulate(last - low + 1 for low, last in spans)]
+        d = units.shape[1]
+        lows = [low for low, _ in spans]
+        lengths = [last - low for low, last in spans]
+        offsets = [0, *itertools.accumulate(m + 1 for m in lengths)]
+        stacked = np.empty((offsets[-1], d), dtype=np.float32)
+        stacked[offsets[:-1]] = 0.0
+        longest = max(lengths)
+        step = max(1, min(longest, _STEP_BYTES // (len(spans) * d * 8)))
+        chunk = np.zeros((step, len(spans), d), dtype=np.float64)
+        views = list(chunk)  # row views made once: a row costs one addition for all spans
+        carried = np.zeros((len(spans), d), dtype=np.float64)
+        for t0 in range(0, longest, step):
+            rows = min(step, longest - t0)
+            for column, (low, m) in enumerate(zip(lows, lengths, strict=True)):
+                have = max(0, min(rows, m - t0))
+                if have:
+                    chunk[:have, column] = units[low + t0 : low + t0 + have]
+                if have < rows:  # the span has ended: zeros, as `prefix_sums` of zero rows
+                    chunk[have:rows, column] = 0.0
+            before = carried if t0 else None  # a span's first row is its first sum as it is
+            for row in views[:rows]:
+                if before is not None:
+                    row += before  # row + before == before + row, bit for bit
+                before = row
+            carried[...] = views[rows - 1]
+            for column, (offset, m) in enumerate(zip(offsets, lengths, strict=False)):
+                have = min(rows, m - t0)
+                if have > 0:
+                    at = offset + 1 + t0
+                    stacked[at : at + have] = chunk[:have, column]  # float64 -> float32
         return stacked, offsets
 
     def split_to_fit(self, runs: list[tuple[int, int]], evidence: np.ndarray) -> list[int]:
@@ -402,7 +428,9 @@ class _Search:
         norm_at = (rows_before[topic_of_row] + topic_of_row - row_first)[:, None]
         spread = norms[norm_at[:, 0] + ends][:, None] + norms[norm_at + safe] - 2.0 * dots
         score = spread - PIECE_COST + np.where(safe > first_col, evidence[safe], 0.0)
-        score, valid = self._size_terms(score, valid, ends, safe, capped=True)
+        score, valid = self._size_terms(
+            score, valid, ends, lambda values: values[safe], capped=True
+        )
         score = np.where(valid, score, -np.inf)
         # The dynamic programme of `run`, in Python floats (the same IEEE sums; a few
         # candidates per chunk, where numpy's per-call cost would dominate).
@@ -453,29 +481,33 @@ class _Search:
         score: np.ndarray,
         valid: np.ndarray,
         ends: np.ndarray,
-        safe: np.ndarray,
+        at_start: Callable[[np.ndarray], np.ndarray],
         *,
         capped: bool,
     ) -> tuple[np.ndarray, np.ndarray]:
-        """The size rules on scores of chunks [safe, end): `UNDERSIZED_PENALTY` under
-        `chunk_size_min`; capped, the pull toward the target and chunks over a cap invalid."""
+        """The size rules on scores of chunks [start, end), in place: `UNDERSIZED_PENALTY`
+        under `chunk_size_min`; capped, the pull toward the target and chunks over a cap
+        invalid. `at_start(values)`: a per-candidate array's value at each chunk's start (where
+        `valid` is False, any value of it: those scores are discarded)."""
         config, limits = self.config, self.limits
         if limits.unit == "chars":
-            size = limits.ends[ends - 1][:, None] - limits.starts[safe]
+            size = limits.ends[ends - 1][:, None] - at_start(limits.starts)
         else:
-            size = limits.unit_prefix[ends][:, None] - limits.unit_prefix[safe]
+            size = limits.unit_prefix[ends][:, None] - at_start(limits.unit_prefix)
         if config.chunk_size_min > 1:
             score -= UNDERSIZED_PENALTY * (size < config.chunk_size_min)
         target = config.chunk_size_target
         if capped and config.target_weight and target is not None:
             score -= config.target_weight * ((size - target) / target) ** 2
         if capped:
-            chars = limits.ends[ends - 1][:, None] - limits.starts[safe]
             hi, max_chars = config.chunk_size_max, config.effective_chars_max()
             over = np.zeros_like(valid)
             if hi is not None:
                 over |= size > hi
             if max_chars is not None:
+                chars = size
+                if limits.unit != "chars":
+                    chars = limits.ends[ends - 1][:, None] - at_start(limits.starts)
                 over |= chars > max_chars
             over[:, 0] = False  # a single candidate is always allowed
             valid &= ~over
@@ -494,7 +526,9 @@ class _Search:
         """score[row, k-1]: the chunk [ends[row] - k, ends[row]) without the best prefix before
         it; -inf where the chunk would start before `first` or break a cap. Capped, only the
         columns of lengths that can fit are returned (the rest would be -inf). `ends` are
-        consecutive, so every per-start value is a band of a vector: strided views, no gathers.
+        consecutive, so every per-start value is a band of a vector: strided views, no gathers,
+        and the arithmetic runs in place on one array (temporaries of this size are most of
+        the segmenter's memory traffic).
 
         `local`: the prefix sums of the block's rows only, from its first possible start
         (`_prefixes`): exact in float64, small enough for the float32 product (~1e-5 absolute
@@ -506,26 +540,38 @@ class _Search:
             bounds = np.array([0, rows])
             firsts = np.full(rows, first, dtype=np.int64)
             width = int(self._feasible_widths(ends, firsts, bounds, np.array([window]))[0])
-        lengths = np.arange(1, width + 1)
-        starts = ends[:, None] - lengths[None, :]  # (rows, width)
-        valid = starts >= first
+        # Every chunk of the block starts after `first` once its longest does: no masking.
+        inside = top - width > first
         low = max(first, top - window)
         norms = np.einsum("ij,ij->i", local, local, dtype=np.float64)
         columns = last - low
         # gram[row, c] = <prefix at ends[row], prefix c>, one BLAS call, written after `width`
         # spare slots so that the band below never reads before the buffer.
-        buffer = np.zeros(width + rows * columns, dtype=np.float32)
+        buffer = np.empty(width + rows * columns, dtype=np.float32)
+        buffer[:width] = 0.0
         gram = buffer[width:].reshape(rows, columns)
         np.matmul(local[ends - low], local[:columns].T, out=gram)
         # dots[row, k-1] = gram[row, ends[row] - k - low]; where that start is before `first`
         # the view reads a neighbour (masked below).
         dots = _band2d(buffer, width + top - low - 1, columns + 1, rows, width).astype(np.float64)
-        spread = norms[ends - low][:, None] + _band(norms, top - low, rows, width) - 2.0 * dots
+        dots *= 2.0
+        score = norms[ends - low][:, None] + _band(norms, top - low, rows, width)
+        score -= dots  # the spread
         if not capped:
-            spread = spread / lengths[None, :]
-        score = spread - cost + np.where(starts > first, _band(evidence, top, rows, width), 0.0)
-        safe = np.where(valid, starts, first)
-        score, valid = self._size_terms(score, valid, ends, safe, capped=capped)
+            score /= np.arange(1, width + 1)
+        score -= cost
+        starts = None
+        if inside:
+            score += _band(evidence, top, rows, width)
+        else:
+            starts = ends[:, None] - np.arange(1, width + 1)[None, :]  # (rows, width)
+            score += np.where(starts > first, _band(evidence, top, rows, width), 0.0)
+        valid = np.ones((rows, width), dtype=bool) if starts is None else starts >= first
+        score, valid = self._size_terms(
+            score, valid, ends, lambda values: _band(values, top, rows, width), capped=capped
+        )
+        if starts is None and not capped:
+            return score  # every chunk valid
         return np.where(valid, score, -np.inf)
 
 
