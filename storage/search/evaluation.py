@@ -67,6 +67,14 @@ class Evaluation:
     published_seq: int | None = None
     """The publication every answer read."""
 
+    def figures(self, search: str, lexical_weight: float) -> dict[int, list[float]]:
+        """Per budget, each question's recall for one way of ranking: `search` as
+        `retrieval.search` names it, hybrid at `lexical_weight`. A `KeyError` when the run did
+        not measure it (see `evaluate`'s `kinds` and `weights`)."""
+        if search == "hybrid":
+            return self.by_weight[float(lexical_weight)]
+        return self.by_search[search]
+
 
 def source_path(uri: str) -> str:
     """The decoded path of a registered file's `file://` URI."""
@@ -172,22 +180,34 @@ def evaluate(
     count_tokens: TokenCounter,
     published_seq: int | None = None,
     progress: Progress | None = None,
+    kinds: Sequence[SearchKind] = KINDS,
 ) -> Evaluation:
     """Every question, per budget: hybrid at each of `weights` (which must hold the current
     `lexical_weight`), dense and lexical, with the settings' `sentence_weight`, as
     `search_response` ranks and packs them. `published_seq`: the publication `sources` were
-    read at; an answer from another one stops the run (`StorageError`)."""
-    if lexical_weight not in weights:
+    read at; an answer from another one stops the run (`StorageError`).
+
+    `kinds`: the ways of ranking to measure (default all three). Each costs one reading of the
+    index per question, most of a run's cost, so a caller that needs only the current settings'
+    figure (the `retrieval_eval` asset) names just `retrieval.search`; `weights` count only
+    when "hybrid" is among them."""
+    unknown = [kind for kind in kinds if kind not in KINDS]
+    if unknown or not kinds:
+        raise ValueError(f"kinds must be some of {', '.join(KINDS)}, got {list(kinds)!r}")
+    if "hybrid" in kinds and lexical_weight not in weights:
         raise ValueError("the current lexical_weight must be among the weights")
+    measured = [kind for kind in KINDS if kind in kinds]
     result = Evaluation(tuple(budgets), published_seq=published_seq)
     remembered = RememberedQueries(embedder)
-    for weight in weights:
-        result.by_weight[float(weight)] = {b: [] for b in budgets}
-    for kind in KINDS[1:]:
-        result.by_search[kind] = {b: [] for b in budgets}
+    if "hybrid" in measured:
+        for weight in weights:
+            result.by_weight[float(weight)] = {b: [] for b in budgets}
+    for kind in measured:
+        if kind != "hybrid":
+            result.by_search[kind] = {b: [] for b in budgets}
     for done, question in enumerate(questions):
         document = sources[question.source]
-        for kind in KINDS:
+        for kind in measured:
             reading = read_search(
                 postgres, remembered, question.question, EVAL_K, search=kind,
                 sentence_weight=sentence_weight,

@@ -235,3 +235,26 @@ def test_held_out_never_beats_the_best_weight_per_question(
     assert choice.held_out <= ceiling + 1e-9
     assert choice.score >= choice.current_score - 1e-12  # the best over all is at least current
     assert choice.change <= (choice.held_out > choice.current_score)
+
+
+# --- what a run measures -------------------------------------------------------------------------
+def test_a_run_measures_only_the_kinds_asked_for() -> None:
+    from seams.storage.search.evaluation import evaluate
+
+    options = {"budgets": [250], "weights": [0.75], "lexical_weight": 0.75,
+               "sentence_weight": 0.7, "count_tokens": len}  # fmt: skip
+    # No questions: nothing is read, so no index is needed to see what the run would measure.
+    only_dense = evaluate(None, None, [], {}, kinds=("dense",), **options)  # type: ignore[arg-type]
+    assert only_dense.by_weight == {} and list(only_dense.by_search) == ["dense"]
+    assert only_dense.figures("dense", 0.75) == {250: []}
+    with pytest.raises(KeyError):
+        only_dense.figures("hybrid", 0.75)
+    every = evaluate(None, None, [], {}, **options)  # type: ignore[arg-type]
+    assert list(every.by_weight) == [0.75] and list(every.by_search) == ["dense", "lexical"]
+    assert every.figures("hybrid", 0.75) == {250: []}
+    with pytest.raises(ValueError, match="kinds"):
+        evaluate(None, None, [], {}, kinds=("bm25",), **options)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="lexical_weight"):
+        evaluate(None, None, [], {}, **{**options, "weights": [0.5]})  # type: ignore[arg-type]
+    # Without hybrid the weights do not matter.
+    evaluate(None, None, [], {}, kinds=("lexical",), **{**options, "weights": []})  # type: ignore[arg-type]
