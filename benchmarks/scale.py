@@ -24,7 +24,13 @@ One throwaway embedded PostgreSQL (in a temp dir, stopped and deleted afterwards
   impact first, at the pool `search_response` asks for) has the same BM25 scores as the
   exhaustive top-5 (`exhaustive=True`: every posting of every query lexeme), and the recall of
   the exhaustive top-5 (a chunk counts when its score reaches the exhaustive 5th: ties are
-  interchangeable).
+  interchangeable); the same for deeper fixed reads (`--depths`) and for the read that stops on
+  a bound (`benchmarks/experiments/lexical_stopping.py`: exact by construction; the figure
+  checks it and gives its cost).
+
+The server's memory is what the embedded server sizes to the machine
+(`resources.embedded_server.memory_settings`, recorded per size as `server_settings`), or
+PostgreSQL's defaults with `--postgres-defaults` (the store as it ran before).
 
 Texts and vectors are synthetic, seeded and deterministic: pseudo-words drawn from a Zipf law
 (so some terms occur in most chunks, as in real text) with a topic's own words mixed in, and
@@ -53,6 +59,7 @@ import pandas as pd
 import psycopg
 from psycopg import sql
 
+from benchmarks.experiments import lexical_stopping
 from benchmarks.header import write_result
 from seams.resources.database import DATA_DATABASE, EmbeddedPostgres, database_url_for
 from seams.resources.embedded_server import server_tempdir
@@ -372,9 +379,9 @@ def reset_peak_rss() -> bool:
 
 
 def build_hnsw(url: str) -> float:
-    """Seconds to build the model's HNSW index with `ensure_model_index`."""
+    """Seconds to build the model's HNSW index with `ensure_model_index`, with the server's
+    `maintenance_work_mem` (what the `chunk_index` asset gets)."""
     with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute("SET maintenance_work_mem = '1GB'")
         started = time.perf_counter()
         built = vector_indexes.ensure_model_index(conn, MODEL_ID, DIMENSION)
         seconds = time.perf_counter() - started
@@ -390,6 +397,32 @@ def drop_hnsw(url: str) -> None:
     with psycopg.connect(url, autocommit=True) as conn:
         name = schema.chunk_index_hnsw_name(MODEL_ID, DIMENSION)
         conn.execute(sql.SQL("DROP INDEX {}").format(sql.Identifier(schema.SCHEMA, name)))
+
+
+SERVER_SETTINGS = ("shared_buffers", "effective_cache_size", "maintenance_work_mem", "work_mem",
+                   "max_wal_size")  # fmt: skip
+POSTGRES_DEFAULTS = {"shared_buffers": "128MB", "effective_cache_size": "4GB",
+                     "maintenance_work_mem": "64MB"}  # fmt: skip
+"""PostgreSQL's own defaults of what the embedded server sizes to the machine (`--postgres-
+defaults`: the store as it ran before it did)."""
+
+
+def server_settings(url: str) -> dict[str, str]:
+    """The server's memory and WAL settings, as `SHOW` gives them."""
+    with psycopg.connect(url) as conn:
+        return {name: conn.execute(sql.SQL("SHOW {}").format(sql.Identifier(name))).fetchone()[0]
+                for name in SERVER_SETTINGS}  # fmt: skip
+
+
+def use_postgres_defaults(server: EmbeddedPostgres, url: str) -> str:
+    """Restart the server with PostgreSQL's defaults for the settings Seams sizes (ALTER
+    SYSTEM: a start keeps those); its new URL."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        for name, value in POSTGRES_DEFAULTS.items():
+            conn.execute(sql.SQL("ALTER SYSTEM SET {} = {}").format(
+                sql.Identifier(name), sql.Literal(value)))  # fmt: skip
+    server.stop()
+    return server.start()
 
 
 def disk(url: str) -> tuple[int, dict[str, int]]:
@@ -433,6 +466,7 @@ def measure_lexical(
     recalls: dict[int, list[float]] = {d: [] for d in depths}
     read_ms: dict[int, list[float]] = {d: [] for d in depths}
     exhaustive_ms, df_max = [], []
+    stop = {"exact": 0, "recalls": [], "ms": [], "depth": [], "scored": [], "rounds": []}
     with postgres.connection() as conn:
         for q in items:
             terms = lexical.query_terms(conn, TEXT_SEARCH_CONFIG, q.text)
@@ -448,6 +482,14 @@ def measure_lexical(
                 scores = [h.score for h in found]
                 exact[depth] += same_top(scores, truth, k)
                 recalls[depth].append(recall_by_score(scores, truth, k))
+            started = time.perf_counter()
+            read = lexical_stopping.top_chunks(conn, terms, pool_size(k), k)
+            stop["ms"].append((time.perf_counter() - started) * 1000)
+            scores = [h.score for h in read.hits]
+            stop["exact"] += same_top(scores, truth, k)
+            stop["recalls"].append(recall_by_score(scores, truth, k))
+            for name in ("depth", "scored", "rounds"):
+                stop[name].append(getattr(read, name))
             df_max.append(max(terms.document_frequencies))
     by_depth = {
         str(d): {"top_k_equal_share": round(exact[d] / len(items), 4),
@@ -464,6 +506,20 @@ def measure_lexical(
         "read": product["read"],
         "exhaustive": percentiles(exhaustive_ms),
         "by_depth": by_depth,
+        "stopping_rule": {
+            "top_k_equal_share": round(stop["exact"] / len(items), 4),
+            "recall_at_k": round(statistics.mean(stop["recalls"]), 4),
+            "read": percentiles(stop["ms"]),
+            "depth_reached": {
+                "median": statistics.median(stop["depth"]),
+                "max": max(stop["depth"]),
+            },
+            "chunks_scored": {
+                "median": statistics.median(stop["scored"]),
+                "max": max(stop["scored"]),
+            },
+            "rounds": {"median": statistics.median(stop["rounds"]), "max": max(stop["rounds"])},
+        },
     }
 
 
@@ -557,7 +613,10 @@ def run(args: argparse.Namespace) -> Iterator[dict[str, Any]]:
     root = server_tempdir("seams-scale-")
     server = EmbeddedPostgres(root / "pgdata")
     try:
-        url = database_url_for(server.start(), DATA_DATABASE)
+        started = server.start()
+        if args.postgres_defaults:
+            started = use_postgres_defaults(server, started)
+        url = database_url_for(started, DATA_DATABASE)
         postgres = PostgresResource(url=url, max_connections=2)
         postgres.ensure_schema()
         loaded = 0
@@ -570,6 +629,7 @@ def run(args: argparse.Namespace) -> Iterator[dict[str, Any]]:
                 loaded = target
             figures = measure_size(postgres, url, corpus, loaded, args)
             figures["load_seconds_without_hnsw"] = round(load_seconds, 1)
+            figures["server_settings"] = server_settings(url)
             figures["data_dir_mib"] = round(
                 sum(p.stat().st_size for p in (root / "pgdata").rglob("*") if p.is_file()) / 2**20
             )
@@ -595,6 +655,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=[1000, 5000],
         help="postings read per lexeme to compare with the product's (comma-separated)",
     )
+    parser.add_argument(
+        "--postgres-defaults",
+        action="store_true",
+        help="run the server with PostgreSQL's default memory settings instead of Seams' sizing",
+    )
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -609,7 +674,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     print("| chunks | postings per lexeme | top-5 equal | recall@5 | read p50 ms | read p95 ms |")
     print("|---|---:|---:|---:|---:|---:|")
     for f in results:
-        for depth, x in f["bm25_exactness"]["by_depth"].items():
+        rows = dict(f["bm25_exactness"]["by_depth"])
+        stopping = f["bm25_exactness"]["stopping_rule"]
+        rows[f"stopping rule (depth max {stopping['depth_reached']['max']:,})"] = stopping
+        for depth, x in rows.items():
             read = x["read"]
             cells = [
                 f"{f['chunks']:,}",

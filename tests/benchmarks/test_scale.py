@@ -80,3 +80,23 @@ def test_sizes_must_be_ascending_whole_batches() -> None:
     for bad in ("100000,10000", "1500", "", "10000,10000"):
         with pytest.raises(argparse.ArgumentTypeError, match="--sizes"):
             scale.parse_sizes(bad)
+
+
+def test_the_stopping_rules_bound_is_above_every_true_term_score() -> None:
+    from benchmarks.experiments.lexical_stopping import term_bound
+    from seams.storage.search.lexical import K1, B
+    from seams.storage.search.lexical_index import REFERENCE_LENGTH
+
+    def term_score(tf: int, length: int, avgdl: float) -> float:
+        return tf * (K1 + 1) / (tf + K1 * (1 - B + B * length / avgdl))
+
+    rng = np.random.default_rng(5)
+    tight = 0
+    for _ in range(5000):
+        tf, length = int(rng.integers(1, 40)), int(rng.integers(1, 600))
+        avgdl = float(rng.uniform(5, 400))
+        stored = float(np.float32(term_score(tf, length, REFERENCE_LENGTH)))  # a real column
+        true = term_score(tf, length, avgdl)
+        assert true <= term_bound(stored, avgdl)
+        tight += term_bound(stored, avgdl) < 1.01 * true
+    assert tight > 50  # a bound, not a ceiling: often within 1 % of the true score
