@@ -20,8 +20,31 @@ registration), brings the BM25 statistics to exactly the published chunks, and a
 `seams.publications`. A retired document (its file gone) leaves `current_documents` at once
 (`retire`).
 
+A model switch (another `retrieval.model`, or another `embedder.model`, which rewrites the chunks
+too) is held, then published whole. The *serving model* is the model of the published index:
+that of the newest published batch that holds current documents (`serving_model`; readers embed
+queries with it, `dense.index_target`). A complete build whose vectors are of another model is
+not published on its own: it is held (`state = 'complete'`, "waiting for the model switch: k of
+n batch(es) ready") until every batch whose current chunks have vectors of another model has a
+complete build in the new one; the `chunk_index` write (or `publish_ready`) that completes the
+set publishes every held build of that model with its own, in one publication, so readers flip
+from the complete old index to the complete new one between two snapshots and never see a batch
+of each. The same publication deletes every other model's vectors outside open builds, and
+reports those models (`Publication.retired_models`) so that the writer drops their HNSW indexes
+after it commits (`vector_indexes.drop_unused_model_indexes`: `DROP INDEX CONCURRENTLY` cannot run
+inside the publication). Held rather than published per batch because one rule then covers both
+kinds of switch: a retrieval-only switch keeps chunk ids, but an embedder switch rewrites them,
+and a batch published early would have current chunks that no vector of the serving model
+describes (missing from dense results, or found by BM25 alone). A single-run backfill writes
+every batch's `chunk_index` at once, so its switch is one publication as before; a multi-run
+backfill or `seams run` of one batch publishes at the last batch. A batch of a switch built
+again with the serving model (the settings switched back) is published at once, as before.
+
 Lock order everywhere: registration lock -> partition locks (sorted) -> build rows (sorted)
--> publication lock.
+-> publication lock. A switch's publication also takes the rows of the other held builds after
+the publication lock, with SKIP LOCKED: a build whose row a writer holds counts as not ready
+(that writer re-checks the switch under the same lock when it commits a `chunk_index` write, and
+its statements then see this one's held builds), so nothing waits in the wrong order.
 """
 
 from __future__ import annotations
@@ -96,6 +119,34 @@ class Publication:
     seq: int | None = None
     published: dict[str, int] = field(default_factory=dict)
     held: dict[str, str] = field(default_factory=dict)
+    retired_models: tuple[str, ...] = ()
+    """Models whose vectors a completed model switch deleted: the writer drops their HNSW
+    indexes once its transaction committed (`vector_indexes.drop_unused_model_indexes`)."""
+
+
+@dataclass(frozen=True)
+class ModelSwitch:
+    """A model switch in progress: builds of `target` complete and held until every batch with
+    current chunks has one; readers search `serving` meanwhile."""
+
+    serving: str
+    target: str
+    ready: tuple[str, ...]
+    """Batches with a complete build of `target`, held."""
+    waiting: tuple[str, ...]
+    """Batches whose current chunks have vectors of another model and no such build yet."""
+
+    @property
+    def total(self) -> int:
+        return len(self.ready) + len(self.waiting)
+
+    def describe(self) -> str:
+        """`waiting for the model switch from ab12 to cd34: 2 of 5 batch(es) ready`."""
+        return (
+            f"waiting for the model switch from {self.serving[:12]} to {self.target[:12]}: "
+            f"{len(self.ready)} of {self.total} batch(es) ready (search answers with "
+            f"{self.serving[:12]} until every batch is; `seams backfill` builds the rest)"
+        )
 
 
 # --- writers: builds ---------------------------------------------------------------------------
@@ -165,8 +216,8 @@ def record_part(
             )
     keys = sorted(builds)
     conn.execute(
-        "UPDATE seams.batch_builds AS o"
-        " SET parts = ARRAY(SELECT p FROM unnest(o.parts) AS p WHERE p <> ALL(%(drop)s))"
+        "UPDATE seams.batch_builds AS o SET state = 'building',"  # a held build reopens
+        " parts = ARRAY(SELECT p FROM unnest(o.parts) AS p WHERE p <> ALL(%(drop)s))"
         "             || %(table)s::text"
         " FROM unnest(%(b)s::text[], %(g)s::int[]) AS v(b, g)"
         " WHERE o.batch_key = v.b AND o.generation = v.g",
@@ -209,8 +260,151 @@ def complete_and_publish(
     ready = {b: build.generation for b, build in builds.items() if b not in held}
     if not ready:
         return Publication(held=held)
-    seq = publish(conn, ready, run_id=run_id)
-    return Publication(seq, ready, held)
+    # Under the publication lock before the serving model is read: concurrent completions of
+    # one switch run one after the other, and the last sees every other's held build.
+    conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (PUBLISH_LOCK,))
+    serving = serving_model(conn)
+    models = build_models(conn, ready)
+    plain = {b: g for b, g in ready.items() if models.get(b) in (None, serving)}
+    switching = sorted({m for b, m in models.items() if m is not None and m != serving})
+    if serving is None or not switching:
+        return Publication(publish(conn, ready, run_id=run_id), ready, held)
+    seq = publish(conn, plain, run_id=run_id) if plain else None
+    published = dict(plain)
+    retired: tuple[str, ...] = ()
+    for target in switching:
+        mine = {b: g for b, g in ready.items() if models.get(b) == target}
+        group, waiting = _switch_group(conn, target, mine)
+        if waiting or len(switching) > 1:  # two new models at once: neither is the switch
+            state = ModelSwitch(serving, target, tuple(sorted(group)), waiting)
+            _hold(conn, mine)
+            held.update(dict.fromkeys(mine, state.describe()))
+            continue
+        seq = publish(conn, group, run_id=run_id)
+        published.update(group)
+        retired = _retire_other_models(conn, target)
+    return Publication(seq, published, held, retired)
+
+
+def serving_model(conn: psycopg.Connection[Any]) -> str | None:
+    """The model of the published index (None: no published batch with current documents holds
+    a vector): that of the newest published batch that holds current documents. Every batch
+    with current chunks has vectors of it, except in a database published before switches were
+    held, where it is still the model readers were answered with."""
+    row = conn.execute(
+        "SELECT i.model_id FROM seams.batch_builds AS b"
+        " CROSS JOIN LATERAL (SELECT i.model_id FROM seams.chunk_index AS i"
+        "     WHERE i.batch_key = b.batch_key AND i.generation <= b.generation LIMIT 1) AS i"
+        " WHERE b.state = 'published' AND EXISTS ("
+        "     SELECT 1 FROM seams.current_documents AS d WHERE d.batch_key = b.batch_key)"
+        " ORDER BY b.batch_key DESC LIMIT 1",
+        prepare=True,
+    ).fetchone()
+    return None if row is None else str(row[0])
+
+
+def build_models(conn: psycopg.Connection[Any], builds: Mapping[str, int]) -> dict[str, str]:
+    """Per build (batch -> generation) that wrote vectors, their model (a build without any:
+    absent). One `chunk_index` write embeds with one model, so one row tells."""
+    keys = sorted(builds)
+    rows = conn.execute(
+        "SELECT v.b, i.model_id FROM unnest(%s::text[], %s::int[]) AS v(b, g)"
+        " CROSS JOIN LATERAL (SELECT i.model_id FROM seams.chunk_index AS i"
+        "     WHERE i.batch_key = v.b AND i.generation = v.g LIMIT 1) AS i",
+        (keys, [builds[k] for k in keys]),
+    ).fetchall()
+    return {str(b): str(m) for b, m in rows}
+
+
+def _waiting_batches(conn: psycopg.Connection[Any], target: str) -> list[str]:
+    """Published batches with current documents whose visible vectors are of another model than
+    `target`: each needs a complete build of `target` before the switch is published."""
+    rows = conn.execute(
+        "SELECT b.batch_key FROM seams.batch_builds AS b WHERE b.state = 'published'"
+        " AND EXISTS (SELECT 1 FROM seams.current_documents AS d WHERE d.batch_key = b.batch_key)"
+        " AND EXISTS (SELECT 1 FROM seams.chunk_index AS i WHERE i.batch_key = b.batch_key"
+        "             AND i.generation <= b.generation AND i.model_id <> %s)"
+        " ORDER BY b.batch_key",
+        (target,),
+    ).fetchall()
+    return [str(r[0]) for r in rows]
+
+
+def _switch_group(
+    conn: psycopg.Connection[Any], target: str, mine: Mapping[str, int]
+) -> tuple[dict[str, int], tuple[str, ...]]:
+    """The builds a switch to `target` would publish together (`mine`, the caller's complete
+    builds of it, and every other complete build of it whose row is free, now locked), and the
+    batches still waiting for one."""
+    others = conn.execute(
+        "SELECT o.batch_key, o.generation, o.state, o.parts, o.run_id, o.started_at,"
+        " (SELECT p.generation FROM seams.batch_builds AS p"
+        "  WHERE p.batch_key = o.batch_key AND p.state = 'published')"
+        " FROM seams.batch_builds AS o"
+        " WHERE o.state IN ('building', 'complete') AND 'chunk_index' = ANY(o.parts)"
+        " AND o.batch_key <> ALL(%s)"
+        " ORDER BY o.batch_key FOR UPDATE OF o SKIP LOCKED",
+        (sorted(mine),),
+    ).fetchall()
+    candidates = {row[0]: _build(row) for row in others}
+    reasons = incomplete(conn, candidates) if candidates else {}
+    complete = {b: c.generation for b, c in candidates.items() if b not in reasons}
+    models = build_models(conn, complete) if complete else {}
+    group = dict(mine)
+    group.update({b: g for b, g in complete.items() if models.get(b) == target})
+    waiting = tuple(b for b in _waiting_batches(conn, target) if b not in group)
+    return group, waiting
+
+
+def _hold(conn: psycopg.Connection[Any], builds: Mapping[str, int]) -> None:
+    """Mark complete builds held for a model switch (`complete`), so `unpublished` and the
+    switch's last write find them."""
+    keys = sorted(builds)
+    conn.execute(
+        "UPDATE seams.batch_builds AS o SET state = 'complete', completed_at = now()"
+        " FROM unnest(%s::text[], %s::int[]) AS v(b, g)"
+        " WHERE o.batch_key = v.b AND o.generation = v.g",
+        (keys, [builds[k] for k in keys]),
+    )
+
+
+def _retire_other_models(conn: psycopg.Connection[Any], serving: str) -> tuple[str, ...]:
+    """After a switch to `serving` is published: delete every other model's vectors except
+    those of open builds (a later switch being built); the models deleted."""
+    rows = conn.execute(
+        "DELETE FROM seams.chunk_index AS i WHERE i.model_id <> %s AND NOT EXISTS ("
+        "    SELECT 1 FROM seams.batch_builds AS o WHERE o.batch_key = i.batch_key"
+        "    AND o.generation = i.generation AND o.state IN ('building', 'complete'))"
+        " RETURNING i.model_id",
+        (serving,),
+    ).fetchall()
+    return tuple(sorted({str(r[0]) for r in rows}))
+
+
+def model_switch(conn: psycopg.Connection[Any]) -> ModelSwitch | None:
+    """The model switch in progress (None: none): the model of the held complete builds, the
+    batches ready in it and those still waiting, what `seams check` reports."""
+    serving = serving_model(conn)
+    if serving is None:
+        return None
+    rows = conn.execute(
+        "SELECT o.batch_key, o.generation, o.state, o.parts, o.run_id, o.started_at,"
+        " (SELECT p.generation FROM seams.batch_builds AS p"
+        "  WHERE p.batch_key = o.batch_key AND p.state = 'published')"
+        " FROM seams.batch_builds AS o"
+        " WHERE o.state = 'complete' AND 'chunk_index' = ANY(o.parts) ORDER BY o.batch_key"
+    ).fetchall()
+    held = {row[0]: _build(row) for row in rows}
+    reasons = incomplete(conn, held) if held else {}
+    complete = {b: h.generation for b, h in held.items() if b not in reasons}
+    models = build_models(conn, complete) if complete else {}
+    targets = sorted({m for m in models.values() if m != serving})
+    if not targets:
+        return None
+    target = max(targets, key=lambda m: sum(v == m for v in models.values()))
+    ready = tuple(sorted(b for b, m in models.items() if m == target))
+    waiting = tuple(b for b in _waiting_batches(conn, target) if b not in ready)
+    return ModelSwitch(serving, target, ready, waiting)
 
 
 def incomplete(conn: psycopg.Connection[Any], builds: Mapping[str, Build]) -> dict[str, str]:
@@ -465,6 +659,9 @@ def unpublished(conn: psycopg.Connection[Any]) -> list[Unpublished]:
         if g is not None
     }
     reasons = incomplete(conn, builds) if builds else {}
+    switch = model_switch(conn) if builds else None
+    if switch is not None:
+        reasons.update(dict.fromkeys((b for b in switch.ready if b in builds), switch.describe()))
     out = []
     for batch, source, g, state, parts, run, started, published in rows:
         if g is None:

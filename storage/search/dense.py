@@ -2,9 +2,9 @@
 model), the nearest visible chunk vectors of a query (pgvector's HNSW index, cosine), the exact
 distances of given chunks, and their re-score by their best sentence (`sentence_rerank`).
 
-One answer reads one model's vectors: every statement filters by the target's model id, so
-vectors of another model (another dimension too: `chunk_index.embedding` is a `vector` of any
-dimension) never meet the query. The nearest-vector probe names the model by a literal and casts
+One answer reads one model's vectors, the serving model's (`index_target`): every statement
+filters by the target's model id, so vectors of another model (another dimension too:
+`chunk_index.embedding` is a `vector` of any dimension) never meet the query. The nearest-vector probe names the model by a literal and casts
 to its dimension, exactly as that model's HNSW index is declared (`schema.chunk_index_hnsw`), so
 PostgreSQL uses that index, and only that model's rows are walked.
 
@@ -60,6 +60,7 @@ CROSS JOIN LATERAL (
     LIMIT 1
 ) AS i
 WHERE b.state = 'published'
+  AND EXISTS (SELECT 1 FROM {current} AS d WHERE d.batch_key = b.batch_key)
 ORDER BY b.batch_key DESC
 LIMIT 1
 """
@@ -68,13 +69,20 @@ LIMIT 1
 def index_target(
     conn: psycopg.Connection[Any], *, mode: str | None = None, model_id: str | None = None
 ) -> IndexTarget | None:
-    """The mode, model and text search configuration of the newest published batch's vectors
-    (batch keys sort by registration time), optionally among the rows of `mode` and of
-    `model_id` (the model a search must read: the one the settings embed queries with); None
-    when nothing of it is published. A build not yet published never decides it."""
+    """The mode, model and text search configuration of the published index: those of the
+    newest published batch that holds current documents (batch keys sort by registration time),
+    optionally among the rows of `mode` and of `model_id`; None when nothing of it is published.
+
+    Without `model_id` this is the serving model (`publication.serving_model`): a build of
+    another model is held until every batch with current chunks has one, then all are published
+    at once (`publication`'s model switch), so every current chunk has a vector of it and the
+    BM25 side, which reads the same published chunks, never brings in a chunk of another
+    model. A build not yet published never decides it, and neither does a batch none of whose
+    documents is current (its leftover vectors are not searched)."""
     query = sql.SQL(_TARGET).format(
         builds=schema.BATCH_BUILDS.identifier(),
         index=schema.CHUNK_INDEX.identifier(),
+        current=schema.CURRENT_DOCUMENTS.identifier(),
         filters=sql.SQL(" ").join(
             [
                 sql.SQL("AND i.mode = %(mode)s") if mode else sql.SQL(""),

@@ -19,7 +19,7 @@ from psycopg import sql
 
 from seams.errors import InputError
 from seams.resources.postgres import PostgresResource, close_pool
-from seams.storage import schema, vector_indexes
+from seams.storage import publication, schema, vector_indexes
 from seams.storage.migrations import migrate
 from seams.storage.partition_tables import write_table
 from seams.storage.search import search_vector
@@ -85,10 +85,21 @@ def index_rows(chunks: pd.DataFrame, model_id: str, vectors: np.ndarray) -> pd.D
     )
 
 
-def publish(postgres: PostgresResource, key: str, model_id: str, vectors: np.ndarray) -> None:
+def publish(
+    postgres: PostgresResource,
+    key: str,
+    model_id: str,
+    vectors: np.ndarray,
+    *,
+    beside: bool = False,
+) -> None:
     """Register batch `key`, then write its chunks and their vectors of `model_id` as the
     pipeline does (the model's index made first, as the `chunk_index` asset does): one
-    published build."""
+    published build.
+
+    `beside`: the batch's model is not the serving one, so the write holds the build for a
+    model switch (`publication`); it is then published directly (`publication.publish`), two
+    models side by side, as a database published before switches were held holds them."""
     chunks = chunk_rows(key, len(vectors))
     with postgres.connection() as conn, conn.transaction():
         conn.execute(
@@ -106,7 +117,13 @@ def publish(postgres: PostgresResource, key: str, model_id: str, vectors: np.nda
     write_table(postgres, schema.CHUNKS, chunks, [key], run_id="r")
     frame = index_rows(chunks, model_id, vectors)
     written = write_table(postgres, schema.CHUNK_INDEX, frame, [key], run_id="r")
-    assert key in written.published, written.held
+    generation = written.published.get(key)
+    if beside:
+        assert "waiting for the model switch" in written.held[key], written.held
+        generation = written.batches[key].generation
+        with postgres.connection() as conn, conn.transaction():
+            publication.publish(conn, {key: generation}, run_id="r")
+    assert generation is not None, written.held
     with postgres.connection() as conn:  # what hits read their context from
         for document_id, text in chunks.groupby("document_id")["text"].first().items():
             conn.execute(
@@ -114,7 +131,7 @@ def publish(postgres: PostgresResource, key: str, model_id: str, vectors: np.nda
                 " source_sha256, mime, text, char_count, generation)"
                 " VALUES (%s, %s, %s, %s, 'text/plain', %s, %s, %s)",
                 (key, document_id, "file:///x", f"v-{document_id}", text, len(text),
-                 written.published[key]),
+                 generation),
             )  # fmt: skip
 
 
@@ -175,7 +192,7 @@ def test_ensure_makes_one_index_per_model_once_and_drop_waits_for_the_last_vecto
         assert vector_indexes.ensure_model_index(conn, PACKAGED, 384) is True
         assert vector_indexes.ensure_model_index(conn, PACKAGED, 384) is False  # idempotent
     publish(postgres, "b1", PACKAGED, unit_vectors(40, 384, seed=1))
-    publish(postgres, "b2", SMALL, unit_vectors(40, 96, seed=1))  # ensures SMALL's
+    publish(postgres, "b2", SMALL, unit_vectors(40, 96, seed=1), beside=True)  # SMALL's index
     with postgres.connection() as conn:
         found = vector_indexes.model_indexes(conn)
         assert sorted((i.model_id, i.dimension, i.valid) for i in found) == [
@@ -229,7 +246,7 @@ def test_two_models_of_different_dimensions_each_answer_with_their_own_vectors_i
     vectors = {m: unit_vectors(60, d, seed=3 + d) for m, d in DIMENSIONS.items()}
     batches = {PACKAGED: "b1", SMALL: "b2"}
     for model_id, values in vectors.items():
-        publish(postgres, batches[model_id], model_id, values)
+        publish(postgres, batches[model_id], model_id, values, beside=model_id == SMALL)
     with postgres.connection() as conn:  # without a model: the newest batch's
         assert index_target(conn) == IndexTarget(MODE, SMALL, "english")
     for model_id, values in vectors.items():
@@ -264,7 +281,7 @@ def test_each_models_search_walks_its_own_hnsw_index_at_a_realistic_size(
     vectors = {m: unit_vectors(3000, d, seed=11 + d) for m, d in DIMENSIONS.items()}
     batches = {PACKAGED: "b1", SMALL: "b2"}
     for model_id, values in vectors.items():
-        publish(postgres, batches[model_id], model_id, values)
+        publish(postgres, batches[model_id], model_id, values, beside=model_id == SMALL)
     with postgres.connection() as conn:
         conn.execute("ANALYZE seams.chunk_index")
     for model_id, values in vectors.items():

@@ -72,8 +72,8 @@ def two_models(postgres: PostgresResource) -> dict[str, np.ndarray]:
     """Two published batches of 60 chunks, b1 indexed by the 384-d model, b2 by the 96-d one;
     each model's vectors, by model."""
     vectors = {m: unit_vectors(60, d, seed=3 + d) for m, d in DIMENSIONS.items()}
-    for model_id, values in vectors.items():
-        publish(postgres, BATCHES[model_id], model_id, values)
+    for model_id, values in vectors.items():  # b2 beside b1: two models published
+        publish(postgres, BATCHES[model_id], model_id, values, beside=model_id == SMALL)
     return vectors
 
 
