@@ -55,6 +55,7 @@ def index_report(postgres: PostgresResource) -> tuple[str, int]:
     try:
         with postgres.connection() as conn:
             left = publication.unpublished(conn)
+            switch = publication.model_switch(conn) if left else None
             published = conn.execute(
                 "SELECT count(*), (SELECT max(seq) FROM seams.publications)"
                 " FROM seams.batch_builds WHERE state = 'published'"
@@ -72,7 +73,10 @@ def index_report(postgres: PostgresResource) -> tuple[str, int]:
         + (f" (publication {seq})" if seq is not None else "")
         + (f", {len(left)} not published" if left else ", every registered batch searchable")
     ]
-    lines += [f"Index: {_unpublished_line(u)}" for u in left]
+    held = set(switch.ready) if switch is not None else set()
+    if switch is not None:
+        lines.append(f"Index: {_switch_line(switch)}")
+    lines += [f"Index: {_unpublished_line(u)}" for u in left if u.batch_key not in held]
     if left and holder is not None:
         lines.append(f"Index: being built now by {holder.describe()}: search sees them once done")
         return "\n".join(lines), 0
@@ -97,6 +101,16 @@ def records_report(
             )
         lines.append(printable(f"Dagster: {entry.state()}: {fix}"))  # batch keys name folders
     return lines
+
+
+def _switch_line(switch: publication.ModelSwitch) -> str:
+    """`switching models from ab12 to cd34: 2 of 5 batch(es) ready; search answers with ab12
+    until every batch is: run `seams backfill``."""
+    return (
+        f"switching models from {switch.serving[:12]} to {switch.target[:12]}: "
+        f"{len(switch.ready)} of {switch.total} batch(es) ready; search answers with "
+        f"{switch.serving[:12]} until every batch is: run `{seams_command()} backfill`"
+    )
 
 
 def _unpublished_line(state: publication.Unpublished) -> str:

@@ -22,6 +22,7 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 
+from seams.orchestration.cli.check import index_report
 from seams.resources.postgres import PostgresResource
 from seams.storage import publication, schema, vector_indexes
 from seams.storage.partition_tables import write_table
@@ -145,6 +146,13 @@ def test_an_index_switch_built_batch_by_batch_is_published_whole(
         assert set(left) == set(BATCHES[:done])
         assert all("waiting for the model switch" in u.reason for u in left.values())
         assert all(u.state == "complete" for u in left.values())
+        lines, status = index_report(postgres)
+        assert status == 1
+        assert (
+            f"Index: switching models from {PACKAGED} to {SMALL}: {done} of 3 batch(es) ready; "
+            f"search answers with {PACKAGED} until every batch is: run `"
+        ) in lines, lines
+        assert lines.endswith(" backfill`"), lines  # the held batches are that one line
 
     last = switch_batch(postgres, BATCHES[-1], new[BATCHES[-1]], new_ids=False)
     assert last.held == {} and sorted(last.published) == list(BATCHES)
