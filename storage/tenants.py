@@ -1,0 +1,443 @@
+"""Tenants: PostgreSQL login roles that read only the rows of their collections, enforced by
+row-level security in the database itself, not by Seams' queries.
+
+What a tenant role can do, and why:
+
+- **Read its collections' rows.** Every table that holds document text, vectors, file names or
+  per-chunk index entries (`PROTECTED`) carries `collection` and has row-level security with
+  one policy: a role that has the privileges of the group `seams_tenants` sees the rows whose
+  collection `seams.collection_tenants` assigns to it; any other role sees every row, as before.
+  The pipeline keeps writing as the tables' owner, whom RLS does not apply to (ENABLE, not
+  FORCE: FORCE would subject the owner to the policy, and the pipeline to a filter it has no
+  use for); a deployment whose writer is another role (not the owner) is not a tenant, so the
+  policy passes it every row.
+- **Read through the views.** A plain view reads its tables with its owner's rights and would
+  bypass RLS, so the views tenants may read are `security_invoker` (PostgreSQL 15+). A
+  `CREATE OR REPLACE VIEW` without that option drops it: `ddl()` must run after every statement
+  that replaces a view (the schema migration runs it last), and `isolation_problems` reports a
+  readable view without it.
+- **Nothing else.** No privilege at all on the shared embedding cache (it would tell one tenant
+  which texts another has embedded), the stored file bytes, tombstones, extraction attempts,
+  and the BM25 term statistics, which are counted over every collection today (`PRIVATE`;
+  these have RLS too, denying tenants every row, in case someone grants them later). No
+  INSERT/UPDATE/DELETE anywhere, no CREATE, no sequence, nothing in Dagster's tables. The
+  tenant role is NOINHERIT and a member of `seams_tenants` only, with INHERIT (to use its
+  SELECT grants) but without SET: it cannot `SET ROLE` to the group, another tenant or the
+  owner (PostgreSQL 16+ grant options).
+
+Roles are per server (cluster), not per database: the same tenant name in two Seams databases
+on one server is one role, which reads its collections in both. Passwords are never stored or
+logged by Seams: the server gets a SCRAM verifier computed on this side
+(`PQencryptPasswordConn`), so not even the server's statement log sees the password; the one
+copy is the value `rotate_tenant` returns, for `tenant_url` to print. With the embedded server
+(local socket, trust authentication) a tenant connects by its role name alone.
+
+Residual, by design of PostgreSQL: a tenant sees catalog metadata (table and column names,
+function bodies, approximate row counts in `pg_class`/`pg_stat_*`) and can take advisory locks;
+none of it is document content.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+from collections.abc import Iterable, Mapping
+from typing import Any
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
+
+import psycopg
+import psycopg.conninfo
+from psycopg import sql
+
+from seams.errors import StorageError
+from seams.storage import schema
+
+GROUP = "seams_tenants"
+"""The NOLOGIN group every tenant role belongs to: it holds the SELECT grants, and membership
+in it is what makes a role a tenant for the policies."""
+ROLE_PREFIX = "seams_tenant_"
+COLLECTION = "collection"
+DEFAULT_COLLECTION = "default"
+POLICY = "seams_tenant_rows"
+MIN_SERVER_VERSION = 160000
+"""PostgreSQL 16: `GRANT ... WITH INHERIT TRUE, SET FALSE` (a member that cannot SET ROLE)."""
+_TENANT = re.compile(r"[a-z][a-z0-9_]{0,39}")
+
+COLLECTION_TENANTS = schema.Table(
+    "collection_tenants",
+    (
+        schema.Column("collection", "text", description="a collection"),
+        schema.Column("tenant", "text", description="the tenant that may read it"),
+        schema.Column("role_name", "text", description="that tenant's role (tenant_role)"),
+    ),
+    key=("collection",),
+    partitioned=False,
+    primary_key=("collection",),
+    description="Which tenant reads which collection: the row-level security policies read it.",
+)
+
+PROTECTED: tuple[schema.Table, ...] = (
+    *schema.ASSET_TABLES.values(),
+    schema.BATCHES,
+    schema.BATCH_DOCUMENTS,
+    schema.BATCH_BUILDS,
+    schema.CURRENT_DOCUMENTS,
+    schema.PUBLICATIONS,
+    schema.LEXICAL_CHUNKS,
+    schema.LEXICAL_POSTINGS,
+)
+"""Tables tenants read, each row tied to its collection by its own `collection` column (a
+batch belongs to one collection, so every row of a batch carries the batch's)."""
+PRIVATE: tuple[schema.Table, ...] = (
+    schema.SOURCE_FILES,
+    schema.EMBEDDING_CACHE,
+    schema.DOCUMENT_TOMBSTONES,
+    schema.EXTRACTION_ATTEMPTS,
+    schema.LEXICAL_TERMS,
+    schema.LEXICAL_TOTALS,
+)
+"""Tables no tenant reads: shared across collections (cache, file bytes by hash), operational,
+or statistics over every collection (BM25 document frequencies and lengths)."""
+SHARED: tuple[schema.Table, ...] = (schema.SCHEMA_VERSION,)
+"""Tables every tenant reads whole: they hold no document data (a reader checks the version)."""
+VIEWS: tuple[str, ...] = (
+    schema.CURRENT_VERSIONS_VIEW,
+    schema.CURRENT_CHUNKS_VIEW,
+    schema.PUBLISHED_CHUNKS_VIEW,
+    schema.CHUNK_PARENTS_VIEW,
+)
+"""The views tenants read, all `security_invoker`: RLS of their tables applies to the reader."""
+
+
+def tenant_role(tenant: str) -> str:
+    """The login role of `tenant` (`seams_tenant_<tenant>`), or a `StorageError` for a name
+    that is not 1-40 characters of a-z, 0-9 and _ starting with a letter."""
+    if not isinstance(tenant, str) or not _TENANT.fullmatch(tenant) or "__" in tenant:
+        raise StorageError(
+            f"tenant {tenant!r}: a tenant is 1-40 characters of a-z, 0-9 and _, starting with "
+            "a letter, without '__'"
+        )
+    return ROLE_PREFIX + tenant
+
+
+# --- DDL (the owner's rights suffice: no role is created here) -------------------------------
+
+
+def is_tenant_sql() -> sql.Composable:
+    """True when the current role has the privileges of `seams_tenants` (evaluated once per
+    query: an InitPlan). A missing group makes nobody a tenant, never an error."""
+    return sql.SQL(
+        "(SELECT coalesce(pg_has_role(current_user, to_regrole({group})::oid, 'USAGE'), false))"
+    ).format(group=sql.Literal(GROUP))
+
+
+def _rows_visible() -> sql.Composable:
+    return sql.SQL(
+        "NOT {tenant} OR {collection} = ANY (ARRAY(SELECT t.collection FROM {tenants} AS t"
+        " WHERE t.role_name = current_user))"
+    ).format(
+        tenant=is_tenant_sql(),
+        collection=sql.Identifier(COLLECTION),
+        tenants=COLLECTION_TENANTS.identifier(),
+    )
+
+
+def _policy(table: sql.Composable, using: sql.Composable) -> list[sql.Composable]:
+    return [
+        sql.SQL("ALTER TABLE {} ENABLE ROW LEVEL SECURITY").format(table),
+        sql.SQL("DROP POLICY IF EXISTS {} ON {}").format(sql.Identifier(POLICY), table),
+        sql.SQL("CREATE POLICY {} ON {} AS PERMISSIVE FOR ALL TO PUBLIC USING ({})").format(
+            sql.Identifier(POLICY), table, using
+        ),
+    ]
+
+
+def ddl() -> list[sql.Composable]:
+    """Idempotent statements, after `schema.ddl()`'s: `collection` on every protected table
+    (default `default`: a project without collections stores exactly what it stored), the
+    `seams.collection_tenants` table, the views rebuilt (so `current_chunks` has `collection`)
+    and made `security_invoker`, and row-level security with one policy per table."""
+    statements: list[sql.Composable] = []
+    column = sql.SQL("{} text NOT NULL DEFAULT {}").format(
+        sql.Identifier(COLLECTION), sql.Literal(DEFAULT_COLLECTION)
+    )
+    for table in PROTECTED:
+        statements.append(
+            sql.SQL("ALTER TABLE {} ADD COLUMN IF NOT EXISTS {}").format(table.identifier(), column)
+        )
+    statements.extend(COLLECTION_TENANTS.create_statements())
+    statements.extend(
+        [
+            schema.current_versions_view(),
+            schema.current_chunks_view(),
+            schema.published_chunks_view(),
+            schema.chunk_parents_view(),
+        ]
+    )
+    for view in VIEWS:
+        statements.append(
+            sql.SQL("ALTER VIEW {} SET (security_invoker = true)").format(
+                sql.Identifier(schema.SCHEMA, view)
+            )
+        )
+    for table in PROTECTED:
+        statements.extend(_policy(table.identifier(), _rows_visible()))
+    own_rows = sql.SQL("NOT {} OR {} = current_user").format(
+        is_tenant_sql(), sql.Identifier("role_name")
+    )
+    statements.extend(_policy(COLLECTION_TENANTS.identifier(), own_rows))
+    for table in PRIVATE:
+        statements.extend(_policy(table.identifier(), sql.SQL("NOT {}").format(is_tenant_sql())))
+    return statements
+
+
+def apply_ddl(conn: psycopg.Connection[Any]) -> None:
+    """Run `ddl()` in the caller's transaction (or one of its own on an autocommit connection)."""
+    with conn.transaction():
+        for statement in ddl():
+            conn.execute(statement)
+
+
+# --- roles (need CREATEROLE, or a superuser) ---------------------------------------------------
+
+
+def _check_server(conn: psycopg.Connection[Any]) -> None:
+    version = conn.info.server_version
+    if version < MIN_SERVER_VERSION:
+        raise StorageError(
+            f"tenants need PostgreSQL 16 or newer (a role that cannot SET ROLE); this server "
+            f"is {version // 10000}: upgrade it, or leave `tenant` out of seams.yaml"
+        )
+
+
+def _grants() -> list[sql.Composable]:
+    group = sql.Identifier(GROUP)
+    readable = [t.identifier() for t in (*PROTECTED, COLLECTION_TENANTS, *SHARED)]
+    readable += [sql.Identifier(schema.SCHEMA, view) for view in VIEWS]
+    private = [t.identifier() for t in PRIVATE]
+    return [
+        sql.SQL("GRANT USAGE ON SCHEMA {} TO {}").format(sql.Identifier(schema.SCHEMA), group),
+        sql.SQL("GRANT SELECT ON {} TO {}").format(sql.SQL(", ").join(readable), group),
+        sql.SQL("REVOKE ALL ON {} FROM {}").format(sql.SQL(", ").join(private), group),
+    ]
+
+
+def ensure_group(conn: psycopg.Connection[Any]) -> None:
+    """The group `seams_tenants` and its grants in this database (idempotent)."""
+    _check_server(conn)
+    with conn.transaction():
+        conn.execute(
+            sql.SQL(
+                """DO $$ BEGIN
+                IF to_regrole({name}) IS NULL THEN
+                    CREATE ROLE {group} NOLOGIN NOINHERIT;
+                END IF;
+                EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL;
+                END $$"""
+            ).format(name=sql.Literal(GROUP), group=sql.Identifier(GROUP))
+        )
+        connect = conn.execute(
+            "SELECT has_database_privilege(%s, current_database(), 'CONNECT')", (GROUP,)
+        ).fetchone()
+        if connect is not None and not connect[0]:
+            database = conn.execute("SELECT current_database()").fetchone()
+            assert database is not None
+            conn.execute(
+                sql.SQL("GRANT CONNECT ON DATABASE {} TO {}").format(
+                    sql.Identifier(database[0]), sql.Identifier(GROUP)
+                )
+            )
+        for statement in _grants():
+            conn.execute(statement)
+
+
+def ensure_tenant(conn: psycopg.Connection[Any], tenant: str) -> bool:
+    """The login role of `tenant`, a member of `seams_tenants` that cannot SET ROLE, with no
+    attribute beyond LOGIN; True when it was created now (it has no password until
+    `rotate_tenant`). Its attributes are reasserted when it exists."""
+    role = sql.Identifier(tenant_role(tenant))
+    ensure_group(conn)
+    attributes = sql.SQL(
+        "LOGIN NOINHERIT NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS"
+    )
+    with conn.transaction():
+        exists = conn.execute(
+            "SELECT to_regrole(%s) IS NOT NULL", (tenant_role(tenant),)
+        ).fetchone()
+        created = not (exists and exists[0])
+        verb = sql.SQL("CREATE ROLE" if created else "ALTER ROLE")
+        conn.execute(sql.SQL("{} {} {}").format(verb, role, attributes))
+        conn.execute(
+            sql.SQL("GRANT {} TO {} WITH INHERIT TRUE, SET FALSE, ADMIN FALSE").format(
+                sql.Identifier(GROUP), role
+            )
+        )
+    return created
+
+
+def rotate_tenant(conn: psycopg.Connection[Any], tenant: str) -> str:
+    """A new random password for `tenant`'s role, returned (its only copy: the server gets a
+    SCRAM-SHA-256 verifier computed here). Earlier passwords stop working at once."""
+    name = tenant_role(tenant)
+    exists = conn.execute("SELECT to_regrole(%s) IS NOT NULL", (name,)).fetchone()
+    if not (exists and exists[0]):
+        raise StorageError(
+            f"tenant {tenant!r} has no role {name} in this server: give a collection "
+            f"`tenant: {tenant}` in seams.yaml and run `seams db upgrade`"
+        )
+    password = secrets.token_urlsafe(24)
+    verifier = conn.pgconn.encrypt_password(
+        password.encode(), name.encode(), b"scram-sha-256"
+    ).decode()
+    conn.execute(
+        sql.SQL("ALTER ROLE {} PASSWORD {}").format(sql.Identifier(name), sql.Literal(verifier))
+    )
+    return password
+
+
+def drop_tenant(conn: psycopg.Connection[Any], tenant: str) -> None:
+    """Remove `tenant`: its collections unassigned, its privileges in this database revoked,
+    its role dropped (a role that still has privileges in another database stays: one line)."""
+    name = tenant_role(tenant)
+    with conn.transaction():
+        conn.execute(
+            sql.SQL("DELETE FROM {} WHERE tenant = %s").format(COLLECTION_TENANTS.identifier()),
+            (tenant,),
+        )
+        exists = conn.execute("SELECT to_regrole(%s) IS NOT NULL", (name,)).fetchone()
+        if not (exists and exists[0]):
+            return
+        conn.execute(sql.SQL("DROP OWNED BY {}").format(sql.Identifier(name)))
+        try:
+            with conn.transaction():
+                conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(name)))
+        except psycopg.errors.DependentObjectsStillExist:
+            raise StorageError(
+                f"role {name} still has privileges in another database of this server: drop "
+                "the tenant there too"
+            ) from None
+
+
+def sync_tenants(conn: psycopg.Connection[Any], assignments: Mapping[str, str | None]) -> None:
+    """Make `seams.collection_tenants` say exactly `assignments` (collection -> tenant, None:
+    no tenant), creating missing tenant roles; a collection not named loses its tenant."""
+    for tenant in sorted({t for t in assignments.values() if t is not None}):
+        ensure_tenant(conn, tenant)
+    rows = [(c, t, tenant_role(t)) for c, t in sorted(assignments.items()) if t is not None]
+    table = COLLECTION_TENANTS.identifier()
+    with conn.transaction():
+        conn.execute(
+            sql.SQL("DELETE FROM {} WHERE NOT (collection = ANY(%s))").format(table),
+            ([c for c, _, _ in rows],),
+        )
+        with conn.cursor() as cursor:
+            cursor.executemany(
+                sql.SQL(
+                    "INSERT INTO {} (collection, tenant, role_name) VALUES (%s, %s, %s)"
+                    " ON CONFLICT (collection) DO UPDATE"
+                    " SET tenant = excluded.tenant, role_name = excluded.role_name"
+                ).format(table),
+                rows,
+            )
+
+
+# --- the tenant's URL --------------------------------------------------------------------------
+
+
+def tenant_url(base_url: str, tenant: str, password: str | None = None) -> str:
+    """`base_url` (the data database's, URL or `key=value` form) with `tenant`'s role as the
+    user and `password` (None: none, as the embedded server's trust authentication needs none).
+    Whatever user or password `base_url` carried is dropped."""
+    role = tenant_role(tenant)
+    if re.match(r"^postgres(ql)?(\+\w+)?://", base_url):
+        parts = urlsplit(base_url)
+        host = parts.netloc.rpartition("@")[2]
+        user = quote(role, safe="")
+        if password is not None:
+            user += ":" + quote(password, safe="")
+        query = [
+            (k, v)
+            for k, v in parse_qsl(parts.query, keep_blank_values=True)
+            if k not in ("user", "password")
+        ]
+        return urlunsplit(parts._replace(netloc=f"{user}@{host}", query=urlencode(query)))
+    try:
+        params = psycopg.conninfo.conninfo_to_dict(base_url)
+    except psycopg.ProgrammingError:
+        raise StorageError(
+            "the database URL is not a PostgreSQL URL or key=value connection string"
+        ) from None
+    params.pop("password", None)
+    params["user"] = role
+    if password is not None:
+        params["password"] = password
+    return psycopg.conninfo.make_conninfo(**params)
+
+
+# --- audit ---------------------------------------------------------------------------------------
+
+
+def isolation_problems(conn: psycopg.Connection[Any]) -> list[str]:
+    """What would let a tenant read past its collections, as one line each ([] when none): a
+    table tenants can read without row-level security, a readable view that is not
+    `security_invoker`, a SECURITY DEFINER function in the schema they may execute, a tenant
+    role with more than LOGIN, or a membership it could SET ROLE through."""
+    if conn.execute("SELECT to_regrole(%s) IS NULL", (GROUP,)).fetchone()[0]:  # type: ignore[index]
+        return []
+    problems: list[str] = []
+    for name, kind, rls, options in conn.execute(
+        """SELECT c.relname, c.relkind, c.relrowsecurity, coalesce(c.reloptions, '{}')
+           FROM pg_class AS c JOIN pg_namespace AS n ON n.oid = c.relnamespace
+           WHERE n.nspname = %s AND c.relkind IN ('r', 'p', 'v', 'm')
+             AND has_table_privilege(%s, c.oid, 'SELECT')
+           ORDER BY c.relname""",
+        (schema.SCHEMA, GROUP),
+    ):
+        if kind in ("r", "p") and not rls and name not in {t.name for t in SHARED}:
+            problems.append(f"tenants can read seams.{name}, which has no row-level security")
+        if kind == "m":
+            problems.append(f"tenants can read materialized view seams.{name} (no RLS there)")
+        invoker = {o.split("=", 1)[0]: o.split("=", 1)[-1] for o in options}.get(
+            "security_invoker", "false"
+        )
+        if kind == "v" and invoker.lower() not in ("true", "on", "1", "yes"):
+            problems.append(
+                f"tenants can read view seams.{name}, which runs with its owner's rights: "
+                "run the tenancy DDL again (`seams db upgrade`)"
+            )
+    for (name,) in conn.execute(
+        """SELECT p.proname FROM pg_proc AS p JOIN pg_namespace AS n ON n.oid = p.pronamespace
+           WHERE n.nspname = %s AND p.prosecdef
+             AND has_function_privilege(%s, p.oid, 'EXECUTE')""",
+        (schema.SCHEMA, GROUP),
+    ):
+        problems.append(f"tenants can execute SECURITY DEFINER function seams.{name}")
+    for name, extra in conn.execute(
+        """SELECT r.rolname,
+                  concat_ws(', ', CASE WHEN r.rolsuper THEN 'SUPERUSER' END,
+                            CASE WHEN r.rolbypassrls THEN 'BYPASSRLS' END,
+                            CASE WHEN r.rolcreaterole THEN 'CREATEROLE' END,
+                            CASE WHEN r.rolcreatedb THEN 'CREATEDB' END,
+                            CASE WHEN r.rolinherit THEN 'INHERIT' END)
+           FROM pg_roles AS r
+           WHERE r.rolname LIKE %s ORDER BY r.rolname""",
+        (ROLE_PREFIX.replace("_", r"\_") + "%",),
+    ):
+        if extra:
+            problems.append(f"tenant role {name} has {extra}: recreate it")
+    for member, role in conn.execute(
+        """SELECT m.rolname, g.rolname FROM pg_auth_members AS a
+           JOIN pg_roles AS m ON m.oid = a.member JOIN pg_roles AS g ON g.oid = a.roleid
+           WHERE m.rolname LIKE %s AND (a.set_option OR g.rolname <> %s)
+           ORDER BY 1, 2""",
+        (ROLE_PREFIX.replace("_", r"\_") + "%", GROUP),
+    ):
+        problems.append(f"tenant role {member} may SET ROLE {role} or use its rights: revoke it")
+    return problems
+
+
+def tables_without_a_decision(tables: Iterable[schema.Table] = schema.TABLES) -> list[str]:
+    """Declared tables that are neither protected, private nor shared: a new table must say
+    what tenants see of it before they see anything."""
+    decided = {t.name for t in (*PROTECTED, *PRIVATE, *SHARED)}
+    return sorted(t.name for t in tables if t.name not in decided)
