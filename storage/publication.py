@@ -31,11 +31,13 @@ set publishes every held build of that model with its own, in one publication, s
 from the complete old index to the complete new one between two snapshots and never see a batch
 of each. The same publication deletes every other model's vectors outside open builds, and
 reports those models (`Publication.retired_models`) so that the writer drops their HNSW indexes
-after it commits (`vector_indexes.drop_unused_model_indexes`: `DROP INDEX CONCURRENTLY` cannot run
-inside the publication). Held rather than published per batch because one rule then covers both
-kinds of switch: a retrieval-only switch keeps chunk ids, but an embedder switch rewrites them,
-and a batch published early would have current chunks that no vector of the serving model
-describes (missing from dense results, or found by BM25 alone). A single-run backfill writes
+once it committed (`drop_retired_indexes`: `DROP INDEX CONCURRENTLY` cannot run inside the
+publication; `publish_ready` does it itself).
+
+Held rather than published per batch because one rule then covers both kinds of switch: a
+retrieval-only switch keeps chunk ids, but an embedder switch rewrites them, and a batch
+published early would have current chunks that no vector of the serving model describes
+(missing from dense results, or found by BM25 alone). A single-run backfill writes
 every batch's `chunk_index` at once, so its switch is one publication as before; a multi-run
 backfill or `seams run` of one batch publishes at the last batch. A batch of a switch built
 again with the serving model (the settings switched back) is published at once, as before.
@@ -44,7 +46,9 @@ Lock order everywhere: registration lock -> partition locks (sorted) -> build ro
 -> publication lock. A switch's publication also takes the rows of the other held builds after
 the publication lock, with SKIP LOCKED: a build whose row a writer holds counts as not ready
 (that writer re-checks the switch under the same lock when it commits a `chunk_index` write, and
-its statements then see this one's held builds), so nothing waits in the wrong order.
+its statements then see this one's held builds), so nothing waits in the wrong order. Where the
+holder was no such writer, the switch stays complete and held until `publish_ready` (which every
+`seams run` calls for complete builds) publishes it.
 """
 
 from __future__ import annotations
@@ -57,7 +61,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from seams.storage import schema
+from seams.storage import schema, vector_indexes
 
 COLLECTION = "default"
 PUBLISH_LOCK = f"seams.publish:{COLLECTION}"
@@ -120,8 +124,9 @@ class Publication:
     published: dict[str, int] = field(default_factory=dict)
     held: dict[str, str] = field(default_factory=dict)
     retired_models: tuple[str, ...] = ()
-    """Models whose vectors a completed model switch deleted: the writer drops their HNSW
-    indexes once its transaction committed (`vector_indexes.drop_unused_model_indexes`)."""
+    """The models a completed model switch replaced (their vectors deleted, but for those of an
+    open build): the writer drops their HNSW indexes once its transaction committed
+    (`drop_retired_indexes`)."""
 
 
 @dataclass(frozen=True)
@@ -274,15 +279,15 @@ def complete_and_publish(
     retired: tuple[str, ...] = ()
     for target in switching:
         mine = {b: g for b, g in ready.items() if models.get(b) == target}
-        group, waiting = _switch_group(conn, target, mine)
+        group, runs, waiting = _switch_group(conn, target, mine)
         if waiting or len(switching) > 1:  # two new models at once: neither is the switch
             state = ModelSwitch(serving, target, tuple(sorted(group)), waiting)
             _hold(conn, mine)
             held.update(dict.fromkeys(mine, state.describe()))
             continue
-        seq = publish(conn, group, run_id=run_id)
+        seq = publish(conn, group, run_id=run_id, runs=runs)
         published.update(group)
-        retired = _retire_other_models(conn, target)
+        retired = tuple(sorted({serving, *_retire_other_models(conn, target)}))
     return Publication(seq, published, held, retired)
 
 
@@ -332,10 +337,10 @@ def _waiting_batches(conn: psycopg.Connection[Any], target: str) -> list[str]:
 
 def _switch_group(
     conn: psycopg.Connection[Any], target: str, mine: Mapping[str, int]
-) -> tuple[dict[str, int], tuple[str, ...]]:
+) -> tuple[dict[str, int], dict[str, str | None], tuple[str, ...]]:
     """The builds a switch to `target` would publish together (`mine`, the caller's complete
-    builds of it, and every other complete build of it whose row is free, now locked), and the
-    batches still waiting for one."""
+    builds of it, and every other complete build of it whose row is free, now locked), the runs
+    that wrote those others, and the batches still waiting for one."""
     others = conn.execute(
         "SELECT o.batch_key, o.generation, o.state, o.parts, o.run_id, o.started_at,"
         " (SELECT p.generation FROM seams.batch_builds AS p"
@@ -350,10 +355,10 @@ def _switch_group(
     reasons = incomplete(conn, candidates) if candidates else {}
     complete = {b: c.generation for b, c in candidates.items() if b not in reasons}
     models = build_models(conn, complete) if complete else {}
-    group = dict(mine)
-    group.update({b: g for b, g in complete.items() if models.get(b) == target})
+    others = {b: g for b, g in complete.items() if models.get(b) == target}
+    group = {**mine, **others}
     waiting = tuple(b for b in _waiting_batches(conn, target) if b not in group)
-    return group, waiting
+    return group, {b: candidates[b].run_id for b in others}, waiting
 
 
 def _hold(conn: psycopg.Connection[Any], builds: Mapping[str, int]) -> None:
@@ -369,8 +374,9 @@ def _hold(conn: psycopg.Connection[Any], builds: Mapping[str, int]) -> None:
 
 
 def _retire_other_models(conn: psycopg.Connection[Any], serving: str) -> tuple[str, ...]:
-    """After a switch to `serving` is published: delete every other model's vectors except
-    those of open builds (a later switch being built); the models deleted."""
+    """After a switch to `serving` is published (which removed the switched batches' older
+    generations): delete every other model's vectors left, but those of open builds (a later
+    switch being built), e.g. a batch none of whose documents is current; the models deleted."""
     rows = conn.execute(
         "DELETE FROM seams.chunk_index AS i WHERE i.model_id <> %s AND NOT EXISTS ("
         "    SELECT 1 FROM seams.batch_builds AS o WHERE o.batch_key = i.batch_key"
@@ -461,10 +467,16 @@ def incomplete(conn: psycopg.Connection[Any], builds: Mapping[str, Build]) -> di
 
 
 def publish(
-    conn: psycopg.Connection[Any], builds: Mapping[str, int], *, run_id: str | None = None
+    conn: psycopg.Connection[Any],
+    builds: Mapping[str, int],
+    *,
+    run_id: str | None = None,
+    runs: Mapping[str, str | None] | None = None,
 ) -> int:
     """Make the given builds (batch -> generation) what readers see, in the caller's
-    transaction; returns the publication's `seq`. The builds must be complete."""
+    transaction; returns the publication's `seq`. The builds must be complete. Each batch's
+    publication names `run_id`, or its entry in `runs` (a held build names the run that wrote
+    it, not the one whose write completed the switch)."""
     conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (PUBLISH_LOCK,))
     keys = sorted(builds)
     gens = [builds[k] for k in keys]
@@ -506,8 +518,9 @@ def publish(
     _sync_lexical(conn, documents, keys)
     conn.execute(
         "INSERT INTO seams.publications (seq, batch_key, generation, kind, run_id)"
-        f" SELECT %(seq)s, v.b, v.g, 'batch', %(run)s FROM {pairs}",
-        args,
+        " SELECT %(seq)s, v.b, v.g, 'batch', v.r"
+        " FROM unnest(%(b)s::text[], %(g)s::int[], %(r)s::text[]) AS v(b, g, r)",
+        {**args, "r": [(runs or {}).get(k, run_id) for k in keys]},
     )
     return int(seq)
 
@@ -563,7 +576,27 @@ def publish_ready(
 ) -> Publication:
     """Publish every open build (of `batches`, or of all) whose `chunk_index` is written and
     which is complete: what a rerun does for a build that became publishable without a new
-    write. One transaction."""
+    write. One transaction; on an autocommit connection, the HNSW indexes of the models a
+    completed switch retired are then dropped concurrently (`drop_retired_indexes`)."""
+    result = _publish_ready(conn, batches, run_id=run_id)
+    drop_retired_indexes(conn, result)
+    return result
+
+
+def drop_retired_indexes(conn: psycopg.Connection[Any], result: Publication) -> list[str]:
+    """After `result`'s transaction committed: drop the HNSW index of each model its switch
+    retired (none of its vectors left), `DROP INDEX CONCURRENTLY` on an autocommit connection,
+    so no search waits; the names dropped. A writer calls it once its publishing write
+    committed."""
+    dropped: list[str] = []
+    for model_id in result.retired_models:
+        dropped.extend(vector_indexes.drop_model_indexes(conn, model_id))
+    return dropped
+
+
+def _publish_ready(
+    conn: psycopg.Connection[Any], batches: Sequence[str] | None, *, run_id: str | None
+) -> Publication:
     with conn.transaction():
         rows = conn.execute(
             "SELECT batch_key FROM seams.batch_builds WHERE state IN ('building', 'complete')"

@@ -1,8 +1,10 @@
 """Semantic search over the current chunks: top-k children with their parent and neighbours.
 
-`search(postgres, embedder, "query", k=5)` embeds the query with the model that built the index,
-asks pgvector's HNSW index (cosine) for the nearest chunk embeddings of the mode the index was
-built in (model and mode are read from the published index's own rows, never assumed), among
+`search(postgres, embedder, "query", k=5)` embeds the query with the model that built the index
+(the serving model: during a model switch the previous one, until every batch has vectors of
+the new one and they are published together, `publication`), asks pgvector's HNSW index
+(cosine) for the nearest chunk embeddings of the mode the index was built in (model and mode
+are read from the published index's own rows, never assumed), among
 the published chunks of each document's current version only (a stale version, or a build still
 being written, is never returned: `dense`), all of one answer in one snapshot (`snapshot`),
 re-scores that pool by each chunk's best sentence as well as its own vector (`sentence_rerank`,
@@ -271,8 +273,11 @@ def search_response(
     and matched against the vectors of the mode it was built in, both read from the index's own
     rows (`index_target`; `mode` picks one of several modes the index may hold, `model_id` one of
     several models: the newest published batch's vectors of that model, and a note saying what
-    to run when none are indexed with it); `embedder.for_model` switches to the index's variant
-    when settings changed since.
+    to run when none are indexed with it); `embedder.for_model` switches to the index's model
+    when settings changed since, so while a backfill builds another model's vectors the answers
+    stay those of the complete previous index, and switch with the publication that completes
+    the new one (the same snapshot names the model and reads its vectors: never two models in
+    one answer).
 
     One answer reads one published state: the pool, the hits and their context come from one
     read-only snapshot (`snapshot`), whose publication is `response.published_seq`; a build

@@ -101,12 +101,11 @@ def switch_batch(postgres: PostgresResource, batch: str, values: np.ndarray, *, 
     chunks = chunk_rows(batch, CHUNKS)
     if new_ids:
         chunks = chunks.assign(chunk_id=[f"n{c[1:]}" for c in chunks["chunk_id"]])
-        write_table(postgres, schema.CHUNKS, chunks, [batch], run_id="switch")
+        write_table(postgres, schema.CHUNKS, chunks, [batch], run_id=f"switch-{batch}")
     with postgres.connection() as conn:
         vector_indexes.ensure_model_index(conn, SMALL, DIMENSIONS[SMALL])
-    return write_table(
-        postgres, schema.CHUNK_INDEX, index_rows(chunks, SMALL, values), [batch], run_id="switch"
-    )
+    frame = index_rows(chunks, SMALL, values)
+    return write_table(postgres, schema.CHUNK_INDEX, frame, [batch], run_id=f"switch-{batch}")
 
 
 def models_in_index(postgres: PostgresResource) -> dict[str, int]:
@@ -164,19 +163,16 @@ def test_an_index_switch_built_batch_by_batch_is_published_whole(
     assert [(h.batch_key, h.chunk_id) for h in dense.hits] == order[:10]
     with postgres.connection() as conn:
         seqs = conn.execute(
-            "SELECT seq, array_agg(batch_key ORDER BY batch_key) FROM seams.publications"
+            "SELECT seq, array_agg(batch_key ORDER BY batch_key),"
+            " array_agg(run_id ORDER BY batch_key) FROM seams.publications"
             " WHERE seq > %s GROUP BY seq",
             (before.published_seq,),
         ).fetchall()
-        assert seqs == [(after.published_seq, list(BATCHES))]  # one publication, all three
+        runs = [f"switch-{b}" for b in BATCHES]  # each batch names the run that built it
+        assert seqs == [(after.published_seq, list(BATCHES), runs)]  # one publication, all three
         assert publication.model_switch(conn) is None
         assert publication.unpublished(conn) == []
     assert models_in_index(postgres) == {SMALL: 3 * CHUNKS}  # the old vectors are gone
-    with postgres.connection() as conn:
-        assert vector_indexes.drop_unused_model_indexes(conn, keep=(SMALL,)) == [
-            schema.chunk_index_hnsw_name(PACKAGED, DIMENSIONS[PACKAGED])
-        ]
-        assert [i.model_id for i in vector_indexes.model_indexes(conn)] == [SMALL]
 
 
 def test_an_embedder_switch_keeps_the_old_chunks_searchable_until_every_batch_is_rebuilt(
@@ -274,3 +270,34 @@ def test_a_batch_built_with_the_serving_model_is_published_at_once_and_joins_the
         switch = publication.model_switch(conn)
     assert switch is not None and (switch.ready, switch.waiting) == (("b2",), ("b1", "b3", "b4"))
     assert answer(postgres).model_id == PACKAGED
+
+
+def test_a_switch_whose_last_check_skipped_a_busy_build_is_published_by_publish_ready(
+    postgres: PostgresResource, old_index: dict[str, np.ndarray]
+) -> None:
+    """The last batch's write finds b1's held build locked (a writer on it): b1 counts as not
+    ready, so the write holds its own build instead of waiting. `publish_ready` (what the next
+    `seams run` calls) then publishes the three at once and drops the old model's HNSW index
+    concurrently: no search waits for it."""
+    new = vectors_of(SMALL)
+    for batch in ("b1", "b2"):
+        switch_batch(postgres, batch, new[batch], new_ids=False)
+    with postgres.connection() as busy, busy.transaction():
+        busy.execute(
+            "SELECT 1 FROM seams.batch_builds WHERE batch_key = 'b1' AND state = 'complete'"
+            " FOR UPDATE"
+        )
+        last = switch_batch(postgres, "b3", new["b3"], new_ids=False)
+    assert last.published == {}
+    assert "2 of 3 batch(es) ready" in last.held["b3"], last.held  # b1 skipped, not waited for
+    assert answer(postgres).model_id == PACKAGED
+    old_hnsw = schema.chunk_index_hnsw_name(PACKAGED, DIMENSIONS[PACKAGED])
+    with postgres.connection() as conn:
+        assert old_hnsw in {i.name for i in vector_indexes.model_indexes(conn)}
+        done = publication.publish_ready(conn)
+        assert sorted(done.published) == list(BATCHES) and done.held == {}
+        assert done.retired_models == (PACKAGED,)
+        assert [i.model_id for i in vector_indexes.model_indexes(conn)] == [SMALL]
+        assert publication.unpublished(conn) == []
+    assert answer(postgres).model_id == SMALL
+    assert models_in_index(postgres) == {SMALL: 3 * CHUNKS}
