@@ -334,25 +334,51 @@ def start_server(pgdata: Path, *, runtime_dir: Path | None = None) -> str:
             for name, value in memory_settings(machine_memory()).items()
             if name not in chosen
         ]
-        server_options = " ".join(
-            [
-                "-c listen_addresses=''",
-                f"-k {shlex.quote(str(socket_dir))}",
-                "-c unix_socket_permissions=0700",
-                *sized,
-            ]
-        )
-        wait = ["-w", "-t", str(START_TIMEOUT_S)]
-        start = [*wait, "-o", server_options, "-l", str(pgdata / "log"), "start"]
-        _pg_command(
-            binaries, "pg_ctl", start, pgdata=pgdata, timeout=START_TIMEOUT_S + 30, user=user
-        )
+        log = pgdata / "log"
+        for memory in (sized, []) if sized else ([],):
+            server_options = " ".join(
+                [
+                    "-c listen_addresses=''",
+                    f"-k {shlex.quote(str(socket_dir))}",
+                    "-c unix_socket_permissions=0700",
+                    *memory,
+                ]
+            )
+            wait = ["-w", "-t", str(START_TIMEOUT_S)]
+            start = [*wait, "-o", server_options, "-l", str(log), "start"]
+            logged = log.stat().st_size if log.exists() else 0
+            try:
+                _pg_command(
+                    binaries,
+                    "pg_ctl",
+                    start,
+                    pgdata=pgdata,
+                    timeout=START_TIMEOUT_S + 30,
+                    user=user,
+                )
+                break
+            except subprocess.CalledProcessError:
+                # A system that cannot reserve the sized shared memory (strict overcommit, a
+                # small container): PostgreSQL's defaults rather than no server at all.
+                if not memory or not _shared_memory_refused(log, logged):
+                    raise
         info = running_postmaster(pgdata)
         if info is None or info.status != "ready":
             raise StartFailed(
                 f"the embedded PostgreSQL in {pgdata} did not come up: see {pgdata / 'log'}"
             )
         return info.get_uri(database=SUPERUSER)
+
+
+def _shared_memory_refused(log: Path, offset: int) -> bool:
+    """Whether the server's log, past `offset`, says it could not get its shared memory."""
+    try:
+        with open(log, "rb") as handle:
+            handle.seek(offset)
+            text = handle.read().decode(errors="replace")
+    except OSError:
+        return False
+    return "shared memory" in text and ("could not" in text or "Cannot allocate" in text)
 
 
 def orphaned_servers(pgdata: Path) -> list[int]:

@@ -102,3 +102,20 @@ def test_a_restart_keeps_what_alter_system_chose(pgdata: Path) -> None:
         assert _shown(url, *NAMES) == ["160MB", "1536MB", "256MB"]
     finally:
         server.stop()
+
+
+@pytest.mark.slow
+@pytest.mark.services
+def test_a_system_that_refuses_the_sized_memory_gets_postgresql_defaults(
+    pgdata: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # 1 TB of shared buffers: no machine running the tests can map it.
+    monkeypatch.setattr(
+        embedded_server, "memory_settings", lambda memory: {"shared_buffers": "1000000MB"}
+    )
+    server = EmbeddedPostgres(pgdata)
+    try:
+        assert _shown(server.start(), "shared_buffers") == ["128MB"]
+        assert "could not map anonymous shared memory" in (pgdata / "log").read_text()
+    finally:
+        server.stop()
