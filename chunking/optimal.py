@@ -327,35 +327,31 @@ class _Search:
         no float64 copy of them all (megabytes freshly paged in on every document)."""
         units = self.units
         d = units.shape[1]
-        lows = [low for low, _ in spans]
-        lengths = [last - low for low, last in spans]
-        offsets = [0, *itertools.accumulate(m + 1 for m in lengths)]
+        lows = np.array([low for low, _ in spans], dtype=np.int64)
+        lengths = np.array([last - low for low, last in spans], dtype=np.int64)
+        offsets = [0, *itertools.accumulate((lengths + 1).tolist())]
         stacked = np.empty((offsets[-1], d), dtype=np.float32)
         stacked[offsets[:-1]] = 0.0
-        longest = max(lengths)
+        heads = np.array(offsets[:-1], dtype=np.int64) + 1  # each span's first sum
+        longest = int(lengths.max())
         step = max(1, min(longest, _STEP_BYTES // (len(spans) * d * 8)))
-        chunk = np.zeros((step, len(spans), d), dtype=np.float64)
+        chunk = np.empty((step, len(spans), d), dtype=np.float64)
         views = list(chunk)  # row views made once: a row costs one addition for all spans
         carried = np.zeros((len(spans), d), dtype=np.float64)
         for t0 in range(0, longest, step):
             rows = min(step, longest - t0)
-            for column, (low, m) in enumerate(zip(lows, lengths, strict=True)):
-                have = max(0, min(rows, m - t0))
-                if have:
-                    chunk[:have, column] = units[low + t0 : low + t0 + have]
-                if have < rows:  # the span has ended: zeros, as `prefix_sums` of zero rows
-                    chunk[have:rows, column] = 0.0
+            t = np.arange(t0, t0 + rows)[:, None]
+            live = t < lengths  # (rows, spans): the span still has row t
+            # Row t of every span in one gather (a span that has ended reads some finite row:
+            # its sums are never stored).
+            chunk[:rows] = units[np.minimum(lows + t, units.shape[0] - 1)]
             before = carried if t0 else None  # a span's first row is its first sum as it is
             for row in views[:rows]:
                 if before is not None:
                     row += before  # row + before == before + row, bit for bit
                 before = row
             carried[...] = views[rows - 1]
-            for column, (offset, m) in enumerate(zip(offsets, lengths, strict=False)):
-                have = min(rows, m - t0)
-                if have > 0:
-                    at = offset + 1 + t0
-                    stacked[at : at + have] = chunk[:have, column]  # float64 -> float32
+            stacked[(heads + t)[live]] = chunk[:rows][live]  # float64 -> float32
         return stacked, offsets
 
     def split_to_fit(self, runs: list[tuple[int, int]], evidence: np.ndarray) -> list[int]:
