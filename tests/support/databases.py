@@ -7,6 +7,7 @@ import uuid
 from collections.abc import Iterator
 
 import psycopg
+import psycopg.conninfo
 from psycopg import sql
 
 from seams.resources.database import database_url_for
@@ -14,11 +15,15 @@ from seams.resources.postgres import PostgresResource, close_pool
 
 
 @contextlib.contextmanager
-def fresh_database(pg_server_url: str) -> Iterator[str]:
-    """A new, empty database (with pgvector) on the test server; dropped on exit."""
+def fresh_database(pg_server_url: str, *, template: str | None = None) -> Iterator[str]:
+    """A new database (with pgvector) on the test server; dropped on exit. Empty, or a copy of
+    the database named `template` (which nobody may be connected to)."""
     name = f"t_{uuid.uuid4().hex[:12]}"
+    create = sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name))
+    if template is not None:
+        create += sql.SQL(" TEMPLATE {}").format(sql.Identifier(template))
     with psycopg.connect(pg_server_url, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+        conn.execute(create)
     url = database_url_for(pg_server_url, name)
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
@@ -30,6 +35,11 @@ def fresh_database(pg_server_url: str) -> Iterator[str]:
             conn.execute(
                 sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
             )
+
+
+def database_name(url: str) -> str:
+    """The database a connection URL names."""
+    return str(psycopg.conninfo.conninfo_to_dict(url)["dbname"])
 
 
 def migrated_postgres(url: str) -> Iterator[PostgresResource]:
