@@ -40,8 +40,9 @@ from seams.assets.frames import (
 from seams.assets.partitions import BATCH_ASSET_DEFAULTS, document_batches
 from seams.assets.versions import StageParts, code_version
 from seams.chunking import ChunkingConfig, embedding_texts
+from seams.chunking.chunker import Embedder
 from seams.chunking.similarity import expected_rows
-from seams.errors import EmbeddingError
+from seams.errors import ConfigError, EmbeddingError
 from seams.resources.embedder import OnnxEmbedderResource
 from seams.resources.postgres import PostgresResource
 from seams.resources.static_embedder import StaticEmbedderResource
@@ -58,10 +59,13 @@ def build_embeddings_asset(
     config: ChunkingConfig,
     parts: StageParts,
     automation_condition: dg.AutomationCondition | None = None,
+    model_resource: str | None = None,
 ) -> dg.AssetsDefinition:
-    """`candidate_embeddings` of the texts `config` embeds (its code version folds in `parts`)."""
-
-    @dg.asset(
+    """`candidate_embeddings` of the texts `config` embeds (its code version folds in `parts`),
+    by the `embedder` resource (the packaged model), `static_embedder` when `config` finds
+    boundaries with the static model, or the resource named `model_resource` (a model folder
+    of `embedder.model`)."""
+    attributes = dict(
         **BATCH_ASSET_DEFAULTS,
         **asset_attributes("candidate_embeddings", stage="embed", kinds=("postgres", "onnx")),
         deps=["embedding_model"],
@@ -73,10 +77,10 @@ def build_embeddings_asset(
         description="Every candidate with its L2-normalised embedding (in text-window mode also "
         "the window ending at it), through the embedding cache.",
     )
-    def candidate_embeddings(
+
+    def embed_candidates(
         context: dg.AssetExecutionContext,
-        embedder: OnnxEmbedderResource,
-        static_embedder: StaticEmbedderResource,
+        model: Embedder,
         postgres: PostgresResource,
         sentence_candidates: pd.DataFrame,
     ) -> Iterator[dg.Output | dg.AssetCheckEvaluation]:
@@ -86,9 +90,6 @@ def build_embeddings_asset(
             counts.append(len(group))
             texts.extend(doc_texts)
             text_batches.extend([key[0]] * len(doc_texts))
-        # Boundaries may come from the static model (the `fast` preset); retrieval stays on
-        # `embedder`.
-        model = static_embedder if config.boundary_model == "static" else embedder
         model_id, vectors, sent = "none", None, set[str]()
 
         def embed(pending: list[str]) -> np.ndarray:  # remembers what the model was sent
@@ -130,6 +131,36 @@ def build_embeddings_asset(
         pairs = zip(by_batch(sentence_candidates, batches), by_batch(df, batches), strict=True)
         results = ((batch, embedding_checks(cands, rows)) for (batch, cands), (_, rows) in pairs)
         yield from checks.evaluated_per_batch(context, results)
+
+    if model_resource is not None:
+        if config.boundary_model == "static":
+            raise ConfigError(
+                "a model folder and boundary_model 'static' both claim the boundaries: drop one"
+            )
+
+        @dg.asset(**attributes, required_resource_keys={model_resource, "postgres"})
+        def candidate_embeddings(
+            context: dg.AssetExecutionContext, sentence_candidates: pd.DataFrame
+        ) -> Iterator[dg.Output | dg.AssetCheckEvaluation]:
+            model = getattr(context.resources, model_resource)
+            yield from embed_candidates(
+                context, model, context.resources.postgres, sentence_candidates
+            )
+
+        return candidate_embeddings
+
+    @dg.asset(**attributes)
+    def candidate_embeddings(  # the packaged model, or the static one (`fast`)
+        context: dg.AssetExecutionContext,
+        embedder: OnnxEmbedderResource,
+        static_embedder: StaticEmbedderResource,
+        postgres: PostgresResource,
+        sentence_candidates: pd.DataFrame,
+    ) -> Iterator[dg.Output | dg.AssetCheckEvaluation]:
+        # Boundaries may come from the static model (the `fast` preset); retrieval stays on
+        # its own resource.
+        model = static_embedder if config.boundary_model == "static" else embedder
+        yield from embed_candidates(context, model, postgres, sentence_candidates)
 
     return candidate_embeddings
 

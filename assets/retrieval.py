@@ -19,6 +19,7 @@ embedding cache did for them; only the step's time is the run's (`run_seconds`).
 """
 
 import time
+from dataclasses import dataclass
 
 import dagster as dg
 import numpy as np
@@ -41,14 +42,16 @@ from seams.assets.frames import (
 from seams.assets.partitions import BATCH_ASSET_DEFAULTS
 from seams.assets.versions import StageParts, code_version
 from seams.chunking import ChunkingConfig
-from seams.errors import EmbeddingError
+from seams.errors import EmbeddingError, SeamsError
 from seams.models.chunk_vectors import (
     RetrievalMode,
+    check_late_model,
     late_cache_keys,
     late_cache_model_id,
     late_vectors,
     pooled_vectors,
 )
+from seams.models.known_models import remember_model
 from seams.resources.embedder import OnnxEmbedderResource
 from seams.resources.postgres import PostgresResource
 from seams.storage.embedding_cache import EmbeddingCache
@@ -59,14 +62,35 @@ RETRIEVAL_GROUP = "retrieval"
 INDEX_VERSION = "2"
 
 
-def index_mode(requested: RetrievalMode, config: ChunkingConfig) -> RetrievalMode:
+@dataclass(frozen=True)
+class IndexModel:
+    """Which model `chunk_index` embeds with (seams.yaml's `retrieval.model` and prompts, as
+    `seams.resources.embedder.PipelineModels` resolved them)."""
+
+    resource: str = "embedder"
+    """The resource key: `embedder` (the packaged model) or `retrieval_embedder`."""
+    identity: str | None = None
+    """What the code version adds for it; None: nothing (the chunks' parts already say it)."""
+    reuses_candidates: bool = True
+    """Whether it is the model that embedded the candidates, prompt included (pooled allowed)."""
+    described: str = "packaged"
+    """`packaged` or the model folder, for the UI."""
+
+
+def index_mode(
+    requested: RetrievalMode, config: ChunkingConfig, *, reuses_candidates: bool = True
+) -> RetrievalMode:
     """The mode `chunk_index` builds for seams.yaml's `retrieval.mode` under `config`.
 
-    Pooled vectors are the boundary model's: with the static model (`fast`) they would not match
-    the transformer that embeds queries, so the index embeds chunk texts instead. Search reads the
-    mode back from the index's rows, so it never needs this rule.
+    Pooled vectors are the boundary model's: with the static model (`fast`), or when the
+    retrieval model is another model (or the same with another document prompt), they would not
+    match the model that embeds queries, so the index embeds each chunk's text instead, with the
+    retrieval model's document prompt. Search reads the mode back from the index's rows, so it
+    never needs this rule.
     """
-    return "text" if requested == "pooled" and config.boundary_model == "static" else requested
+    if requested == "pooled" and (config.boundary_model == "static" or not reuses_candidates):
+        return "text"
+    return requested
 
 
 def build_index_asset(
@@ -76,18 +100,27 @@ def build_index_asset(
     late_overlap_tokens: int,
     automation_condition: dg.AutomationCondition | None = None,
     text_search_config: str = DEFAULT_TEXT_SEARCH_CONFIG,
+    model: IndexModel = IndexModel(),
 ) -> dg.AssetsDefinition:
     """`chunk_index` in the mode `index_mode` picks, its chunks analysed for BM25 with
-    `text_search_config` (its code version folds in `parts`, the mode and the configuration).
+    `text_search_config`, embedded by `model` (its code version folds in `parts`, the mode,
+    the configuration and the retrieval model's identity when it is not the chunks' model).
 
     It reads what its mode needs, and no more: chunk texts ("text") come from `chunks` alone;
     pooled candidate vectors and late chunking's document text from `semantic_boundaries` too.
     """
-    mode = index_mode(requested_mode, config)
+    mode = index_mode(requested_mode, config, reuses_candidates=model.reuses_candidates)
     overlap = f"late_overlap:{late_overlap_tokens}" if mode == "late" else ""
     lexical = f"text_search_config:{text_search_config}"
+    retrieval_model = (f"retrieval_model:{model.identity}",) if model.identity else ()
     index_code_version = code_version(
-        INDEX_VERSION, *parts.assembly, f"mode:{mode}", overlap, lexical
+        INDEX_VERSION, *parts.assembly, f"mode:{mode}", overlap, lexical, *retrieval_model
+    )
+    text_instead = (
+        f"pooled was asked for, but the index's model ({model.described}) did not embed the "
+        "candidates: each chunk's text is embedded with its document prompt"
+        if requested_mode == "pooled" and mode == "text"
+        else None
     )
     attributes = dict(
         **{**BATCH_ASSET_DEFAULTS, "group_name": RETRIEVAL_GROUP},
@@ -100,11 +133,11 @@ def build_index_asset(
 
     def index(
         context: dg.AssetExecutionContext,
-        embedder: OnnxEmbedderResource,
-        postgres: PostgresResource,
         chunks: pd.DataFrame,
         candidates: pd.DataFrame | None,
     ) -> pd.DataFrame:
+        embedder: OnnxEmbedderResource = getattr(context.resources, model.resource)
+        postgres: PostgresResource = context.resources.postgres
         started = time.perf_counter()
         chunks = chunks.reset_index(drop=True)  # positions below index the vectors' rows
         with postgres.connection() as conn:  # a clear error before any model work
@@ -126,6 +159,7 @@ def build_index_asset(
             with postgres.connection() as conn:
                 ensure_model_index(conn, model_id, vectors.shape[1])
                 drop_unused_model_indexes(conn, keep=(model_id,))
+            _remember(context, embedder)
         df = frame(
             "chunk_index",
             [
@@ -148,7 +182,14 @@ def build_index_asset(
             )
         batches = run_batches(context)
         cache = cache_numbers_by_batch(batches, list(chunks["batch_key"]), embedded)
-        setup = {"mode": mode, "model_id": model_id, "text_search_config": text_search_config}
+        setup: dict[str, object] = {
+            "mode": mode,
+            "model_id": model_id,
+            "text_search_config": text_search_config,
+            "retrieval_model": model.described,
+        }
+        if text_instead:
+            setup["mode_note"] = text_instead
         describe_batches(
             context,
             df,
@@ -158,30 +199,34 @@ def build_index_asset(
         context.add_output_metadata({"run_seconds": rounded(time.perf_counter() - started, 2)})
         return df
 
+    resources = {model.resource, "postgres"}
     if mode == "text":
 
-        @dg.asset(**attributes)
-        def chunk_index(
-            context: dg.AssetExecutionContext,
-            embedder: OnnxEmbedderResource,
-            postgres: PostgresResource,
-            chunks: pd.DataFrame,
-        ) -> pd.DataFrame:
-            return index(context, embedder, postgres, chunks, None)
+        @dg.asset(**attributes, required_resource_keys=resources)
+        def chunk_index(context: dg.AssetExecutionContext, chunks: pd.DataFrame) -> pd.DataFrame:
+            return index(context, chunks, None)
 
         return chunk_index
 
-    @dg.asset(**attributes)
+    @dg.asset(**attributes, required_resource_keys=resources)
     def chunk_index(  # the mode that reads candidates too
         context: dg.AssetExecutionContext,
-        embedder: OnnxEmbedderResource,
-        postgres: PostgresResource,
         chunks: pd.DataFrame,
         semantic_boundaries: pd.DataFrame,
     ) -> pd.DataFrame:
-        return index(context, embedder, postgres, chunks, semantic_boundaries)
+        return index(context, chunks, semantic_boundaries)
 
     return chunk_index
+
+
+def _remember(context: dg.AssetExecutionContext, embedder: OnnxEmbedderResource) -> None:
+    """Record the index's model (`seams.models.known_models`), so queries reach this index
+    with the right model while a later model's index is built; a record that cannot be
+    written only costs that."""
+    try:
+        remember_model(embedder, embedder.resolved_models_dir())
+    except (OSError, SeamsError) as exc:
+        context.log.warning(f"could not record the index's model for search: {exc}")
 
 
 def _chunk_vectors(
@@ -258,6 +303,7 @@ def _late(
         keys.extend(late_cache_keys(texts[key], spans))
         positions.append(group.index.to_numpy())
         documents.append((texts[key], spans))
+    check_late_model(embedder.runtime(), embedder.resolved_document_prompt())
     cache_id = late_cache_model_id(model_id, embedder.window_tokens, overlap_tokens)
     cache = EmbeddingCache(postgres)
     lookup = cache.get(cache_id, keys)

@@ -34,10 +34,18 @@ class StageParts:
     assembly: tuple[str, ...]
 
     @classmethod
-    def of(cls, config: ChunkingConfig, embedder_variant: str) -> StageParts:
-        """The parts for `config` run with the `embedder_variant` ONNX graph (and tokenizer)."""
+    def of(
+        cls, config: ChunkingConfig, embedder_variant: str, boundary_model: str | None = None
+    ) -> StageParts:
+        """The parts for `config` run with the `embedder_variant` ONNX graph (and tokenizer);
+        `boundary_model`: the identity of the model folder that embeds the candidates instead
+        of the packaged one (its id, not its path: new weights in the same folder count), which
+        then marks embeddings, boundaries, chunks and the index, never the candidates (they are
+        sized with the packaged tokenizer whatever model embeds them). None, the packaged
+        model, adds nothing, so those code versions are what they always were."""
         segmentation = (config.fingerprint("segmentation"), f"tokenizer:{embedder_variant}")
-        embedding = (*segmentation, config.fingerprint("embedding"), embedder_variant)
+        model = (f"model:{boundary_model}",) if boundary_model is not None else ()
+        embedding = (*segmentation, config.fingerprint("embedding"), embedder_variant, *model)
         boundaries = (*embedding, config.fingerprint("boundaries"))
         assembly = (*boundaries, config.fingerprint("assembly"))
         return cls(segmentation, embedding, boundaries, assembly)

@@ -24,8 +24,9 @@ from typing import Literal
 
 import numpy as np
 
-from seams.errors import EmbeddingError
-from seams.models.onnx_runtime import CLS_ID, PAD_ID, SEP_ID, SPECIAL_TOKENS, EmbeddingRuntime
+from seams.errors import ConfigError, EmbeddingError
+from seams.models.model_folder import DenseLayer
+from seams.models.onnx_runtime import EmbeddingRuntime
 
 RetrievalMode = Literal["text", "pooled", "late"]
 MODES: tuple[RetrievalMode, ...] = ("text", "pooled", "late")
@@ -144,6 +145,26 @@ def token_ranges(offsets: Sequence[tuple[int, int]], spans: Sequence[Span]) -> n
     return out
 
 
+def check_late_model(runtime: EmbeddingRuntime, document_prompt: str = "") -> None:
+    """Late chunking mean-pools the transformer's token vectors inside each chunk: right for a
+    model that mean-pools and has nothing after pooling but normalisation, and no document
+    prompt. Any other model is refused with a ConfigError saying what to use instead, rather
+    than indexed with vectors its queries would not meet."""
+    recipe = runtime.recipe
+    problem = None
+    if recipe.pooling != ("mean",):
+        problem = f"it pools by {' + '.join(recipe.pooling)}, not by mean"
+    elif any(isinstance(step, DenseLayer) for step in recipe.steps):
+        problem = "it has Dense layers after pooling"
+    elif document_prompt:
+        problem = f"it has a document prompt ({document_prompt!r})"
+    if problem:
+        raise ConfigError(
+            f"retrieval.mode: late cannot run this retrieval model: {problem}; "
+            "use mode text (or pooled)"
+        )
+
+
 def late_vectors(
     runtime: EmbeddingRuntime,
     documents: Sequence[tuple[str, Sequence[Span]]],
@@ -155,12 +176,16 @@ def late_vectors(
     """Late-chunked unit vectors: for each (text, chunk spans), an (m, d) array in span order.
 
     Spans are character offsets into the text, in document order (they may overlap). Windows of
-    all documents are encoded together in length-sorted batches, as `OnnxEmbedder` does.
+    all documents are encoded together in length-sorted batches, as `OnnxEmbedder` does. Each
+    window is framed by the tokenizer's own special tokens (`[CLS] … [SEP]`, `<s> … </s>`, an
+    end token or none), as `OnnxEmbedder` frames a text.
     """
-    width = max_tokens - SPECIAL_TOKENS
+    check_late_model(runtime)
+    specials = runtime.frame.size
+    width = max_tokens - specials
     if width < 1 or not 0 <= overlap_tokens < width:
         raise EmbeddingError(
-            f"late chunking needs 0 <= overlap_tokens < max_tokens - 2, got overlap "
+            f"late chunking needs 0 <= overlap_tokens < max_tokens - {specials}, got overlap "
             f"{overlap_tokens} and max_tokens {max_tokens}"
         )
     texts = [text for text, _ in documents]
@@ -196,26 +221,14 @@ def late_vectors(
 
 
 def _encode_tokens(runtime: EmbeddingRuntime, rows: list[list[int]]) -> list[np.ndarray]:
-    """Last-layer vectors of each row's own tokens (no [CLS]/[SEP]), one (len, d) per row."""
-    length = max(len(r) for r in rows) + SPECIAL_TOKENS
-    input_ids = np.full((len(rows), length), PAD_ID, np.int64)
-    mask = np.zeros((len(rows), length), np.int64)
-    for r, ids in enumerate(rows):
-        input_ids[r, 0] = CLS_ID
-        input_ids[r, 1 : len(ids) + 1] = ids
-        input_ids[r, len(ids) + 1] = SEP_ID
-        mask[r, : len(ids) + 2] = 1
-    feed = {"input_ids": input_ids, "attention_mask": mask}
-    if "token_type_ids" in {i.name for i in runtime.session.get_inputs()}:
-        feed["token_type_ids"] = np.zeros_like(input_ids)
+    """Last-layer vectors of each row's own tokens (without the special tokens around them),
+    one (len, d) per row."""
+    lead = len(runtime.frame.prefix)
     try:
-        hidden = runtime.session.run(None, feed)[0]
-    except Exception as exc:  # onnxruntime raises its own pybind exception types
-        raise EmbeddingError(
-            f"onnxruntime inference failed on a late-chunking batch of shape {input_ids.shape}: "
-            f"{exc}"
-        ) from exc
-    return [hidden[r, 1 : len(ids) + 1] for r, ids in enumerate(rows)]
+        hidden = runtime.token_states(rows)
+    except EmbeddingError as exc:
+        raise EmbeddingError(f"late chunking: {exc}") from exc
+    return [hidden[r, lead : lead + len(ids)] for r, ids in enumerate(rows)]
 
 
 def _accumulate(doc: _Document, window: _Window, states: np.ndarray) -> None:

@@ -27,6 +27,7 @@ from seams.chunking.tokens import TokenizerCounter, shared_token_counter
 from seams.errors import ConfigError, EmbeddingError
 from seams.models.inputs import check_texts
 from seams.models.model_store import (
+    MODEL_NAME,
     ModelManifest,
     StaticManifest,
     default_model_dir,
@@ -109,6 +110,11 @@ class OnnxEmbedder(BaseModel):
         default=None,
         description="Text put before each document/chunk; default the model's stored one.",
     )
+    models_dir: str | None = Field(
+        default=None,
+        description="Where sentence-transformers folders are exported to (and the models that "
+        "built an index are remembered); default $SEAMS_DATA_DIR/models.",
+    )
 
     def embed(self, texts: list[str]) -> np.ndarray:
         """Embed `texts` (documents, chunks, sentences) in order, each after the document
@@ -171,28 +177,19 @@ class OnnxEmbedder(BaseModel):
         return CheckedCounter(shared_token_counter(manifest.tokenizer_path))
 
     def for_model(self, model_id: str) -> Self:
-        """This embedder running the exported variant whose sha256 is `model_id` (what a chunk
-        index records), so a query is embedded by the model that built the index."""
-        if self.model_id == model_id:
-            return self
-        manifest = self.manifest
-        for name in manifest.variants:
-            if self._model_id(manifest, name) == model_id:
-                return type(self)(
-                    model_dir=self.model_dir,
-                    variant=name,
-                    batch_size=self.batch_size,
-                    intra_op_threads=self.intra_op_threads,
-                    long_text=self.long_text,
-                    max_tokens=self.max_tokens,
-                    query_prompt=self.query_prompt,
-                    document_prompt=self.document_prompt,
-                )
-        raise EmbeddingError(
-            f"the chunk index was built with model {model_id[:12]}, which is not among the "
-            f"models exported in {manifest.directory} ({', '.join(sorted(manifest.variants))}): "
-            f"run `seams backfill` to re-index with the current one ({self.model_id[:12]})"
-        )
+        """An embedder whose vectors carry `model_id` (what a chunk index records), so a query
+        is embedded by the model that built the index: this one, another exported variant of
+        its folder, a model that built an index before (remembered in `models_dir`), or the
+        packaged model. See `seams.models.known_models.embedder_for`."""
+        from seams.models.known_models import embedder_for
+
+        return embedder_for(model_id, self)  # type: ignore[return-value]
+
+    def with_changes(self, **changes: Any) -> Self:
+        """A copy with some fields changed, built through the constructor (so a Dagster
+        resource subclass stays a valid resource)."""
+        fields = {name: getattr(self, name) for name in OnnxEmbedder.model_fields}
+        return type(self)(**{**fields, **changes})
 
     @property
     def model_id(self) -> str:
@@ -213,9 +210,9 @@ class OnnxEmbedder(BaseModel):
 
     @property
     def manifest(self) -> ModelManifest:
-        if self.model_dir is None:
+        if self.model_dir is None and self.models_dir is None:
             return load_manifest(default_model_dir())
-        return load_model_folder(self.resolved_model_dir())
+        return load_model_folder(self.resolved_model_dir(), models_dir=self.resolved_models_dir())
 
     @property
     def dims(self) -> int:
@@ -227,7 +224,18 @@ class OnnxEmbedder(BaseModel):
         return self._load()[0].providers
 
     def resolved_model_dir(self) -> Path:
-        return Path(self.model_dir).expanduser() if self.model_dir else default_model_dir()
+        if self.model_dir:
+            return Path(self.model_dir).expanduser()
+        if self.models_dir:
+            return Path(self.models_dir).expanduser() / MODEL_NAME
+        return default_model_dir()
+
+    def resolved_models_dir(self) -> Path:
+        """Where a sentence-transformers folder is exported to and indexed models are
+        remembered: `models_dir`, else the data dir's `models`."""
+        if self.models_dir:
+            return Path(self.models_dir).expanduser()
+        return default_model_dir().parent
 
     def runtime(self) -> EmbeddingRuntime:
         """The loaded session + tokenizer behind this embedder (for late chunking)."""

@@ -281,6 +281,13 @@ class EmbeddingRuntime:
                 normalised = True
         return vectors if normalised else _normalise(vectors)
 
+    def token_states(self, rows: list[Sequence[int]]) -> np.ndarray:
+        """The transformer's last-layer vectors (b, length, d) of `rows` (ids without special
+        tokens), each framed by the tokenizer's special tokens and padded: what late chunking
+        pools. A row's own tokens start at `len(self.frame.prefix)`."""
+        length = max((len(r) for r in rows), default=0) + self.frame.size
+        return self._run(*self._pad(rows, length))
+
     def _pad(self, rows: list[Sequence[int]], length: int) -> tuple[np.ndarray, np.ndarray]:
         """prefix ids suffix then pad ids, as int64 ids and attention mask of shape (b, length)."""
         frame = self.frame

@@ -26,15 +26,16 @@ from seams.assets.embeddings import build_embeddings_asset
 from seams.assets.extraction import build_extraction_asset
 from seams.assets.model import build_model_asset
 from seams.assets.partitions import PIPELINE_GROUP
-from seams.assets.retrieval import RETRIEVAL_GROUP, build_index_asset
+from seams.assets.retrieval import RETRIEVAL_GROUP, IndexModel, build_index_asset
 from seams.assets.retrieval_eval import INDEX_KEY, EvalSetup, build_evaluation
 from seams.assets.versions import StageParts
+from seams.chunking import ChunkingConfig
 from seams.environment import CELERY_BACKEND_ENV, CELERY_BROKER_ENV, SeamsEnvironment
 from seams.errors import ConfigError
 from seams.orchestration.jobs import build_backfill_unsynced_job, chunk_batches_job
 from seams.orchestration.sensors import build_inbox_sensor, build_seal_schedule
 from seams.orchestration.sync import build_sync_check, build_sync_sensor
-from seams.resources.embedder import OnnxEmbedderResource
+from seams.resources.embedder import PACKAGED, STATIC, OnnxEmbedderResource, PipelineModels
 from seams.resources.io_manager import PostgresIOManager
 from seams.resources.postgres import PostgresResource
 from seams.resources.static_embedder import StaticEmbedderResource
@@ -43,33 +44,73 @@ from seams.settings import BackfillSettings, ExecutionSettings, SeamsSettings
 __all__ = ["CELERY_BACKEND_ENV", "CELERY_BROKER_ENV", "build_definitions", "celery_config"]
 
 SETTINGS_CHANGED_SENSOR = "seams_settings_changed"
+RETRIEVAL_EMBEDDER = "retrieval_embedder"
+"""The resource that builds the index and embeds queries (`retrieval.model`, its prompts)."""
+BOUNDARY_EMBEDDER = "boundary_embedder"
+"""The resource that embeds candidates when `embedder.model` names a model folder."""
 
 
 def build_resources(
     settings: SeamsSettings, environment: SeamsEnvironment
 ) -> dict[str, dg.ConfigurableResource]:
-    """`postgres`, `io_manager`, `embedder` and `static_embedder`, each built once, from
-    `environment` (the database, the model folders under its data dir)."""
+    """`postgres`, `io_manager`, `embedder` (the packaged model: sizes, and embeds unless the
+    settings name another model), `static_embedder`, `retrieval_embedder` (the index's and the
+    queries' model, with retrieval's prompts) and, when `embedder.model` names a folder,
+    `boundary_embedder`; each built once, from `environment` (the database, the model folders
+    under its data dir)."""
     postgres = PostgresResource.for_environment(environment)
-    return {
+    models = PipelineModels.of(settings, environment)
+    embedder = OnnxEmbedderResource.for_environment(environment, settings.embedder)
+    resources: dict[str, dg.ConfigurableResource] = {
         "postgres": postgres,
         "io_manager": PostgresIOManager(postgres=postgres),
-        "embedder": OnnxEmbedderResource.for_environment(environment, settings.embedder),
+        "embedder": embedder,
         "static_embedder": StaticEmbedderResource.for_environment(environment),
+        RETRIEVAL_EMBEDDER: models.retrieval_resource(embedder),
     }
+    if (boundary := models.boundary_resource()) is not None:
+        resources[BOUNDARY_EMBEDDER] = boundary
+    return resources
 
 
-def build_assets(settings: SeamsSettings) -> list[dg.AssetsDefinition]:
-    """Every asset of the pipeline, in pipeline order, shaped by `settings`."""
+def pipeline_chunking_config(settings: SeamsSettings) -> ChunkingConfig:
+    """The chunking config the pipeline runs: the preset and overrides, with `boundary_model`
+    following `embedder.model` (`static` is `boundary_model: static`; a model folder places the
+    boundaries even under the `fast` preset, whose other settings stay)."""
     config = settings.chunking_config()
-    parts = StageParts.of(config, settings.embedder.variant)
+    model = settings.embedder.model
+    if model == STATIC and config.boundary_model != "static":
+        return config.with_overrides(boundary_model="static")
+    if model not in (PACKAGED, STATIC) and config.boundary_model == "static":
+        if settings.chunking.overrides.get("boundary_model") == "static":
+            raise ConfigError(
+                f"chunking.overrides.boundary_model: 'static' contradicts embedder.model: "
+                f"{model!r}: drop one (the static model or the folder places the boundaries)"
+            )
+        return config.with_overrides(boundary_model="model")
+    return config
+
+
+def build_assets(
+    settings: SeamsSettings, environment: SeamsEnvironment | None = None
+) -> list[dg.AssetsDefinition]:
+    """Every asset of the pipeline, in pipeline order, shaped by `settings` (model folders in
+    them resolved against `environment`'s settings file; default this process's)."""
+    models = PipelineModels.of(settings, environment or SeamsEnvironment.from_os())
+    config = pipeline_chunking_config(settings)
+    parts = StageParts.of(config, settings.embedder.variant, models.boundary_identity)
     retrieval = settings.retrieval
     automation = settings_changed_condition(settings.backfill.automatic)
     assets = [
         build_model_asset(settings.embedder.variant, static=config.boundary_model == "static"),
         build_extraction_asset(settings.extraction_limits()),
         build_candidates_asset(config, parts, automation_condition=automation),
-        build_embeddings_asset(config, parts, automation_condition=automation),
+        build_embeddings_asset(
+            config,
+            parts,
+            automation_condition=automation,
+            model_resource=BOUNDARY_EMBEDDER if models.boundary.folder is not None else None,
+        ),
         build_boundaries_asset(config, parts, automation_condition=automation),
         build_chunks_asset(config, parts, automation_condition=automation),
         build_index_asset(
@@ -79,6 +120,14 @@ def build_assets(settings: SeamsSettings) -> list[dg.AssetsDefinition]:
             retrieval.late_overlap_tokens,
             automation_condition=automation,
             text_search_config=retrieval.text_search_config,
+            model=IndexModel(
+                resource=(
+                    "embedder" if models.uses_packaged_resource_for_index else RETRIEVAL_EMBEDDER
+                ),
+                identity=models.retrieval_identity,
+                reuses_candidates=models.index_reuses_candidates,
+                described=models.retrieval.describe(),
+            ),
         ),
     ]
     return [_with_backfill_policy(asset, settings.backfill) for asset in assets]
@@ -196,7 +245,7 @@ def build_definitions(
         holds only the check too): these definitions, the whole code location."""
         return location
 
-    assets = build_assets(settings)
+    assets = build_assets(settings, environment)
     evaluation, evaluation_checks, evaluation_sensors = build_evaluation_definitions(
         settings, environment, assets
     )

@@ -14,18 +14,17 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import pytest
-from tokenizers import Tokenizer
 
 from seams.errors import ConfigError
 from seams.models.embedders import OnnxEmbedder
 from seams.models.model_folder import VectorRecipe, read_modules
 from seams.models.model_store import ModelManifest, file_sha256, load_manifest
 from seams.models.onnx_runtime import load_runtime, special_frame, split_windows
+from tests.support.tiny_models import CORPUS, MODELS, bpe, unigram, wordpiece
 
 TEXTS = [
     "the river bank was flooded in spring",
@@ -35,173 +34,12 @@ TEXTS = [
     "The Token of the River",
     "data data data model embedding token river bank spring rates",
 ]
-CORPUS = [
-    "the river bank was flooded in spring and the town rebuilt the bank",
-    "a central bank raised interest rates to slow the economy",
-    "the model reads each token and writes an embedding of the text",
-    "spring rain made the river rise over its banks",
-    "ein Modell liest die Daten schnell und schreibt Vektoren",
-    "le modèle lit les données et écrit des vecteurs",
-]
-WORDS = sorted({w for text in CORPUS for w in text.lower().split()})
 
 
 def _cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     a = a / np.linalg.norm(a, axis=1, keepdims=True)
     b = b / np.linalg.norm(b, axis=1, keepdims=True)
     return np.einsum("nd,nd->n", a, b)
-
-
-# --------------------------------------------------------------------------- tiny models
-
-
-def _wordpiece() -> Tokenizer:
-    from tokenizers import models, normalizers, pre_tokenizers, processors
-
-    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-    pieces = sorted({c for w in WORDS for c in w} | {f"##{c}" for w in WORDS for c in w})
-    vocab = {t: i for i, t in enumerate(specials + WORDS[::2] + pieces)}
-    tok = Tokenizer(models.WordPiece(vocab, unk_token="[UNK]"))
-    tok.normalizer = normalizers.BertNormalizer(lowercase=True)
-    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    tok.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]",
-        pair="[CLS] $A [SEP] $B:1 [SEP]:1",
-        special_tokens=[("[CLS]", vocab["[CLS]"]), ("[SEP]", vocab["[SEP]"])],
-    )
-    return tok
-
-
-def _unigram() -> Tokenizer:
-    """A SentencePiece-style Unigram tokenizer (Metaspace, <s> ... </s>), trained here."""
-    from tokenizers import models, pre_tokenizers, processors, trainers
-
-    tok = Tokenizer(models.Unigram())
-    tok.pre_tokenizer = pre_tokenizers.Metaspace()
-    trainer = trainers.UnigramTrainer(
-        vocab_size=120, special_tokens=["<s>", "<pad>", "</s>", "<unk>"], unk_token="<unk>"
-    )
-    tok.train_from_iterator(CORPUS * 4, trainer)
-    tok.post_processor = processors.TemplateProcessing(
-        single="<s> $A </s>",
-        special_tokens=[("<s>", tok.token_to_id("<s>")), ("</s>", tok.token_to_id("</s>"))],
-    )
-    return tok
-
-
-def _bpe() -> Tokenizer:
-    """A byte-level BPE tokenizer whose post-processor only appends an end token."""
-    from tokenizers import decoders, models, pre_tokenizers, processors, trainers
-
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=300,
-        special_tokens=["<|endoftext|>", "<|pad|>"],
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-    )
-    tok.train_from_iterator(CORPUS * 4, trainer)
-    tok.post_processor = processors.TemplateProcessing(
-        single="$A <|endoftext|>",
-        special_tokens=[("<|endoftext|>", tok.token_to_id("<|endoftext|>"))],
-    )
-    return tok
-
-
-def build_model(
-    folder: Path,
-    *,
-    tokenizer: Tokenizer,
-    special: dict[str, str],
-    kind: str = "bert",
-    pooling: str = "mean",
-    window: int = 128,
-    dense: int | None = None,
-    prompts: dict[str, str] | None = None,
-) -> Path:
-    """Save a random-weight sentence-transformers model (seed 0) into `folder`."""
-    import torch
-    import transformers
-    from sentence_transformers import SentenceTransformer
-
-    try:  # sentence-transformers 6; 5 has them under `models`
-        from sentence_transformers.sentence_transformer import modules as st_models
-    except ImportError:
-        from sentence_transformers import models as st_models  # type: ignore[no-redef]
-
-    transformers.logging.set_verbosity_error()
-    hf = folder.with_name(folder.name + "-hf")
-    fast = transformers.PreTrainedTokenizerFast(tokenizer_object=tokenizer, **special)
-    fast.save_pretrained(hf)
-    vocab = tokenizer.get_vocab_size()
-    torch.manual_seed(0)
-    common = {
-        "vocab_size": vocab,
-        "hidden_size": 32,
-        "num_hidden_layers": 2,
-        "num_attention_heads": 2,
-        "intermediate_size": 64,
-    }
-    if kind == "bert":
-        model = transformers.BertModel(
-            transformers.BertConfig(**common, max_position_embeddings=512)
-        )
-    elif kind == "xlm-roberta":
-        pad = tokenizer.token_to_id("<pad>")
-        model = transformers.XLMRobertaModel(
-            transformers.XLMRobertaConfig(
-                **common, max_position_embeddings=514, pad_token_id=pad, type_vocab_size=1
-            )
-        )
-    else:
-        model = transformers.GPT2Model(
-            transformers.GPT2Config(
-                vocab_size=vocab, n_embd=32, n_layer=2, n_head=2, n_positions=512
-            )
-        )
-    model.save_pretrained(hf)
-    modules = [
-        st_models.Transformer(str(hf), max_seq_length=window),
-        st_models.Pooling(32, pooling_mode=pooling),
-    ]
-    if dense:
-        modules.append(st_models.Dense(32, dense))
-    modules.append(st_models.Normalize())
-    SentenceTransformer(modules=modules, prompts=prompts or {}, device="cpu").save(str(folder))
-    shutil.rmtree(hf)
-    return folder
-
-
-BERT_SPECIALS = {
-    "unk_token": "[UNK]",
-    "pad_token": "[PAD]",
-    "cls_token": "[CLS]",
-    "sep_token": "[SEP]",
-    "mask_token": "[MASK]",
-}
-SP_SPECIALS = {"unk_token": "<unk>", "pad_token": "<pad>", "bos_token": "<s>", "eos_token": "</s>"}
-BPE_SPECIALS = {"pad_token": "<|pad|>", "eos_token": "<|endoftext|>"}
-PROMPTS = {"query": "query: ", "document": "passage: "}
-
-MODELS: dict[str, Callable[[Path], Path]] = {
-    "bert-mean-128": lambda f: build_model(f, tokenizer=_wordpiece(), special=BERT_SPECIALS),
-    "bert-cls-dense96-prompts-512": lambda f: build_model(
-        f,
-        tokenizer=_wordpiece(),
-        special=BERT_SPECIALS,
-        pooling="cls",
-        window=512,
-        dense=96,
-        prompts=PROMPTS,
-    ),
-    "unigram-xlmr-mean-512": lambda f: build_model(
-        f, tokenizer=_unigram(), special=SP_SPECIALS, kind="xlm-roberta", window=512
-    ),
-    "bpe-gpt2-lasttoken-128": lambda f: build_model(
-        f, tokenizer=_bpe(), special=BPE_SPECIALS, kind="gpt2", pooling="lasttoken"
-    ),
-}
 
 
 @pytest.fixture(scope="module")
@@ -355,9 +193,9 @@ def test_long_texts_are_windowed_within_the_model_window(
 
 def test_special_tokens_come_from_the_post_processor() -> None:
     for build, prefix, suffix in (
-        (_wordpiece, ["[CLS]"], ["[SEP]"]),
-        (_unigram, ["<s>"], ["</s>"]),
-        (_bpe, [], ["<|endoftext|>"]),
+        (wordpiece, ["[CLS]"], ["[SEP]"]),
+        (unigram, ["<s>"], ["</s>"]),
+        (bpe, [], ["<|endoftext|>"]),
     ):
         tok = build()
         frame = special_frame(tok)
@@ -462,3 +300,130 @@ def test_packaged_model_embeds_exactly_as_before(exported_model: ModelManifest) 
     assert embedder.model_id == file_sha256(exported_model.directory / "model.onnx")
     assert (embedder.dims, embedder.window_tokens) == (384, 256)
     assert OnnxEmbedder().model_id == embedder.model_id  # the data dir's default folder
+
+
+# --------------------------------------------------------------------------- late chunking
+
+
+@pytest.mark.export
+def test_late_chunking_frames_windows_with_the_models_own_special_tokens(
+    st_folders: dict[str, Path], models_dir: Path
+) -> None:
+    """A Unigram model's late vectors: each chunk is the mean of its tokens' states in a window
+    framed <s> … </s> (as `embed` frames a text), here one window per document."""
+    from seams.models.chunk_vectors import late_vectors
+    from seams.models.model_export import export_folder
+
+    export = export_folder(st_folders["unigram-xlmr-mean-512"], models_dir=models_dir)
+    runtime = OnnxEmbedder(model_dir=str(export.directory)).runtime()
+    text = " ".join(CORPUS[:3])
+    cut = len(CORPUS[0])
+    spans = [(0, cut), (cut + 1, len(text))]
+    (late,) = late_vectors(runtime, [(text, spans)], max_tokens=512)
+    encoding = runtime.tokenizer.encode(text, add_special_tokens=False)
+    framed = [
+        runtime.tokenizer.token_to_id("<s>"),
+        *encoding.ids,
+        runtime.tokenizer.token_to_id("</s>"),
+    ]
+    feed = {"input_ids": np.array([framed]), "attention_mask": np.ones((1, len(framed)), np.int64)}
+    if "token_type_ids" in {i.name for i in runtime.session.get_inputs()}:
+        feed["token_type_ids"] = np.zeros_like(feed["input_ids"])
+    states = runtime.session.run(None, feed)[0][0, 1:-1]
+    for row, (start, end) in enumerate(spans):
+        inside = [n for n, (a, b) in enumerate(encoding.offsets) if a < end and b > start]
+        expected = states[inside].mean(axis=0)
+        assert _cosines(late[row : row + 1], expected[None]).min() >= 0.99999
+
+
+@pytest.mark.export
+@pytest.mark.parametrize(
+    ("name", "document_prompt", "problem"),
+    [
+        ("bert-cls-dense96-prompts-512", None, "pools by cls"),
+        ("bpe-gpt2-lasttoken-128", None, "pools by lasttoken"),
+        ("bert-mean-128", "passage: ", "document prompt"),
+    ],
+)
+def test_late_chunking_refuses_a_model_it_cannot_run(
+    name: str,
+    document_prompt: str | None,
+    problem: str,
+    st_folders: dict[str, Path],
+    models_dir: Path,
+) -> None:
+    from seams.models.chunk_vectors import check_late_model, late_vectors
+    from seams.models.model_export import export_folder
+
+    export = export_folder(st_folders[name], models_dir=models_dir)
+    embedder = OnnxEmbedder(model_dir=str(export.directory), document_prompt=document_prompt)
+    with pytest.raises(ConfigError, match=rf"retrieval\.mode: late .*{problem}.*use mode text"):
+        if document_prompt:  # the asset passes the prompt it would index with
+            check_late_model(embedder.runtime(), embedder.resolved_document_prompt())
+        else:
+            late_vectors(embedder.runtime(), [(CORPUS[0], [(0, 10)])])
+
+
+# --------------------------------------------------------------------------- which model, by id
+
+
+@pytest.mark.export
+def test_an_index_models_id_finds_its_embedder_again(
+    st_folders: dict[str, Path], exported_model: ModelManifest, tmp_path: Path
+) -> None:
+    """Queries reach an index of any model that built one: the packaged embedder finds the
+    folder's model by the id the index holds (with the prompts it indexed with), and the
+    folder's finds the packaged model; an unknown id is one error that says to backfill."""
+    from seams.errors import EmbeddingError
+    from seams.models.known_models import recalled_models, remember_model
+
+    models = tmp_path / "models"
+    shutil.copytree(exported_model.directory, models / "all-MiniLM-L6-v2")
+    packaged = OnnxEmbedder(models_dir=str(models))
+    folder = st_folders["bert-cls-dense96-prompts-512"]
+    mine = OnnxEmbedder(model_dir=str(folder), models_dir=str(models), query_prompt="ask: ")
+    with pytest.raises(EmbeddingError, match="run `seams backfill`"):
+        packaged.for_model(mine.model_id)  # never indexed: unknown
+    remember_model(mine, models)
+    (known,) = recalled_models(models)
+    assert (known.query_prompt, known.document_prompt) == ("ask: ", "passage: ")
+    found = packaged.for_model(mine.model_id)
+    assert found.model_id == mine.model_id
+    assert np.array_equal(found.embed_queries(TEXTS[:2]), mine.embed_queries(TEXTS[:2]))
+    assert mine.for_model(packaged.model_id).model_id == packaged.model_id
+    assert packaged.for_model(packaged.model_id) is packaged
+    with pytest.raises(EmbeddingError, match="run `seams backfill`"):
+        packaged.for_model("0" * 64)
+
+
+@pytest.mark.export
+def test_any_model_falls_back_to_cpu_when_cuda_cannot_start(
+    st_folders: dict[str, Path], models_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With onnxruntime-gpu installed the CUDA provider comes first for any model; when it
+    cannot start, the same vectors come from the CPU (no GPU here: the CUDA path itself is not
+    run by this suite)."""
+    import onnxruntime as ort
+
+    from seams.models.model_export import export_folder
+    from seams.models.onnx_runtime import CPU_PROVIDER, CUDA_PROVIDER, clear_runtime_cache
+
+    export = export_folder(st_folders["unigram-xlmr-mean-512"], models_dir=models_dir)
+    reference = OnnxEmbedder(model_dir=str(export.directory)).embed(TEXTS)
+    monkeypatch.setattr(ort, "get_available_providers", lambda: [CUDA_PROVIDER, CPU_PROVIDER])
+    real_session = ort.InferenceSession
+    asked: list[list[str]] = []
+
+    def no_cuda(path: str, options: object, providers: list[str]) -> object:
+        asked.append(list(providers))
+        if CUDA_PROVIDER in providers:
+            raise RuntimeError("libcudart.so.12: cannot open shared object file")
+        return real_session(path, options, providers=providers)
+
+    monkeypatch.setattr(ort, "InferenceSession", no_cuda)
+    clear_runtime_cache()
+    embedder = OnnxEmbedder(model_dir=str(export.directory))
+    assert np.allclose(embedder.embed(TEXTS), reference, atol=1e-6)
+    assert asked == [[CUDA_PROVIDER, CPU_PROVIDER], [CPU_PROVIDER]]
+    assert embedder.providers == [CPU_PROVIDER]
+    clear_runtime_cache()

@@ -1,0 +1,199 @@
+"""Which model made an index, and how to embed queries with it again.
+
+A chunk index records only its model's id (a hash of what makes its vectors). A query must be
+embedded by that same model, also while a backfill builds the next model's index and search
+still answers from the previous one, whose model the settings may no longer name. So every model
+that builds an index is remembered, by id, in `<models dir>/indexed-models.json`: its folder, its
+variant, window and prompts, everything `OnnxEmbedder` needs to embed a query as that index
+expects. `embedder_for` turns an id back into an embedder; `model_identity` is the id that the
+settings' code versions fold in, computed without running or exporting the model.
+
+Standard library and the model store only: no onnxruntime, no torch.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+import threading
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from seams.errors import ConfigError, EmbeddingError, SeamsError
+from seams.models.model_store import MANIFEST_FILE, ONNX_LOCATIONS, TOKENIZER_FILE
+
+if TYPE_CHECKING:
+    from seams.models.embedders import OnnxEmbedder
+
+REGISTRY_FILE = "indexed-models.json"
+REGISTRY_FORMAT = 1
+_lock = threading.Lock()
+
+
+@dataclass(frozen=True)
+class KnownModel:
+    """What rebuilds the embedder whose vectors carry `model_id` (prompts resolved, so a later
+    change of the folder's defaults cannot change what its queries get)."""
+
+    model_id: str
+    model_dir: str
+    variant: str
+    max_tokens: int | None
+    query_prompt: str
+    document_prompt: str
+
+    @classmethod
+    def of(cls, embedder: OnnxEmbedder) -> KnownModel:
+        """The record of `embedder` as it is configured now."""
+        manifest = embedder.manifest
+        return cls(
+            model_id=embedder.model_id,
+            model_dir=str(embedder.resolved_model_dir().resolve()),
+            variant=embedder.variant,
+            max_tokens=embedder.max_tokens,
+            query_prompt=embedder.resolved_query_prompt(manifest),
+            document_prompt=embedder.resolved_document_prompt(manifest),
+        )
+
+
+def registry_path(models_dir: Path) -> Path:
+    return models_dir / REGISTRY_FILE
+
+
+def recalled_models(models_dir: Path) -> list[KnownModel]:
+    """The models remembered under `models_dir`, newest first; an unreadable record reads as
+    none (it only lets search reach an older index, never decides what is built)."""
+    try:
+        data = json.loads(registry_path(models_dir).read_text(encoding="utf-8"))
+        if data.get("format") != REGISTRY_FORMAT:
+            return []
+        return [KnownModel(**entry) for entry in data["models"]]
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        return []
+
+
+def remember_model(embedder: OnnxEmbedder, models_dir: Path) -> KnownModel:
+    """Record `embedder` under `models_dir` (idempotent; the file is replaced atomically, so a
+    reader never sees half of it)."""
+    known = KnownModel.of(embedder)
+    with _lock:
+        models = [m for m in recalled_models(models_dir) if m.model_id != known.model_id]
+        if models_dir.exists() or known.model_dir:
+            models_dir.mkdir(parents=True, exist_ok=True)
+        payload = {"format": REGISTRY_FORMAT, "models": [asdict(known), *map(asdict, models)]}
+        handle, temporary = tempfile.mkstemp(dir=models_dir, prefix=".indexed-models-")
+        try:
+            with os.fdopen(handle, "w", encoding="utf-8") as out:
+                json.dump(payload, out, indent=2, sort_keys=True)
+            os.replace(temporary, registry_path(models_dir))
+        except BaseException:
+            Path(temporary).unlink(missing_ok=True)
+            raise
+    return known
+
+
+def embedder_for(model_id: str, current: OnnxEmbedder) -> OnnxEmbedder:
+    """An embedder whose vectors carry `model_id`, for embedding queries against an index of
+    that model: `current` itself, another exported variant of its folder, a model remembered in
+    its models folder (`remember_model`), or the packaged model's variants; `current`'s batch
+    size and threads. EmbeddingError when none is (the index needs a backfill)."""
+    if current.model_id == model_id:
+        return current
+    tried: list[str] = []
+    candidates = [current, *_packaged(current)]
+    for base in candidates:
+        try:
+            manifest = base.manifest
+        except SeamsError:
+            continue
+        tried.append(str(manifest.directory))
+        for name in manifest.variants:
+            if base._model_id(manifest, name) == model_id:
+                return base.with_changes(variant=name)
+    for known in recalled_models(current.resolved_models_dir()):
+        if known.model_id != model_id:
+            continue
+        embedder = current.with_changes(
+            model_dir=known.model_dir,
+            variant=known.variant,
+            max_tokens=known.max_tokens,
+            query_prompt=known.query_prompt,
+            document_prompt=known.document_prompt,
+        )
+        try:
+            if embedder.model_id == model_id:  # the folder still holds that model
+                return embedder
+        except SeamsError:
+            pass
+        tried.append(known.model_dir)
+    raise EmbeddingError(
+        f"the chunk index was built with model {model_id[:12]}, which none of the known models "
+        f"makes ({', '.join(tried) or 'none readable'}): run `seams backfill` to re-index with "
+        f"the current one ({current.model_id[:12]})"
+    )
+
+
+def _packaged(current: OnnxEmbedder) -> list[OnnxEmbedder]:
+    """The packaged model beside `current`'s models folder, when `current` runs another one."""
+    packaged = current.resolved_models_dir() / "all-MiniLM-L6-v2"
+    if current.resolved_model_dir().resolve() == packaged.resolve():
+        return []
+    return [
+        current.with_changes(
+            model_dir=str(packaged), max_tokens=None, query_prompt=None, document_prompt=None
+        )
+    ]
+
+
+# --- identity for code versions ---------------------------------------------------------------
+
+
+def model_folder_kind(folder: Path) -> str:
+    """ "export" (a Seams export), "onnx" (its own graph and tokenizer) or "sentence-transformers"
+    (to be exported once); ConfigError naming the folder when it is none of them."""
+    from seams.models.model_folder import is_sentence_transformers_folder
+
+    if not folder.is_dir():
+        raise ConfigError(
+            f"{folder} is not a folder: give a sentence-transformers model folder, one with "
+            f"model.onnx and {TOKENIZER_FILE}, or a Seams export"
+        )
+    if (folder / MANIFEST_FILE).is_file():
+        return "export"
+    if (folder / TOKENIZER_FILE).is_file() and any((folder / p).is_file() for p in ONNX_LOCATIONS):
+        return "onnx"
+    if is_sentence_transformers_folder(folder):
+        return "sentence-transformers"
+    raise ConfigError(
+        f"{folder} holds no embedding model: expected modules.json (sentence-transformers), "
+        f"model.onnx with {TOKENIZER_FILE}, or {MANIFEST_FILE} (a Seams export)"
+    )
+
+
+def model_identity(
+    folder: Path, *, document_prompt: str | None, variant: str = "fp32", **options: Any
+) -> str:
+    """What makes the vectors of the model in `folder` with `document_prompt` (None: the
+    folder's own), as a hex digest, without exporting or running it: the embedder's `model_id`
+    for a folder that holds its graph; for a sentence-transformers folder not exported yet, a
+    hash of its files (weights, tokenizer, pooling, prompts) and the prompt override. Changes
+    whenever the vectors would, and is the same in every process for the same files."""
+    kind = model_folder_kind(folder)
+    if kind != "sentence-transformers":
+        from seams.models.embedders import OnnxEmbedder
+
+        embedder = OnnxEmbedder(
+            model_dir=str(folder), variant=variant, document_prompt=document_prompt, **options
+        )
+        try:
+            return embedder.model_id
+        except EmbeddingError as exc:
+            raise ConfigError(str(exc)) from None
+    from seams.models.model_export import source_fingerprint
+
+    window = options.get("max_tokens")
+    described = f"st:{source_fingerprint(folder)}/{document_prompt!r}/{window!r}"
+    return hashlib.sha256(described.encode("utf-8")).hexdigest()

@@ -1,0 +1,207 @@
+"""`embedder.model` and `retrieval.model` as the composition root resolves them: which code
+versions each changes, the resources it makes, and one-line errors for a bad value.
+
+No model runs here (a code version is computed from the folder's files), so these tests stay in
+CI's lane; tests/orchestration/test_your_model_pipeline.py runs a real model end to end.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+from seams.assets.candidates import SEGMENTATION_VERSION
+from seams.assets.chunks import CHUNKS_VERSION
+from seams.assets.embeddings import EMBEDDING_VERSION
+from seams.assets.retrieval import INDEX_VERSION
+from seams.assets.versions import code_version
+from seams.environment import SeamsEnvironment
+from seams.errors import ConfigError
+from seams.orchestration.definitions import build_assets, build_resources
+from seams.settings import SeamsSettings
+
+STAGES = (
+    "sentence_candidates",
+    "candidate_embeddings",
+    "semantic_boundaries",
+    "chunks",
+    "chunk_index",
+)
+
+
+def _folder(path: Path, weights: bytes = b"weights-0") -> Path:
+    """The files of a sentence-transformers folder (what its identity is computed from)."""
+    (path / "1_Pooling").mkdir(parents=True)
+    modules = [
+        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+        {
+            "idx": 1,
+            "name": "1",
+            "path": "1_Pooling",
+            "type": "sentence_transformers.models.Pooling",
+        },
+    ]
+    (path / "modules.json").write_text(json.dumps(modules))
+    (path / "1_Pooling" / "config.json").write_text('{"pooling_mode_mean_tokens": true}')
+    (path / "model.safetensors").write_bytes(weights)
+    return path
+
+
+def _environment(root: Path) -> SeamsEnvironment:
+    config = root / "seams.yaml"
+    config.write_text("{}\n")
+    return SeamsEnvironment(data_dir=root / "data", config_path=config, project_dir=root)
+
+
+def _versions(settings: dict, environment: SeamsEnvironment) -> dict[str, str]:
+    assets = build_assets(SeamsSettings.model_validate(settings), environment)
+    return {
+        key.to_user_string(): version
+        for asset in assets
+        for key, version in asset.code_versions_by_key.items()
+    }
+
+
+def _changed(a: dict[str, str], b: dict[str, str]) -> set[str]:
+    return {stage for stage in STAGES if a[stage] != b[stage]}
+
+
+def test_default_models_keep_their_code_versions(tmp_path: Path) -> None:
+    """Default settings add no model part: each stage's code version is the formula it had
+    before these settings existed (written out here, not taken from `StageParts`), preset
+    `fast` (static boundaries, the index of chunk texts) too. So existing data stays in sync."""
+    environment = _environment(tmp_path)
+    for preset, mode in (("default", "pooled"), ("fast", "text")):
+        settings = SeamsSettings.model_validate({"chunking": {"preset": preset}})
+        config, variant = settings.chunking_config(), settings.embedder.variant
+        segmentation = (config.fingerprint("segmentation"), f"tokenizer:{variant}")
+        embedding = (*segmentation, config.fingerprint("embedding"), variant)
+        assembly = (*embedding, config.fingerprint("boundaries"), config.fingerprint("assembly"))
+        lexical = f"text_search_config:{settings.retrieval.text_search_config}"
+        expected = {
+            "sentence_candidates": code_version(SEGMENTATION_VERSION, *segmentation),
+            "candidate_embeddings": code_version(EMBEDDING_VERSION, *embedding),
+            "chunks": code_version(CHUNKS_VERSION, *assembly),
+            "chunk_index": code_version(INDEX_VERSION, *assembly, f"mode:{mode}", "", lexical),
+        }
+        versions = _versions({"chunking": {"preset": preset}}, environment)
+        assert {stage: versions[stage] for stage in expected} == expected, preset
+
+
+def test_static_is_the_static_boundary_model(tmp_path: Path) -> None:
+    environment = _environment(tmp_path)
+    assert _versions({"embedder": {"model": "static"}}, environment) == _versions(
+        {"chunking": {"overrides": {"boundary_model": "static"}}}, environment
+    )
+
+
+def test_retrieval_model_moves_only_the_index(tmp_path: Path) -> None:
+    environment = _environment(tmp_path)
+    folder = _folder(tmp_path / "models" / "mine")
+    default = _versions({}, environment)
+    relative = _versions({"retrieval": {"model": "models/mine"}}, environment)
+    assert _changed(default, relative) == {"chunk_index"}
+    assert _versions({"retrieval": {"model": str(folder)}}, environment) == relative
+    # The query prompt does not change the index's vectors; the document prompt does.
+    query = _versions({"retrieval": {"model": "models/mine", "query_prompt": "q: "}}, environment)
+    assert query == relative
+    passage = {"retrieval": {"model": "models/mine", "document_prompt": "passage: "}}
+    assert _changed(relative, _versions(passage, environment)) == {"chunk_index"}
+    packaged_prompt = _versions({"retrieval": {"document_prompt": "passage: "}}, environment)
+    assert _changed(default, packaged_prompt) == {"chunk_index"}
+
+
+def test_embedder_model_moves_everything_after_the_candidates(tmp_path: Path) -> None:
+    environment = _environment(tmp_path)
+    folder = _folder(tmp_path / "mine")
+    default = _versions({}, environment)
+    mine = _versions({"embedder": {"model": str(folder)}}, environment)
+    assert _changed(default, mine) == set(STAGES) - {"sentence_candidates"}
+    # The id, not the path: the same files elsewhere are the same model, new weights are not.
+    moved = _folder(tmp_path / "elsewhere")
+    assert _versions({"embedder": {"model": str(moved)}}, environment) == mine
+    (folder / "model.safetensors").write_bytes(b"weights-1")
+    retrained = _versions({"embedder": {"model": str(folder)}}, environment)
+    assert _changed(mine, retrained) == set(STAGES) - {"sentence_candidates"}
+    # A folder under the `fast` preset places the boundaries itself.
+    fast = _versions(
+        {"chunking": {"preset": "fast"}, "embedder": {"model": str(moved)}}, environment
+    )
+    assert (
+        fast["candidate_embeddings"]
+        != _versions({"chunking": {"preset": "fast"}}, environment)["candidate_embeddings"]
+    )
+
+
+def test_resources_follow_the_settings(tmp_path: Path) -> None:
+    environment = _environment(tmp_path)
+    folder = _folder(tmp_path / "mine")
+    default = build_resources(SeamsSettings(), environment)
+    assert "boundary_embedder" not in default
+    assert default["retrieval_embedder"] is default["embedder"]
+    settings = SeamsSettings.model_validate(
+        {
+            "embedder": {"model": str(folder), "batch_size": 8},
+            "retrieval": {"query_prompt": "q: "},
+        }
+    )
+    resources = build_resources(settings, environment)
+    boundary, retrieval = resources["boundary_embedder"], resources["retrieval_embedder"]
+    assert boundary.model_dir == retrieval.model_dir == str(folder.resolve())
+    assert (boundary.query_prompt, retrieval.query_prompt) == (None, "q: ")
+    assert boundary.batch_size == retrieval.batch_size == 8
+    assert retrieval.models_dir == str(environment.models_dir)
+    assert resources["embedder"].model_dir == str(environment.models_dir / "all-MiniLM-L6-v2")
+
+
+def test_the_index_asks_for_the_retrieval_model(tmp_path: Path) -> None:
+    environment = _environment(tmp_path)
+    folder = _folder(tmp_path / "mine")
+    index_key = dg.AssetKey("chunk_index")
+
+    def index(settings: dict) -> dg.AssetsDefinition:
+        assets = build_assets(SeamsSettings.model_validate(settings), environment)
+        return next(asset for asset in assets if index_key in asset.keys)
+
+    assert "embedder" in index({}).required_resource_keys
+    mine = index({"retrieval": {"model": str(folder)}})
+    assert "retrieval_embedder" in mine.required_resource_keys
+    # Pooled vectors are the candidates' model's: another model embeds each chunk's text.
+    assert [key.to_user_string() for key in mine.dependency_keys] == ["chunks"]
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"retrieval": {"model": "nowhere"}}, r"retrieval\.model: 'nowhere': .*nowhere is not a"),
+        ({"embedder": {"model": "empty"}}, r"embedder\.model: 'empty': .*holds no embedding model"),
+        ({"retrieval": {"model": "static"}}, r"retrieval\.model: 'static'"),
+        (
+            {
+                "embedder": {"model": "mine"},
+                "chunking": {"overrides": {"boundary_model": "static"}},
+            },
+            r"chunking\.overrides\.boundary_model: 'static' contradicts embedder\.model",
+        ),
+    ],
+)
+def test_a_bad_model_setting_is_one_line_naming_the_field(
+    tmp_path: Path, settings: dict, message: str
+) -> None:
+    environment = _environment(tmp_path)
+    (tmp_path / "empty").mkdir()
+    _folder(tmp_path / "mine")
+    with pytest.raises(ConfigError, match=message) as raised:
+        build_assets(SeamsSettings.model_validate(settings), environment)
+    assert "\n" not in str(raised.value)
+
+
+def test_a_missing_folder_is_named_with_its_resolved_path(tmp_path: Path) -> None:
+    environment = _environment(tmp_path)
+    with pytest.raises(ConfigError, match=str(tmp_path / "gone")):
+        build_resources(SeamsSettings.model_validate({"embedder": {"model": "gone"}}), environment)
+    shutil.rmtree(tmp_path / "data", ignore_errors=True)
