@@ -83,6 +83,16 @@ UNSAFE_FOR_WORD_CACHE = re.compile(
 )
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
+
+def has_unsafe_characters(text: str) -> bool:
+    """Whether `text` holds a character of `UNSAFE_FOR_WORD_CACHE`. ASCII text (the common
+    case) is settled without the pattern: its unsafe characters are exactly the ASCII controls
+    other than tab and newline, the only ones `str.isprintable` rejects besides those two."""
+    if text.isascii():
+        return not text.replace("\n", "").replace("\t", "").isprintable()
+    return UNSAFE_FOR_WORD_CACHE.search(text) is not None
+
+
 # Pre-tokenizers that split at whitespace and drop it, and normalizers that act per character:
 # with these, count(text) == sum(count(word) for word in text.split()).
 _WORD_ADDITIVE_PRE_TOKENIZERS = {"BertPreTokenizer", "Whitespace", "WhitespaceSplit"}
@@ -172,7 +182,7 @@ class TokenizerCounter:
         # One pattern search over all texts finds whether any holds an unsafe character (the
         # common answer is no); only then is each text searched.
         unsafe = UNSAFE_FOR_WORD_CACHE.search
-        if unsafe("\n".join(texts)) is None:
+        if not has_unsafe_characters("\n".join(texts)):
             splits: list[list[str] | None] = [t.split() for t in texts]
         else:
             splits = [None if unsafe(t) else t.split() for t in texts]

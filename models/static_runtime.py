@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 from tokenizers import Tokenizer
 
-from seams.chunking.tokens import UNSAFE_FOR_WORD_CACHE, is_word_additive
+from seams.chunking.tokens import UNSAFE_FOR_WORD_CACHE, has_unsafe_characters, is_word_additive
 from seams.errors import EmbeddingError
 from seams.models.model_store import EXPORT_HINT
 
@@ -72,7 +72,7 @@ class StaticRuntime:
             return self._normalise(self._token_sums(texts))
         # One search over all texts finds whether any holds an unsafe character (usually none).
         unsafe = UNSAFE_FOR_WORD_CACHE.search
-        if unsafe("\n".join(texts)) is None:
+        if not has_unsafe_characters("\n".join(texts)):
             splits: list[list[str] | None] = [t.split() for t in texts]
         else:
             splits = [None if unsafe(t) else t.split() for t in texts]

@@ -6,7 +6,12 @@ import pytest
 from chunking_doubles import CATS, ROCKETS
 
 from seams.chunking import ConfigError, HeuristicTokenCounter, load_token_counter
-from seams.chunking.tokens import HEURISTIC_COUNTER_NAME, counter_name
+from seams.chunking.tokens import (
+    HEURISTIC_COUNTER_NAME,
+    UNSAFE_FOR_WORD_CACHE,
+    counter_name,
+    has_unsafe_characters,
+)
 
 SAMPLES = [
     "",
@@ -66,3 +71,16 @@ def test_heuristic_over_estimates_wordpiece_on_prose(minilm_tokenizer_json):
 
 def test_heuristic_counts_cjk_per_character():
     assert HeuristicTokenCounter()(["漢字かな", ""]) == [4, 0]
+
+
+def test_unsafe_characters_shortcut_agrees_with_the_pattern():
+    """The ASCII shortcut (controls other than tab and newline) and the pattern agree on every
+    ASCII character, alone and in text, and on non-ASCII text (which takes the pattern)."""
+    samples = ["", "plain words. And more\n\nlines\twith tabs", "caf\u00e9 na\u00efve"]
+    samples += [c for c in map(chr, range(128))]
+    samples += [f"word {chr(c)} word\n" for c in range(128)]
+    samples += ["no\u00a0break", "soft\u00adhyphen", "\u2028line", "\ufeffbom", "\x85next"]
+    for text in samples:
+        assert has_unsafe_characters(text) == (UNSAFE_FOR_WORD_CACHE.search(text) is not None), (
+            repr(text)
+        )
