@@ -32,9 +32,16 @@ logged by Seams: the server gets a SCRAM verifier computed on this side
 copy is the value `rotate_tenant` returns, for `tenant_url` to print. With the embedded server
 (local socket, trust authentication) a tenant connects by its role name alone.
 
+Statistics: `pg_stats` hides every column of a table under row-level security from a tenant,
+but the planner estimates with statistics over every row, so `EXPLAIN` could show that another
+tenant's exact text is frequent; content columns therefore keep no statistics once tenants
+exist (`statistics_ddl`).
+
 Residual, by design of PostgreSQL: a tenant sees catalog metadata (table and column names,
-function bodies, approximate row counts in `pg_class`/`pg_stat_*`) and can take advisory locks;
-none of it is document content.
+function bodies, approximate row counts in `pg_class`/`pg_stat_*`), plan estimates on the key
+columns the pipeline joins on (`KEEP_STATISTICS`: one who guesses another tenant's exact file
+URI, hence its document id, may see that it is frequent), and can take advisory locks (a
+denial of service, not a read); none of it is document content.
 """
 
 from __future__ import annotations
@@ -198,6 +205,62 @@ def apply_ddl(conn: psycopg.Connection[Any]) -> None:
             conn.execute(statement)
 
 
+KEEP_STATISTICS = frozenset(
+    {
+        "collection",
+        "batch_key",
+        "document_id",
+        "chunk_id",
+        "model_id",
+        "mode",
+        "text_search_config",
+        "source_sha256",
+        "state",
+        "kind",
+    }
+)
+"""Text columns of protected tables whose planner statistics stay: keys the pipeline's joins
+and filters estimate with. Every other text-like column (document text, sections, file names,
+lexemes, metadata) has none once tenants exist: see `statistics_ddl`."""
+_CONTENT_TYPES = frozenset({"text", "tsvector", "jsonb", "text[]"})
+CLEAR_STATISTICS_VERSION = 180000
+"""PostgreSQL 18: `pg_clear_attribute_stats`, which the table owner may call."""
+
+
+def content_columns() -> list[tuple[schema.Table, str]]:
+    """(table, column) of every protected column that holds content, not keys."""
+    return [
+        (table, column.name)
+        for table in PROTECTED
+        for column in table.columns
+        if column.base_type in _CONTENT_TYPES and column.name not in KEEP_STATISTICS
+    ]
+
+
+def statistics_ddl(server_version: int) -> list[sql.Composable]:
+    """No planner statistics on content columns. Row-level security hides `pg_stats` from a
+    tenant, but the planner still estimates a tenant's `WHERE text = '...'` (a leakproof
+    operator) from the most common values of every row: `EXPLAIN` would tell a tenant whether
+    another tenant's exact text or lexeme is frequent. With statistics target 0 ANALYZE keeps
+    none; those already gathered are cleared (PostgreSQL 18+; on older servers they stay until
+    a table rewrite: `VACUUM FULL`). Applied once tenants exist (`ensure_group`): projects
+    without tenants keep their statistics."""
+    statements: list[sql.Composable] = []
+    for table, column in content_columns():
+        statements.append(
+            sql.SQL("ALTER TABLE {} ALTER COLUMN {} SET STATISTICS 0").format(
+                table.identifier(), sql.Identifier(column)
+            )
+        )
+        if server_version >= CLEAR_STATISTICS_VERSION:
+            statements.append(
+                sql.SQL("SELECT pg_clear_attribute_stats({}, {}, {}, false)").format(
+                    sql.Literal(schema.SCHEMA), sql.Literal(table.name), sql.Literal(column)
+                )
+            )
+    return statements
+
+
 # --- roles (need CREATEROLE, or a superuser) ---------------------------------------------------
 
 
@@ -223,7 +286,8 @@ def _grants() -> list[sql.Composable]:
 
 
 def ensure_group(conn: psycopg.Connection[Any]) -> None:
-    """The group `seams_tenants` and its grants in this database (idempotent)."""
+    """The group `seams_tenants`, its grants in this database, and no planner statistics on
+    content columns (`statistics_ddl`); idempotent."""
     _check_server(conn)
     with conn.transaction():
         conn.execute(
@@ -247,7 +311,7 @@ def ensure_group(conn: psycopg.Connection[Any]) -> None:
                     sql.Identifier(database[0]), sql.Identifier(GROUP)
                 )
             )
-        for statement in _grants():
+        for statement in [*_grants(), *statistics_ddl(conn.info.server_version)]:
             conn.execute(statement)
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import re
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -247,6 +248,39 @@ def test_crafted_sql_reaches_nothing_else(tenancy: Tenancy) -> None:
         ).fetchall()
         assert not [s for s in stats if "beta" in s[2] or "gamma" in s[2]], stats
         assert not {s[0] for s in stats} & {t.name for t in (*tenants.PROTECTED, *tenants.PRIVATE)}
+
+
+def _estimate(conn: psycopg.Connection[Any], query: str, value: str) -> int:
+    plan = conn.execute("EXPLAIN " + query, (value,)).fetchone()[0]
+    return int(re.search(r"rows=(\d+)", plan).group(1))
+
+
+def test_plan_estimates_tell_nothing_of_other_tenants_texts(tenancy: Tenancy) -> None:
+    """The planner estimates `text = '...'` (a leakproof operator) from statistics over every
+    row: without `statistics_ddl` a frequent text or lexeme of another tenant shows in EXPLAIN."""
+    probes = {
+        "SELECT * FROM seams.chunks WHERE text = %s": "beta-secret-text",
+        "SELECT * FROM seams.lexical_postings WHERE lexeme = %s": "betasecret",
+    }
+    with psycopg.connect(tenancy.owner_url, autocommit=True) as owner:
+        try:
+            with owner.transaction():
+                for seq in range(100, 160):
+                    _insert(owner, schema.CHUNKS, "beta", seq)
+                owner.execute(
+                    "INSERT INTO seams.lexical_postings (text_search_config, lexeme, impact,"
+                    " batch_key, document_id, chunk_id, collection) SELECT 'english',"
+                    " 'betasecret', 1, 'batch-beta', 'doc-beta', 'c' || i, 'beta'"
+                    " FROM generate_series(1, 300) AS i"
+                )
+            owner.execute("ANALYZE seams.chunks")
+            owner.execute("ANALYZE seams.lexical_postings")
+            with psycopg.connect(tenancy.urls[tenancy.a]) as mine:
+                for query, secret in probes.items():
+                    assert _estimate(mine, query, secret) == _estimate(mine, query, "zz-nothing")
+        finally:
+            owner.execute("DELETE FROM seams.chunks WHERE chunk_index >= 100")
+            owner.execute("DELETE FROM seams.lexical_postings WHERE lexeme = 'betasecret'")
 
 
 @pytest.mark.parametrize(
