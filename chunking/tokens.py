@@ -86,11 +86,16 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 
 def has_unsafe_characters(text: str) -> bool:
     """Whether `text` holds a character of `UNSAFE_FOR_WORD_CACHE`. ASCII text (the common
-    case) is settled without the pattern: its unsafe characters are exactly the ASCII controls
-    other than tab and newline, the only ones `str.isprintable` rejects besides those two."""
+    case) is settled without the pattern, several times faster: its unsafe characters are
+    exactly the ASCII controls other than tab and newline, so deleting every other byte
+    leaves nothing."""
     if text.isascii():
-        return not text.replace("\n", "").replace("\t", "").isprintable()
+        return bool(text.encode("ascii").translate(None, _SAFE_ASCII))
     return UNSAFE_FOR_WORD_CACHE.search(text) is not None
+
+
+#: The ASCII characters `UNSAFE_FOR_WORD_CACHE` does not match: printable ones, tab, newline.
+_SAFE_ASCII = bytes(range(0x20, 0x7F)) + b"\t\n"
 
 
 # Pre-tokenizers that split at whitespace and drop it, and normalizers that act per character:
