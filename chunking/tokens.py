@@ -187,20 +187,25 @@ class TokenizerCounter:
         # One pattern search over all texts finds whether any holds an unsafe character (the
         # common answer is no); only then is each text searched.
         unsafe = UNSAFE_FOR_WORD_CACHE.search
+        get = cache.__getitem__
+        splits: list[list[str] | None]
         if not has_unsafe_characters("\n".join(texts)):
-            splits: list[list[str] | None] = [t.split() for t in texts]
+            every = [t.split() for t in texts]
+            try:  # every word memoised (the common case): none is over-long either
+                return [sum(map(get, words)) for words in every]
+            except KeyError:
+                splits = list(every)
         else:
             splits = [None if unsafe(t) else t.split() for t in texts]
-        get = cache.__getitem__
-        try:
-            # Every word memoised: none is over-long either (those are never memoised).
-            summed = [None if words is None else sum(map(get, words)) for words in splits]
-        except KeyError:
-            pass
-        else:
-            whole = [t for t, count in zip(texts, summed, strict=True) if count is None]
-            counted = iter(self._encode(whole))
-            return [next(counted) if count is None else count for count in summed]
+            try:
+                # Every word memoised: none is over-long either (those are never memoised).
+                summed = [None if words is None else sum(map(get, words)) for words in splits]
+            except KeyError:
+                pass
+            else:
+                whole = [t for t, count in zip(texts, summed, strict=True) if count is None]
+                counted = iter(self._encode(whole))
+                return [next(counted) if count is None else count for count in summed]
         if self.unknown_run_chars is not None:
             # Over-long words (a run without spaces) are counted whole and never cached: each
             # such text is unique, and the piece splitter would fill the cache with its slices.
