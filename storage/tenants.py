@@ -330,12 +330,20 @@ def ensure_tenant(conn: psycopg.Connection[Any], tenant: str) -> bool:
         ).fetchone()
         created = not (exists and exists[0])
         verb = sql.SQL("CREATE ROLE" if created else "ALTER ROLE")
-        conn.execute(sql.SQL("{} {} {}").format(verb, role, attributes))
-        conn.execute(
-            sql.SQL("GRANT {} TO {} WITH INHERIT TRUE, SET FALSE, ADMIN FALSE").format(
-                sql.Identifier(GROUP), role
+        try:
+            conn.execute(sql.SQL("{} {} {}").format(verb, role, attributes))
+            conn.execute(
+                sql.SQL("GRANT {} TO {} WITH INHERIT TRUE, SET FALSE, ADMIN FALSE").format(
+                    sql.Identifier(GROUP), role
+                )
             )
-        )
+        except psycopg.errors.InsufficientPrivilege:
+            raise StorageError(
+                f"cannot {'create' if created else 'update'} tenant role {tenant_role(tenant)} "
+                f"as {conn.info.user}: the role Seams connects as needs CREATEROLE and the ADMIN "
+                f"option on {GROUP} and on existing tenant roles (as a superuser: `GRANT {GROUP} "
+                f"TO {conn.info.user} WITH ADMIN TRUE, INHERIT FALSE, SET FALSE`)"
+            ) from None
     return created
 
 
@@ -360,8 +368,8 @@ def rotate_tenant(conn: psycopg.Connection[Any], tenant: str) -> str:
 
 
 def drop_tenant(conn: psycopg.Connection[Any], tenant: str) -> None:
-    """Remove `tenant`: its collections unassigned, its privileges in this database revoked,
-    its role dropped (a role that still has privileges in another database stays: one line)."""
+    """Remove `tenant`: its collections unassigned, its role out of the group and dropped (a
+    role that was given privileges of its own somewhere stays: one line)."""
     name = tenant_role(tenant)
     with conn.transaction():
         conn.execute(
@@ -371,14 +379,18 @@ def drop_tenant(conn: psycopg.Connection[Any], tenant: str) -> None:
         exists = conn.execute("SELECT to_regrole(%s) IS NOT NULL", (name,)).fetchone()
         if not (exists and exists[0]):
             return
-        conn.execute(sql.SQL("DROP OWNED BY {}").format(sql.Identifier(name)))
+        # A tenant owns nothing and holds no grant of its own (it can create nothing; its
+        # rights are the group's), so leaving the group and dropping the role removes it all.
+        conn.execute(
+            sql.SQL("REVOKE {} FROM {}").format(sql.Identifier(GROUP), sql.Identifier(name))
+        )
         try:
             with conn.transaction():
                 conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(name)))
         except psycopg.errors.DependentObjectsStillExist:
             raise StorageError(
-                f"role {name} still has privileges in another database of this server: drop "
-                "the tenant there too"
+                f"role {name} holds privileges of its own (granted outside Seams): revoke them "
+                f"(`DROP OWNED BY {name}` in each database, as a superuser), then drop the tenant"
             ) from None
 
 

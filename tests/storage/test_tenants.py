@@ -454,3 +454,65 @@ def test_tenant_url_replaces_user_and_password(
 def test_tenant_names_are_safe_role_fragments(bad: str) -> None:
     with pytest.raises(StorageError, match="a tenant is 1-40 characters"):
         tenants.tenant_role(bad)
+
+
+def test_an_owner_that_is_not_a_superuser_runs_it_all(pg_server_url: str) -> None:
+    """As on a server given by SEAMS_DATABASE_URL: the pipeline's role owns the database and
+    has CREATEROLE, nothing more (a superuser gave it the group's ADMIN option once)."""
+    suffix = uuid.uuid4().hex[:8]
+    owner, database, tenant = f"owner_{suffix}", f"t_{suffix}", f"x{suffix}"
+    with psycopg.connect(pg_server_url, autocommit=True) as admin:
+        admin.execute(sql.SQL("CREATE ROLE {} LOGIN CREATEROLE").format(sql.Identifier(owner)))
+        admin.execute(
+            sql.SQL("CREATE DATABASE {} OWNER {}").format(
+                sql.Identifier(database), sql.Identifier(owner)
+            )
+        )
+    superuser_url = psycopg.conninfo.make_conninfo(pg_server_url, dbname=database)
+    owner_url = psycopg.conninfo.make_conninfo(pg_server_url, dbname=database, user=owner)
+    try:
+        with psycopg.connect(superuser_url, autocommit=True) as su:
+            su.execute("CREATE EXTENSION IF NOT EXISTS vector")
+            su.execute(
+                "DO $$ BEGIN CREATE ROLE seams_tenants NOLOGIN NOINHERIT;"
+                " EXCEPTION WHEN duplicate_object THEN NULL; END $$"
+            )
+        for _ in migrated_postgres(owner_url):
+            with psycopg.connect(owner_url, autocommit=True) as conn:
+                assert conn.info.user == owner
+                tenants.apply_ddl(conn)
+                with pytest.raises(
+                    StorageError, match=f"GRANT seams_tenants TO {owner} WITH ADMIN"
+                ):
+                    tenants.sync_tenants(conn, {"alpha": tenant})
+            with psycopg.connect(superuser_url, autocommit=True) as su:
+                su.execute(
+                    sql.SQL(
+                        "GRANT seams_tenants TO {} WITH ADMIN TRUE, INHERIT FALSE, SET FALSE"
+                    ).format(sql.Identifier(owner))
+                )
+            with psycopg.connect(owner_url, autocommit=True) as conn:
+                tenants.sync_tenants(conn, {"alpha": tenant, "beta": None})
+                with conn.transaction():
+                    for seq, collection in enumerate(("alpha", "beta"), start=1):
+                        _insert(conn, schema.CHUNKS, collection, seq)
+                assert conn.execute("SELECT count(*) FROM seams.chunks").fetchone() == (2,)
+                assert tenants.isolation_problems(conn) == []
+            with psycopg.connect(tenants.tenant_url(owner_url, tenant)) as mine:
+                assert mine.execute("SELECT collection FROM seams.chunks").fetchall() == [
+                    ("alpha",)
+                ]
+            with psycopg.connect(owner_url, autocommit=True) as conn:
+                tenants.drop_tenant(conn, tenant)
+    finally:
+        close_pool(owner_url)
+        with psycopg.connect(pg_server_url, autocommit=True) as admin:
+            admin.execute(
+                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(database))
+            )
+            admin.execute(
+                sql.SQL("DROP ROLE IF EXISTS {}").format(
+                    sql.Identifier(tenants.tenant_role(tenant))
+                )
+            )
+            admin.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(owner)))
