@@ -60,10 +60,11 @@ class SeamsSearch:
             from seams.resources.postgres import PostgresResource
 
             postgres = PostgresResource.for_environment(environment)
-        if embedder is None:
-            from seams.resources.embedder import OnnxEmbedderResource
+        if embedder is None:  # the retrieval model with retrieval's prompts, as the index has
+            from seams.resources.embedder import OnnxEmbedderResource, PipelineModels
 
-            embedder = OnnxEmbedderResource.for_environment(environment, settings.embedder)
+            packaged = OnnxEmbedderResource.for_environment(environment, settings.embedder)
+            embedder = PipelineModels.of(settings, environment).retrieval_resource(packaged)
         retrieval = settings.retrieval
         defaults: dict[str, Any] = {
             "search": retrieval.search,

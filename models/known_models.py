@@ -81,8 +81,7 @@ def remember_model(embedder: OnnxEmbedder, models_dir: Path) -> KnownModel:
     known = KnownModel.of(embedder)
     with _lock:
         models = [m for m in recalled_models(models_dir) if m.model_id != known.model_id]
-        if models_dir.exists() or known.model_dir:
-            models_dir.mkdir(parents=True, exist_ok=True)
+        models_dir.mkdir(parents=True, exist_ok=True)
         payload = {"format": REGISTRY_FORMAT, "models": [asdict(known), *map(asdict, models)]}
         handle, temporary = tempfile.mkstemp(dir=models_dir, prefix=".indexed-models-")
         try:

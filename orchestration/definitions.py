@@ -26,12 +26,13 @@ from seams.assets.embeddings import build_embeddings_asset
 from seams.assets.extraction import build_extraction_asset
 from seams.assets.model import build_model_asset
 from seams.assets.partitions import PIPELINE_GROUP
-from seams.assets.retrieval import RETRIEVAL_GROUP, IndexModel, build_index_asset
+from seams.assets.retrieval import RETRIEVAL_GROUP, IndexModel, build_index_asset, index_mode
 from seams.assets.retrieval_eval import INDEX_KEY, EvalSetup, build_evaluation
 from seams.assets.versions import StageParts
 from seams.chunking import ChunkingConfig
 from seams.environment import CELERY_BACKEND_ENV, CELERY_BROKER_ENV, SeamsEnvironment
 from seams.errors import ConfigError
+from seams.models.chunk_vectors import RetrievalMode
 from seams.orchestration.jobs import build_backfill_unsynced_job, chunk_batches_job
 from seams.orchestration.sensors import build_inbox_sensor, build_seal_schedule
 from seams.orchestration.sync import build_sync_check, build_sync_sensor
@@ -89,6 +90,17 @@ def pipeline_chunking_config(settings: SeamsSettings) -> ChunkingConfig:
             )
         return config.with_overrides(boundary_model="model")
     return config
+
+
+def built_index_mode(settings: SeamsSettings, environment: SeamsEnvironment) -> RetrievalMode:
+    """The mode `chunk_index` builds under `settings` (`retrieval.mode`, made `text` where
+    pooled vectors cannot be reused: the static boundary model, or another retrieval model)."""
+    models = PipelineModels.of(settings, environment)
+    return index_mode(
+        settings.retrieval.mode,
+        pipeline_chunking_config(settings),
+        reuses_candidates=models.index_reuses_candidates,
+    )
 
 
 def build_assets(

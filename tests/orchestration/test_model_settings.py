@@ -21,7 +21,7 @@ from seams.assets.retrieval import INDEX_VERSION
 from seams.assets.versions import code_version
 from seams.environment import SeamsEnvironment
 from seams.errors import ConfigError
-from seams.orchestration.definitions import build_assets, build_resources
+from seams.orchestration.definitions import build_assets, build_resources, built_index_mode
 from seams.settings import SeamsSettings
 
 STAGES = (
@@ -172,6 +172,23 @@ def test_the_index_asks_for_the_retrieval_model(tmp_path: Path) -> None:
     assert "retrieval_embedder" in mine.required_resource_keys
     # Pooled vectors are the candidates' model's: another model embeds each chunk's text.
     assert [key.to_user_string() for key in mine.dependency_keys] == ["chunks"]
+    modes = {
+        name: built_index_mode(SeamsSettings.model_validate(settings), environment)
+        for name, settings in {
+            "default": {},
+            "retrieval folder": {"retrieval": {"model": str(folder)}},
+            "same folder": {"embedder": {"model": str(folder)}},
+            "static": {"embedder": {"model": "static"}},
+            "late": {"retrieval": {"model": str(folder), "mode": "late"}},
+        }.items()
+    }
+    assert modes == {
+        "default": "pooled",
+        "retrieval folder": "text",
+        "same folder": "pooled",
+        "static": "text",
+        "late": "late",
+    }
 
 
 @pytest.mark.parametrize(
