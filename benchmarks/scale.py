@@ -11,7 +11,8 @@ One throwaway embedded PostgreSQL (in a temp dir, stopped and deleted afterwards
   `semantic_boundaries` sentences per chunk), the `chunk_index` write last, which writes the
   vectors into the HNSW index, publishes the build and brings the BM25 index to it
   (`seams.lexical_sync`) in one transaction. Median and max per batch, for that write and for
-  the whole batch;
+  the whole batch, and what each batch cost the server's processes (`server_usage`: CPU seconds,
+  bytes read and written through system calls), which a loaded machine does not inflate;
 - (e) the peak RSS of this (the writing) process while those batches are written (VmHWM, reset
   before them through /proc/self/clear_refs);
 - (d) disk: `pg_total_relation_size` of each `seams` table (indexes, HNSW included) over the
@@ -378,6 +379,29 @@ def reset_peak_rss() -> bool:
     return True
 
 
+def server_usage(pgdata: Path) -> dict[str, float]:
+    """CPU seconds and bytes read / written through system calls by the server's processes so
+    far (the postmaster's children: backends, background writer, checkpointer, WAL writer;
+    Linux `/proc`). Per batch, the differences are what the batch cost the server whatever the
+    machine's load: bytes read are shared-buffer misses (from the page cache or the disk),
+    bytes written evicted dirty pages, checkpoints and WAL."""
+    postmaster = (pgdata / "postmaster.pid").read_text().split()[0]
+    tick = os.sysconf("SC_CLK_TCK")
+    usage = {"cpu_s": 0.0, "read_mib": 0.0, "written_mib": 0.0}
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            if fields[1] != postmaster:  # ppid
+                continue
+            io = dict(line.split(": ") for line in (entry / "io").read_text().splitlines())
+        except (OSError, IndexError, ValueError):
+            continue  # gone meanwhile, or not ours to read
+        usage["cpu_s"] += (int(fields[11]) + int(fields[12])) / tick
+        usage["read_mib"] += int(io["rchar"]) / 2**20
+        usage["written_mib"] += int(io["wchar"]) / 2**20
+    return usage
+
+
 def build_hnsw(url: str) -> float:
     """Seconds to build the model's HNSW index with `ensure_model_index`, with the server's
     `maintenance_work_mem` (what the `chunk_index` asset gets)."""
@@ -524,7 +548,12 @@ def measure_lexical(
 
 
 def measure_size(
-    postgres: PostgresResource, url: str, corpus: Corpus, loaded: int, args: argparse.Namespace
+    postgres: PostgresResource,
+    url: str,
+    pgdata: Path,
+    corpus: Corpus,
+    loaded: int,
+    args: argparse.Namespace,
 ) -> dict[str, Any]:
     """Every figure at the current size (`loaded` batches written); adds `args.batches`."""
     print(f"[{time.strftime('%H:%M:%S')}] {loaded * CHUNKS_PER_BATCH:,} chunks: HNSW build",
@@ -540,11 +569,16 @@ def measure_size(
     rss_before = memory_kib("VmRSS")
     reset = reset_peak_rss()
     index_write, whole, per_table = [], [], []
+    server: dict[str, list[float]] = {}
     for n in range(args.batches):
         batch = corpus.batch(loaded + n)
+        before = server_usage(pgdata)
         started = time.perf_counter()
         seconds = write_batches(postgres, [batch])
         whole.append(time.perf_counter() - started)
+        after = server_usage(pgdata)
+        for name, value in after.items():
+            server.setdefault(name, []).append(value - before[name])
         index_write.append(seconds["chunk_index"])
         per_table.append(seconds)
     peak = memory_kib("VmHWM")
@@ -565,6 +599,9 @@ def measure_size(
                 "max": round(max(whole), 3),
             },
             "median_seconds_per_table": median_tables,
+            "server_per_batch_median": {
+                name: round(statistics.median(values), 2) for name, values in server.items()
+            },
         },
         "writer_rss_mib": {
             "before_batches": round(rss_before / 1024, 1),
@@ -627,7 +664,7 @@ def run(args: argparse.Namespace) -> Iterator[dict[str, Any]]:
                 print(f"[{time.strftime('%H:%M:%S')}] loading to {size:,} chunks", flush=True)
                 load_seconds = load_to(postgres, corpus, loaded, target)
                 loaded = target
-            figures = measure_size(postgres, url, corpus, loaded, args)
+            figures = measure_size(postgres, url, server.pgdata, corpus, loaded, args)
             figures["load_seconds_without_hnsw"] = round(load_seconds, 1)
             figures["server_settings"] = server_settings(url)
             figures["data_dir_mib"] = round(
@@ -703,7 +740,11 @@ def setup() -> dict[str, Any]:
 def summary_row(f: dict[str, Any]) -> str:
     a, s, x = f["add_batch"], f["search_ms"]["hybrid"], f["bm25_exactness"]
     return (f"| {f['chunks']:,} | {a['chunk_index_write_seconds']['median']:.2f} | "
-            f"{a['whole_batch_seconds']['median']:.2f} | {s['p50_ms']:.1f} | {s['p95_ms']:.1f} | "
+            f"{a['whole_batch_seconds']['median']:.2f} | "
+            f"{a['server_per_batch_median']['cpu_s']:.2f} | "
+            f"{a['server_per_batch_median']['read_mib']:,.0f} | "
+            f"{a['server_per_batch_median']['written_mib']:,.0f} | "
+            f"{s['p50_ms']:.1f} | {s['p95_ms']:.1f} | "
             f"{f['hnsw_build_seconds']:.1f} | {f['disk']['bytes_per_chunk']:,.0f} | "
             f"{f['writer_rss_mib']['peak_during_batches']:.0f} | {x['top_k_equal_share']:.2f} | "
             f"{x['recall_at_k']:.3f} |")  # fmt: skip
@@ -711,9 +752,11 @@ def summary_row(f: dict[str, Any]) -> str:
 
 def table(results: list[dict[str, Any]]) -> str:
     head = (
-        "| chunks | add 1,000: chunk_index write s | add 1,000: whole batch s | hybrid p50 ms "
-        "| hybrid p95 ms | HNSW build s | disk B/chunk | writer peak RSS MiB "
-        "| BM25 top-5 exact | BM25 recall@5 |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+        "| chunks | add 1,000: chunk_index write s | add 1,000: whole batch s "
+        "| server CPU s per batch | server read MiB per batch | server written MiB per batch "
+        "| hybrid p50 ms | hybrid p95 ms | HNSW build s | disk B/chunk | writer peak RSS MiB "
+        "| BM25 top-5 exact | BM25 recall@5 |\n"
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
     )
     return "\n".join([head, *(summary_row(f) for f in results)])
 
