@@ -147,6 +147,14 @@ class _Sizes:
             return int(self.ends[stop - 1] - self.starts[first])
         return int(self.prefix[stop] - self.prefix[first])
 
+    def of_all(self, firsts: np.ndarray, stops: np.ndarray) -> np.ndarray:
+        """`of` of each range [firsts[i], stops[i]), at once."""
+        if self.unit == "chars":
+            size = self.ends[np.maximum(stops, 1) - 1] - self.starts[np.minimum(firsts, stops)]
+        else:
+            size = self.prefix[stops] - self.prefix[firsts]
+        return np.where(stops > firsts, size, 0)
+
     def left_of_gaps(self, first: int, gaps: np.ndarray) -> np.ndarray:
         """Sizes of [first, g) for each gap g."""
         if self.unit == "chars":
@@ -213,11 +221,15 @@ class _Planner:
 
     def plan(self) -> list[Segment]:
         cuts = sorted(self.reasons)
+        firsts, stops = [0, *cuts], [*cuts, self.n]
+        # Which segments break a cap, all at once: only those are split (one by one).
+        big = self._too_big_all(np.array(firsts), np.array(stops)).tolist()
         bounded: list[int] = []
-        for first, stop in zip([0, *cuts], [*cuts, self.n], strict=True):
+        for first, stop, too_big in zip(firsts, stops, big, strict=True):
             if first > 0:
                 bounded.append(first)
-            bounded.extend(self._split_to_max(first, stop))
+            if too_big:
+                bounded.extend(self._split_to_max(first, stop))
         cuts = self._merge_small(bounded)
         return [
             Segment(
@@ -266,7 +278,11 @@ class _Planner:
         starts = [0, *cuts]
         stop_of = dict(zip(starts, [*cuts, self.n], strict=True))
         start_of_stop = {stop: start for start, stop in stop_of.items()}
-        heap = [(sizes.of(a, b), a) for a, b in stop_of.items() if sizes.of(a, b) < lo]
+        firsts = np.fromiter(stop_of, np.int64, len(stop_of))
+        every = sizes.of_all(firsts, np.fromiter(stop_of.values(), np.int64, len(stop_of)))
+        heap = [
+            (size, a) for a, size in zip(firsts.tolist(), every.tolist(), strict=True) if size < lo
+        ]
         heapq.heapify(heap)
 
         def push_if_small(a: int | None) -> None:
@@ -321,6 +337,14 @@ class _Planner:
                     replace([x for x in old if x is not None], [(union[0], cut), (cut, union[1])])
                     break
         return sorted(a for a in stop_of if a > 0)
+
+    def _too_big_all(self, firsts: np.ndarray, stops: np.ndarray) -> np.ndarray:
+        """`_too_big` of each range [firsts[i], stops[i]) of two or more candidates (ranges
+        of one are never split)."""
+        sizes = self.sizes
+        chars = sizes.ends[stops - 1] - sizes.starts[firsts]
+        size = chars if sizes.unit == "chars" else sizes.prefix[stops] - sizes.prefix[firsts]
+        return (stops - firsts >= 2) & ((size > self.hi) | (chars > self.chars_max))
 
     def _too_big(self, first: int, stop: int) -> bool:
         """Whether candidates [first, stop) exceed the size or the character cap."""
