@@ -285,11 +285,21 @@ def _grants() -> list[sql.Composable]:
     ]
 
 
+LOCK = "seams:tenants"
+"""The advisory lock of every change to tenant roles, grants and assignments: two processes
+syncing at once (two writers' first runs) take turns instead of failing on each other's rows."""
+
+
+def _lock(conn: psycopg.Connection[Any]) -> None:
+    conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (LOCK,))
+
+
 def ensure_group(conn: psycopg.Connection[Any]) -> None:
     """The group `seams_tenants`, its grants in this database, and no planner statistics on
     content columns (`statistics_ddl`); idempotent."""
     _check_server(conn)
     with conn.transaction():
+        _lock(conn)
         conn.execute(
             sql.SQL(
                 """DO $$ BEGIN
@@ -325,13 +335,20 @@ def ensure_tenant(conn: psycopg.Connection[Any], tenant: str) -> bool:
         "LOGIN NOINHERIT NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS"
     )
     with conn.transaction():
+        _lock(conn)
         exists = conn.execute(
             "SELECT to_regrole(%s) IS NOT NULL", (tenant_role(tenant),)
         ).fetchone()
         created = not (exists and exists[0])
-        verb = sql.SQL("CREATE ROLE" if created else "ALTER ROLE")
         try:
-            conn.execute(sql.SQL("{} {} {}").format(verb, role, attributes))
+            if created:
+                try:
+                    with conn.transaction():  # another database's Seams may create it too
+                        conn.execute(sql.SQL("CREATE ROLE {} {}").format(role, attributes))
+                except psycopg.errors.DuplicateObject:
+                    created = False
+            if not created:
+                conn.execute(sql.SQL("ALTER ROLE {} {}").format(role, attributes))
             conn.execute(
                 sql.SQL("GRANT {} TO {} WITH INHERIT TRUE, SET FALSE, ADMIN FALSE").format(
                     sql.Identifier(GROUP), role
@@ -402,6 +419,7 @@ def sync_tenants(conn: psycopg.Connection[Any], assignments: Mapping[str, str | 
     rows = [(c, t, tenant_role(t)) for c, t in sorted(assignments.items()) if t is not None]
     table = COLLECTION_TENANTS.identifier()
     with conn.transaction():
+        _lock(conn)
         conn.execute(
             sql.SQL("DELETE FROM {} WHERE NOT (collection = ANY(%s))").format(table),
             ([c for c, _, _ in rows],),

@@ -28,6 +28,7 @@ from seams.errors import StorageError
 from seams.resources.postgres import PostgresResource, close_pool
 from seams.storage import schema, tenants
 from seams.storage.search import dense
+from tests.support.concurrency import run_together
 from tests.support.databases import fresh_database, migrated_postgres
 
 COLLECTIONS = ("alpha", "alpha2", "beta", "gamma")
@@ -407,6 +408,26 @@ def test_sync_follows_the_settings(tenancy: Tenancy) -> None:
         finally:
             tenants.sync_tenants(conn, before)
         assert assigned(conn) == before
+
+
+def test_two_writers_syncing_at_once_both_succeed(tenancy: Tenancy) -> None:
+    fresh = f"c{uuid.uuid4().hex[:8]}"
+    wanted = {"alpha": tenancy.a, "alpha2": tenancy.a, "beta": tenancy.b, "delta": fresh}
+
+    def sync() -> None:
+        with psycopg.connect(tenancy.owner_url, autocommit=True) as conn:
+            tenants.sync_tenants(conn, wanted)
+
+    try:
+        assert run_together(sync, sync, sync) == []
+        with psycopg.connect(tenancy.owner_url) as conn:
+            rows = dict(conn.execute("SELECT collection, tenant FROM seams.collection_tenants"))
+            assert rows == wanted
+            assert tenants.isolation_problems(conn) == []
+    finally:
+        with psycopg.connect(tenancy.owner_url, autocommit=True) as conn:
+            tenants.drop_tenant(conn, fresh)
+            tenants.sync_tenants(conn, {"alpha": tenancy.a, "alpha2": tenancy.a, "beta": tenancy.b})
 
 
 # --- no database ----------------------------------------------------------------------------
