@@ -315,7 +315,8 @@ def test_the_retrievers_nearest_vectors_through_a_tenant_url(tenancy: Tenancy) -
     query = np.array([1.0, 0.0, 0.0], dtype=np.float32)
 
     def nearest(url: str) -> set[str]:
-        with PostgresResource(url=url).connection() as conn:
+        # One transaction, as the engine's snapshot: the HNSW settings are transaction-local.
+        with PostgresResource(url=url).connection() as conn, conn.transaction():
             target = dense.index_target(conn)
             assert target is not None and target.model_id == SERVING_MODEL
             return {row[2] for row in dense.nearest_vectors(conn, query, target, fetch=40)}
