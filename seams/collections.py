@@ -236,7 +236,9 @@ def tenants(collections: Mapping[str, Collection]) -> dict[str, str | None]:
 
 
 def _merged(top: SeamsSettings, collection: Collection) -> SeamsSettings:
-    data = top.model_dump()
+    # `collections` itself (once the settings carry the block) is the project's, not the
+    # collection's: left out of each collection's settings.
+    data = top.model_dump(exclude={"collections"})
     for key, block in collection.blocks.items():
         data[key] = _deep_merge(data.get(key), block)
     data["inbox"] = {**data["inbox"], "path": str(collection.source)}
