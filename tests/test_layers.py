@@ -22,6 +22,7 @@ ORDER = (
     "storage",
     "paths",
     "settings",
+    "collections",
     "resources",
     "assets",
     "orchestration",
