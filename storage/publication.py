@@ -260,7 +260,10 @@ def complete_and_publish(
     conn: psycopg.Connection[Any], builds: Mapping[str, Build], *, run_id: str | None = None
 ) -> Publication:
     """Publish the builds among `builds` that are complete (in the caller's transaction: the
-    `chunk_index` write); the others stay open, each with the reason why."""
+    `chunk_index` write); the others stay open, each with the reason why. A complete build
+    whose vectors are not the serving model's is held for the model switch, unless it completes
+    the switch: then every held build of its model is published with it (module doc), and the
+    result names the models it replaced for `drop_retired_indexes`."""
     held = incomplete(conn, builds)
     ready = {b: build.generation for b, build in builds.items() if b not in held}
     if not ready:

@@ -4,9 +4,10 @@ distances of given chunks, and their re-score by their best sentence (`sentence_
 
 One answer reads one model's vectors, the serving model's (`index_target`): every statement
 filters by the target's model id, so vectors of another model (another dimension too:
-`chunk_index.embedding` is a `vector` of any dimension) never meet the query. The nearest-vector probe names the model by a literal and casts
-to its dimension, exactly as that model's HNSW index is declared (`schema.chunk_index_hnsw`), so
-PostgreSQL uses that index, and only that model's rows are walked.
+`chunk_index.embedding` is a `vector` of any dimension) never meet the query. The
+nearest-vector probe names the model by a literal and casts to its dimension, exactly as that
+model's HNSW index is declared (`schema.chunk_index_hnsw`), so PostgreSQL uses that index, and
+only that model's rows are walked.
 
 Visible = published and current: a `chunk_index` row counts only when its document's current
 version (`seams.current_documents`, written only when a build is published) is in the row's batch
