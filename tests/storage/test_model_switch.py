@@ -301,3 +301,40 @@ def test_a_switch_whose_last_check_skipped_a_busy_build_is_published_by_publish_
         assert publication.unpublished(conn) == []
     assert answer(postgres).model_id == SMALL
     assert models_in_index(postgres) == {SMALL: 3 * CHUNKS}
+
+
+def test_a_batch_without_current_documents_does_not_hold_the_switch_and_loses_its_vectors(
+    postgres: PostgresResource, old_index: dict[str, np.ndarray]
+) -> None:
+    """b1's documents are all superseded by newer versions in b4: the switch waits only for the
+    batches with current chunks (b2, b3, b4), and its publication deletes b1's old vectors too,
+    so the old model keeps no vector and its index can go."""
+    newer = chunk_rows("b1", CHUNKS).assign(batch_key="b4")
+    with postgres.connection() as conn, conn.transaction():
+        conn.execute(
+            "INSERT INTO seams.batches (batch_key, source, document_count) VALUES ('b4', 't', 2)"
+        )
+        for document_id in sorted(set(newer["document_id"])):
+            conn.execute(
+                "INSERT INTO seams.batch_documents (batch_key, document_id, source_uri,"
+                " source_sha256, size_bytes) VALUES ('b4', %s, %s, 'v2', 0)",
+                (document_id, f"file:///{document_id}"),
+            )
+    write_table(postgres, schema.CHUNKS, newer, ["b4"], run_id="r4")
+    write_table(postgres, schema.CHUNK_INDEX, index_rows(newer, PACKAGED, old_index["b1"]), ["b4"])
+    with postgres.connection() as conn:
+        current = conn.execute("SELECT DISTINCT batch_key FROM seams.current_documents").fetchall()
+    assert sorted(current) == [("b2",), ("b3",), ("b4",)]
+    new = vectors_of(SMALL)
+    for batch in ("b2", "b3"):
+        switch_batch(postgres, batch, new[batch], new_ids=False)
+    with postgres.connection() as conn:
+        vector_indexes.ensure_model_index(conn, SMALL, DIMENSIONS[SMALL])
+    last = write_table(postgres, schema.CHUNK_INDEX, index_rows(newer, SMALL, new["b1"]), ["b4"])
+    assert sorted(last.published) == ["b2", "b3", "b4"], last.held  # b1 not waited for
+    assert models_in_index(postgres) == {SMALL: 3 * CHUNKS}  # b1's old vectors deleted too
+    with postgres.connection() as conn:
+        assert publication.drop_retired_indexes(
+            conn, publication.Publication(retired_models=(PACKAGED,))
+        ) == [schema.chunk_index_hnsw_name(PACKAGED, DIMENSIONS[PACKAGED])]
+    assert answer(postgres).model_id == SMALL
