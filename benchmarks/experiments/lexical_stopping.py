@@ -99,6 +99,7 @@ def top_chunks(
     unread_bound = sum(i * (lexical.K1 + 1) for _, _, i in unread)
     statement = sql.SQL(_READ).format(postings=schema.LEXICAL_POSTINGS.identifier())
     depth, shortlist, rounds = start_depth, max(2 * pool, 2 * k), 0
+    exact: dict[tuple[str, str], lexical.LexicalScore] = {}  # scores do not change with depth
     while True:
         rounds += 1
         rows = conn.execute(
@@ -135,15 +136,15 @@ def top_chunks(
         )
         while True:
             picked = [key for _, key in bounds[:shortlist]]
-            scores = lexical.score_chunks(conn, terms, picked)
-            hits = sorted(scores.values(), key=lambda h: (-h.score, h.chunk_id, h.batch_key))
+            exact.update(lexical.score_chunks(conn, terms, [p for p in picked if p not in exact]))
+            hits = sorted(exact.values(), key=lambda h: (-h.score, h.chunk_id, h.batch_key))
             kth = hits[k - 1].score if len(hits) >= k else -math.inf
-            next_read = bounds[shortlist][0] if len(bounds) > shortlist else 0.0
+            next_read = next((b for b, key in bounds if key not in exact), 0.0)
             if kth >= next_read or len(bounds) <= shortlist:
                 break
             shortlist *= growth
         # Exhausted: every read lexeme's postings are in (beyond `max_terms` lexemes a query's
         # rarer ones bound the rest, and the read stops there as the product's does).
         if kth >= unseen or exhausted:
-            return StoppingRead(hits[:pool], depth, len(picked), rounds)
+            return StoppingRead(hits[:pool], depth, len(exact), rounds)
         depth *= growth
