@@ -175,6 +175,8 @@ def _write_table_once(
                         published = publication.complete_and_publish(
                             conn, _with_part(builds, table.name), run_id=run_id
                         )
+            if published.retired_models:  # a model switch was published: the old index goes
+                publication.drop_retired_indexes(conn, published)
         except psycopg.errors.UniqueViolation as exc:
             raise StorageError(
                 f"asset {asset}: two rows share a key {table.order_by} of "
