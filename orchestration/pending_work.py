@@ -114,6 +114,23 @@ def describe_unfinished(found: Sequence[Unfinished], *, most: int = 5) -> str:
     return f"finishing {len(found)} batch(es) left unpublished: {shown}{more}"
 
 
+def model_switch(defs: dg.Definitions) -> publication.ModelSwitch | None:
+    """The model switch in progress in the data (None: none): its held batches are complete
+    and wait for the rest of the switch, which a backfill builds."""
+    postgres: PostgresResource = defs.resources["postgres"]
+    with postgres.connection() as conn:
+        return publication.model_switch(conn)
+
+
+def held_for_switch(defs: dg.Definitions) -> frozenset[str]:
+    """The batches whose complete build waits for a model switch that still lacks batches:
+    nothing a run can finish (a switch with every batch ready is published by resuming them)."""
+    switch = model_switch(defs)
+    if switch is None or not switch.waiting:
+        return frozenset()
+    return frozenset(switch.ready)
+
+
 def unfinished_batches(
     instance: dg.DagsterInstance, *, defs: dg.Definitions, source: str | None = None
 ) -> list[str]:

@@ -39,6 +39,10 @@ def run(args: argparse.Namespace) -> int:
         found = runner.unfinished(defs)
         if runner.settle_in_flight(instance, say, [u.batch for u in found]):  # killed: failed
             found = runner.unfinished(defs)  # live (a run of the UI's): awaited, look again
+        # Builds held for a model switch are complete: only the switch's other batches (a
+        # backfill) publish them, so they are said once, not resumed.
+        held = runner.held_for_switch(defs)
+        found = [u for u in found if u.batch not in held]
         # Writes a run stopped before Dagster recorded them (published): recorded now, and
         # again below for the batches this run finishes.
         recovered.record_unrecorded(instance, defs, args.settings, say)
@@ -73,4 +77,7 @@ def run(args: argparse.Namespace) -> int:
     home = args.environment.dagster_home
     shown = runner.format_summary(runner.summarize(summary, defs=defs), home=home)
     print(printable(shown, keep="\n"), flush=True)  # the folders' names are the user's
+    switch = runner.model_switch(defs)
+    if switch is not None:  # new batches of the new model wait for it too
+        say(f"index: {switch.describe()}")
     return 0
