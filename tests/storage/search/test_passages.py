@@ -80,14 +80,30 @@ def test_growth_takes_a_strong_neighbour_before_a_weak_hit_and_a_strong_hit_befo
                            ["other", "answer"], ["pad", "pad"]])  # fmt: skip
     first = _hit(text, spans, 0, 3, 1, [0.1, 1.0, 0.8, 0.05, 0, 0, 0])
     second = _hit(text, spans, 4, 6, 2, [0, 0, 0, 0, 0.2, 0.9, 0.1], value=0.9)
-    # 2 tokens a sentence. Values: hit 1's seed 1.0, hit 2's seed 0.9 * 0.9, hit 1's strong
-    # neighbour 0.8; then hit 2's neighbour 0.2 * 0.9 beats hit 1's weak ones (0.1, 0.05).
-    packed = pack_passages([first, second], 6, _count)
+    # Growth valued by the sentence's evidence alone (hit_share 0), 2 tokens a sentence.
+    # Values: hit 1's seed 1.0, hit 2's seed 0.9 * 0.9, hit 1's strong neighbour 0.8; then hit
+    # 2's neighbour 0.2 * 0.9 beats hit 1's weak ones (0.1, 0.05).
+    packed = pack_passages([first, second], 6, _count, hit_share=0.0)
     assert [s.text for s in packed.spans] == ["best one. strong next.", "other answer."]
     assert packed.passages == {1: (spans[1][0], spans[2][1]), 2: spans[5]}
-    packed = pack_passages([first, second], 8, _count)
+    packed = pack_passages([first, second], 8, _count, hit_share=0.0)
     assert packed.passages[2] == (spans[4][0], spans[5][1])
     assert packed.passages[1] == (spans[1][0], spans[2][1])
+
+
+def test_a_strong_hit_grows_through_weak_sentences_when_growth_leans_on_the_hit() -> None:
+    # Paragraph-long evidence: the best hit's other sentences share few words with the question.
+    text, spans = _source([["lead", "in"], ["best", "one"], ["more", "of"], ["it", "all"],
+                           ["x", "y"], ["other", "answer"], ["pad", "pad"]])  # fmt: skip
+    first = _hit(text, spans, 0, 3, 1, [0.05, 1.0, 0.1, 0.1, 0, 0, 0])
+    second = _hit(text, spans, 5, 6, 2, [0, 0, 0, 0, 0, 0.6, 0.1], value=0.5)
+    # Evidence alone: hit 2's seed (0.5 * 0.6 = 0.3) beats hit 1's next sentence (0.1).
+    packed = pack_passages([first, second], 6, _count, hit_share=0.0)
+    assert packed.passages == {1: (spans[1][0], spans[2][1]), 2: spans[5]}
+    # Growth worth 0.5 + 0.5 * 0.1 of hit 1's value: hit 1 grows whole first.
+    packed = pack_passages([first, second], 6, _count, hit_share=0.5)
+    assert packed.passages == {1: (spans[1][0], spans[3][1])}
+    assert packed.skipped == () and packed.tokens == 6
 
 
 def test_a_seed_that_does_not_fit_skips_its_hit_and_a_later_one_still_fits() -> None:
@@ -113,9 +129,10 @@ def test_passages_of_overlapping_hits_merge_and_are_paid_once() -> None:
     lengths=st.lists(st.integers(1, 6), min_size=1, max_size=25),
     data=st.data(),
     budget=st.integers(1, 60),
+    hit_share=st.floats(0, 1),
 )
 def test_passages_are_whole_sentences_of_their_hit_exact_and_within_budget(
-    lengths: list[int], data: st.DataObject, budget: int
+    lengths: list[int], data: st.DataObject, budget: int, hit_share: float
 ) -> None:
     sources, items = {}, []
     for group in ("x", "y"):
@@ -133,7 +150,7 @@ def test_passages_are_whole_sentences_of_their_hit_exact_and_within_budget(
         BudgetItem(**{**item.__dict__, "rank": rank})
         for rank, item in enumerate((items[i] for i in order), 1)
     ]
-    packed = pack_passages(items, budget, _count)
+    packed = pack_passages(items, budget, _count, hit_share=hit_share)
     assert packed.tokens <= budget
     assert packed.tokens == sum(_count([s.text])[0] for s in packed.spans)
     seen: dict[str, list[tuple[int, int]]] = {}
