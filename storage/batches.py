@@ -27,10 +27,11 @@ import psycopg
 
 from seams.errors import InputError
 from seams.models.model_store import file_sha256
-from seams.storage import publication
+from seams.storage import publication, schema
 from seams.storage.connections import describe_connection, retrying
 
 REGISTER_LOCK = "seams:register-batch"
+_COLLECTION_NAME = re.compile(r"[a-z][a-z0-9_]{0,39}")
 
 
 @dataclass(frozen=True)
@@ -182,22 +183,44 @@ def batch_key_for(
 
 
 def register_batch(
-    conn: psycopg.Connection, files: Sequence[SourceFile], *, source: str
+    conn: psycopg.Connection,
+    files: Sequence[SourceFile],
+    *,
+    source: str,
+    collection: str = schema.DEFAULT_COLLECTION,
 ) -> str | None:
     """`_register_batch_once` on `conn` (outside any transaction), rerun whole when PostgreSQL
     aborts its transaction (deadlock, serialization failure); past the last attempt, a
     `StorageError` that names the abort."""
+    check_collection(collection)
     return retrying(
         describe_connection(conn),
         "registering a batch",
-        lambda: _register_batch_once(conn, files, source=source),
+        lambda: _register_batch_once(conn, files, source=source, collection=collection),
     )
 
 
+def check_collection(collection: str) -> str:
+    """`collection` when it is a collection name (1-40 characters of a-z, 0-9 and _, starting
+    with a letter, without '__'), else an `InputError` naming it: it keys locks and policies."""
+    if (
+        not isinstance(collection, str)
+        or not _COLLECTION_NAME.fullmatch(collection)
+        or "__" in collection
+    ):
+        raise InputError(
+            f"collection {collection!r}: a collection name is 1-40 characters of a-z, 0-9 "
+            "and _, starting with a letter, without '__'"
+        )
+    return collection
+
+
 def _register_batch_once(
-    conn: psycopg.Connection, files: Sequence[SourceFile], *, source: str
+    conn: psycopg.Connection, files: Sequence[SourceFile], *, source: str, collection: str
 ) -> str | None:
-    """Freeze the files that are new versions into a new batch; None when nothing is new.
+    """Freeze the files that are new versions into a new batch of `collection`; None when
+    nothing is new. Every row the batch's builds write carries its collection
+    (`seams.storage.publication.open_builds`), whatever the frames hold.
 
     One transaction under an advisory lock: a crash leaves the whole batch or nothing, and two
     registrars (sensor, schedule, CLI) racing over the same files make one batch, not two.
@@ -209,17 +232,21 @@ def _register_batch_once(
             return None
         key = batch_key_for(fresh, source=source)
         conn.execute(
-            "INSERT INTO seams.batches (batch_key, source, document_count) VALUES (%s, %s, %s)",
-            (key, source, len(fresh)),
+            "INSERT INTO seams.batches (batch_key, source, document_count, collection)"
+            " VALUES (%s, %s, %s, %s)",
+            (key, source, len(fresh), collection),
         )
         for f in fresh:
             _store_file(conn, f)
         with conn.cursor() as cur:
             cur.executemany(
                 "INSERT INTO seams.batch_documents"
-                " (batch_key, document_id, source_uri, source_sha256, size_bytes)"
-                " VALUES (%s, %s, %s, %s, %s)",
-                [(key, f.document_id, f.source_uri, f.sha256, f.size_bytes) for f in fresh],
+                " (batch_key, document_id, source_uri, source_sha256, size_bytes, collection)"
+                " VALUES (%s, %s, %s, %s, %s, %s)",
+                [
+                    (key, f.document_id, f.source_uri, f.sha256, f.size_bytes, collection)
+                    for f in fresh
+                ],
             )
     return key
 

@@ -1,7 +1,8 @@
 """The rows of `seams export`: which columns an export has and the query that streams them.
 
 One row per published chunk with every column of `seams.chunks` (lineage included: run_id,
-config_hash, model_id, source_sha256, code_version) plus the document's `source_uri`; with
+config_hash, model_id, source_sha256, code_version; and its `collection`, so an export of
+several collections tells their chunks apart) plus the document's `source_uri`; with
 `vectors`, also the chunk's `chunk_index` entry (`vector_model_id`, `vector_mode`, `embedding`).
 The schema is `export_columns()`, derived from the declared tables, and documented in
 docs/library.md.
@@ -92,6 +93,7 @@ _DESCRIPTIONS = {
     "code_version": "code version of the chunks asset",
     "source_uri": "where the source file was read from (from seams.batch_documents)",
     "generation": "the build of the batch that wrote the chunk (seams.batch_builds)",
+    "collection": 'the collection of the chunk\'s batch ("default" without collections)',
     "vector_model_id": "model of the retrieval embedding (seams.chunk_index), null if none",
     "vector_mode": "how the retrieval embedding was made (seams.chunk_index.mode)",
     "embedding": "the retrieval embedding of `vector_model_id` (384 dimensions for the packaged "

@@ -133,6 +133,10 @@ def _write_table_once(
     started = time.perf_counter()
     asset = asset or table.name
     keys = _check_partitioning(table, partition_keys, asset)
+    if keys is not None:
+        # The batch's, filled in below: a frame need not carry it and whatever it holds there
+        # is replaced (copy-on-write: the frame's other columns are not copied).
+        frame = frame.assign(**{schema.COLLECTION: schema.DEFAULT_COLLECTION})
     columns = coerce_frame(table, frame, keys, asset=asset)
     batches: dict[str, BatchWrite] = {}
     builds: dict[str, publication.Build] = {}
@@ -154,10 +158,10 @@ def _write_table_once(
                     seconds[key] = time.perf_counter() - begun
                 for key, rows in _rows_by_partition(table, columns, keys):
                     begun = time.perf_counter()
-                    if key is not None:  # the build's generation, whatever the frame held
-                        rows[_GENERATION_POSITION[table.name]] = [builds[key].generation] * len(
-                            rows[0]
-                        )
+                    if key is not None:  # the build's generation and collection
+                        count = len(rows[0])
+                        rows[_GENERATION_POSITION[table.name]] = [builds[key].generation] * count
+                        rows[_COLLECTION_POSITION[table.name]] = [builds[key].collection] * count
                     empty = not rows[0]  # a partition replaced by no rows needs no COPY
                     written, nbytes = (
                         (0, 0) if empty else _copy_rows(conn, table, rows, copy_format)
@@ -219,6 +223,11 @@ def _part_end(parts: tuple[str, ...], table: str) -> int:
 
 _GENERATION_POSITION = {
     t.name: t.column_names.index(schema.GENERATION)
+    for t in schema.ASSET_TABLES.values()
+    if t.partitioned
+}
+_COLLECTION_POSITION = {
+    t.name: t.column_names.index(schema.COLLECTION)
     for t in schema.ASSET_TABLES.values()
     if t.partitioned
 }

@@ -63,10 +63,10 @@ from psycopg import sql
 
 from seams.storage import schema, vector_indexes
 
-COLLECTION = "default"
+COLLECTION = schema.DEFAULT_COLLECTION
 PUBLISH_LOCK = f"seams.publish:{COLLECTION}"
-"""Serialises publications and retirements (they move shared BM25 counters); `lexical_sync`
-takes the same lock (`seams.storage.search.lexical_index.LOCK`)."""
+"""The publication lock of the default collection (`publish_lock_name`); `lexical_sync` takes
+the same lock (`seams.storage.search.lexical_index.LOCK`)."""
 ASSET_ORDER: tuple[str, ...] = tuple(schema.ASSET_TABLES)
 """The per-batch asset tables in pipeline order: each is computed from those before it."""
 OPEN_STATES = ("building", "complete")
@@ -85,6 +85,8 @@ class Build:
     started_at: datetime
     published_generation: int | None
     """The generation readers see (None: the batch was never published)."""
+    collection: str = schema.DEFAULT_COLLECTION
+    """The batch's collection (`seams.batches`): every row the build writes carries it."""
 
     @property
     def last_part(self) -> str | None:
@@ -169,11 +171,13 @@ def open_builds(
             # A racing writer's insert of the same open build makes this one wait, then do
             # nothing: the loop then locks the row it committed.
             conn.execute(
-                "INSERT INTO seams.batch_builds (batch_key, generation, state, run_id)"
-                " SELECT %(b)s, coalesce(max(generation), 0) + 1, 'building', %(run)s"
+                "INSERT INTO seams.batch_builds (batch_key, generation, state, run_id, collection)"
+                " SELECT %(b)s, coalesce(max(generation), 0) + 1, 'building', %(run)s,"
+                "  coalesce((SELECT collection FROM seams.batches WHERE batch_key = %(b)s),"
+                "           %(default)s)"
                 " FROM seams.batch_builds WHERE batch_key = %(b)s"
                 " ON CONFLICT DO NOTHING",
-                {"b": batch, "run": run_id},
+                {"b": batch, "run": run_id, "default": schema.DEFAULT_COLLECTION},
             )
         builds[batch] = build
     return builds
@@ -183,7 +187,7 @@ def _locked_open_build(conn: psycopg.Connection[Any], batch: str) -> Build | Non
     row = conn.execute(
         "SELECT o.batch_key, o.generation, o.state, o.parts, o.run_id, o.started_at,"
         " (SELECT p.generation FROM seams.batch_builds AS p"
-        "  WHERE p.batch_key = o.batch_key AND p.state = 'published')"
+        "  WHERE p.batch_key = o.batch_key AND p.state = 'published'), o.collection"
         " FROM seams.batch_builds AS o"
         " WHERE o.batch_key = %s AND o.state IN ('building', 'complete') FOR UPDATE OF o",
         (batch,),
@@ -192,8 +196,10 @@ def _locked_open_build(conn: psycopg.Connection[Any], batch: str) -> Build | Non
 
 
 def _build(row: Sequence[Any]) -> Build:
-    batch, generation, state, parts, run_id, started_at, published = row
-    return Build(batch, generation, state, _ordered(parts), run_id, started_at, published)
+    batch, generation, state, parts, run_id, started_at, published, collection = row
+    return Build(
+        batch, generation, state, _ordered(parts), run_id, started_at, published, collection
+    )
 
 
 def _ordered(parts: Iterable[str]) -> tuple[str, ...]:
@@ -256,6 +262,27 @@ def read_joins(table: schema.Table) -> sql.Composable:
 # --- publication -------------------------------------------------------------------------------
 
 
+def publish_lock_name(collection: str) -> str:
+    """The advisory lock that serialises the publications and retirements of `collection`
+    (they move its current documents and BM25 counters); another collection's publication
+    does not wait for it."""
+    return f"seams.publish:{collection}"
+
+
+def lock_collections(conn: psycopg.Connection[Any], collections: Iterable[str]) -> None:
+    """Take the publication locks of `collections` (transaction-scoped, reentrant), in one
+    order every writer uses: the others sorted, the default collection's last, which is the
+    one `lexical_sync` takes after them."""
+    names = sorted(set(collections) - {COLLECTION})
+    if COLLECTION in set(collections):
+        names.append(COLLECTION)
+    for collection in names:
+        conn.execute(
+            "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
+            (publish_lock_name(collection),),
+        )
+
+
 def complete_and_publish(
     conn: psycopg.Connection[Any], builds: Mapping[str, Build], *, run_id: str | None = None
 ) -> Publication:
@@ -270,7 +297,7 @@ def complete_and_publish(
         return Publication(held=held)
     # Under the publication lock before the serving model is read: concurrent completions of
     # one switch run one after the other, and the last sees every other's held build.
-    conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (PUBLISH_LOCK,))
+    lock_collections(conn, {builds[b].collection for b in ready})
     serving = serving_model(conn)
     models = build_models(conn, ready)
     plain = {b: g for b, g in ready.items() if models.get(b) in (None, serving)}
@@ -347,7 +374,7 @@ def _switch_group(
     others = conn.execute(
         "SELECT o.batch_key, o.generation, o.state, o.parts, o.run_id, o.started_at,"
         " (SELECT p.generation FROM seams.batch_builds AS p"
-        "  WHERE p.batch_key = o.batch_key AND p.state = 'published')"
+        "  WHERE p.batch_key = o.batch_key AND p.state = 'published'), o.collection"
         " FROM seams.batch_builds AS o"
         " WHERE o.state IN ('building', 'complete') AND 'chunk_index' = ANY(o.parts)"
         " AND o.batch_key <> ALL(%s)"
@@ -399,7 +426,7 @@ def model_switch(conn: psycopg.Connection[Any]) -> ModelSwitch | None:
     rows = conn.execute(
         "SELECT o.batch_key, o.generation, o.state, o.parts, o.run_id, o.started_at,"
         " (SELECT p.generation FROM seams.batch_builds AS p"
-        "  WHERE p.batch_key = o.batch_key AND p.state = 'published')"
+        "  WHERE p.batch_key = o.batch_key AND p.state = 'published'), o.collection"
         " FROM seams.batch_builds AS o"
         " WHERE o.state = 'complete' AND 'chunk_index' = ANY(o.parts) ORDER BY o.batch_key"
     ).fetchall()
@@ -480,9 +507,10 @@ def publish(
     transaction; returns the publication's `seq`. The builds must be complete. Each batch's
     publication names `run_id`, or its entry in `runs` (a held build names the run that wrote
     it, not the one whose write completed the switch)."""
-    conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (PUBLISH_LOCK,))
     keys = sorted(builds)
     gens = [builds[k] for k in keys]
+    collections = _build_collections(conn, keys, gens)
+    lock_collections(conn, collections)
     seq = conn.execute("SELECT nextval('seams.publication_seq')").fetchone()[0]
     pairs = "unnest(%(b)s::text[], %(g)s::int[]) AS v(b, g)"
     args: dict[str, Any] = {"b": keys, "g": gens, "seq": seq, "run": run_id}
@@ -520,12 +548,30 @@ def publish(
     _make_current(conn, documents, seq)
     _sync_lexical(conn, documents, keys)
     conn.execute(
-        "INSERT INTO seams.publications (seq, batch_key, generation, kind, run_id)"
-        " SELECT %(seq)s, v.b, v.g, 'batch', v.r"
-        " FROM unnest(%(b)s::text[], %(g)s::int[], %(r)s::text[]) AS v(b, g, r)",
-        {**args, "r": [(runs or {}).get(k, run_id) for k in keys]},
+        "INSERT INTO seams.publications (seq, batch_key, generation, kind, run_id, collection)"
+        " SELECT %(seq)s, v.b, v.g, 'batch', v.r, v.c"
+        " FROM unnest(%(b)s::text[], %(g)s::int[], %(r)s::text[], %(c)s::text[])"
+        " AS v(b, g, r, c)",
+        {
+            **args,
+            "r": [(runs or {}).get(k, run_id) for k in keys],
+            "c": [collections.get(k, COLLECTION) for k in keys],
+        },
     )
     return int(seq)
+
+
+def _build_collections(
+    conn: psycopg.Connection[Any], keys: Sequence[str], generations: Sequence[int]
+) -> dict[str, str]:
+    """Batch -> collection of the given builds (from `seams.batch_builds`)."""
+    rows = conn.execute(
+        "SELECT o.batch_key, o.collection FROM seams.batch_builds AS o"
+        " JOIN unnest(%s::text[], %s::int[]) AS v(b, g)"
+        " ON o.batch_key = v.b AND o.generation = v.g",
+        (list(keys), list(generations)),
+    ).fetchall()
+    return {str(b): str(c) for b, c in rows}
 
 
 # The rule of what is current, over published batches: per document its newest registered
@@ -533,7 +579,7 @@ def publish(
 _CURRENT = """
 WITH latest AS (
     SELECT DISTINCT ON (d.document_id) d.document_id, d.batch_key, b.generation,
-           d.source_sha256, d.registered_at
+           d.source_sha256, d.registered_at, b.collection
     FROM seams.batch_documents AS d
     JOIN seams.batch_builds AS b ON b.batch_key = d.batch_key AND b.state = 'published'
     WHERE d.document_id = ANY(%(docs)s)
@@ -544,15 +590,17 @@ WITH latest AS (
                       WHERE t.document_id = l.document_id AND t.retired_at >= l.registered_at)
 ), upserted AS (
     INSERT INTO seams.current_documents AS c
-        (document_id, batch_key, generation, source_sha256, registered_at, published_seq)
-    SELECT document_id, batch_key, generation, source_sha256, registered_at, %(seq)s FROM live
+        (document_id, batch_key, generation, source_sha256, registered_at, published_seq,
+         collection)
+    SELECT document_id, batch_key, generation, source_sha256, registered_at, %(seq)s,
+           collection FROM live
     ON CONFLICT (document_id) DO UPDATE
     SET batch_key = excluded.batch_key, generation = excluded.generation,
         source_sha256 = excluded.source_sha256, registered_at = excluded.registered_at,
-        published_seq = excluded.published_seq
-    WHERE (c.batch_key, c.generation, c.source_sha256, c.registered_at)
+        published_seq = excluded.published_seq, collection = excluded.collection
+    WHERE (c.batch_key, c.generation, c.source_sha256, c.registered_at, c.collection)
           IS DISTINCT FROM (excluded.batch_key, excluded.generation, excluded.source_sha256,
-                            excluded.registered_at)
+                            excluded.registered_at, excluded.collection)
 )
 DELETE FROM seams.current_documents AS c
 WHERE c.document_id = ANY(%(docs)s)
@@ -624,10 +672,16 @@ def retire(conn: psycopg.Connection[Any], documents: Sequence[str]) -> int | Non
     docs = sorted(set(documents))
     if not docs:
         return None
-    conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (PUBLISH_LOCK,))
+    # The collections the documents were ever registered in (a publication of any of them
+    # could make one current again): their locks, before anything is read.
+    collections = conn.execute(
+        "SELECT DISTINCT collection FROM seams.batch_documents WHERE document_id = ANY(%s)",
+        (docs,),
+    ).fetchall()
+    lock_collections(conn, [COLLECTION, *(c for (c,) in collections)])
     gone = conn.execute(
         "DELETE FROM seams.current_documents WHERE document_id = ANY(%s)"
-        " RETURNING batch_key, generation",
+        " RETURNING batch_key, generation, collection",
         (docs,),
     ).fetchall()
     if not gone:
@@ -636,10 +690,11 @@ def retire(conn: psycopg.Connection[Any], documents: Sequence[str]) -> int | Non
     _sync_lexical(conn, docs, [])
     batches = sorted(set(gone))
     conn.execute(
-        "INSERT INTO seams.publications (seq, batch_key, generation, kind)"
-        " SELECT %s, b, g, 'retire' FROM unnest(%s::text[], %s::int[]) AS v(b, g)"
+        "INSERT INTO seams.publications (seq, batch_key, generation, kind, collection)"
+        " SELECT %s, b, g, 'retire', c"
+        " FROM unnest(%s::text[], %s::int[], %s::text[]) AS v(b, g, c)"
         " ON CONFLICT DO NOTHING",
-        (seq, [b for b, _ in batches], [g for _, g in batches]),
+        (seq, [b for b, _, _ in batches], [g for _, g, _ in batches], [c for *_, c in batches]),
     )
     return seq
 
@@ -652,7 +707,7 @@ def build_parts(conn: psycopg.Connection[Any], batches: Sequence[str]) -> dict[s
     rows = conn.execute(
         "SELECT o.batch_key, o.generation, o.state, o.parts, o.run_id, o.started_at,"
         " (SELECT p.generation FROM seams.batch_builds AS p"
-        "  WHERE p.batch_key = o.batch_key AND p.state = 'published')"
+        "  WHERE p.batch_key = o.batch_key AND p.state = 'published'), o.collection"
         " FROM seams.batch_builds AS o"
         " WHERE o.batch_key = ANY(%s) AND o.state IN ('building', 'complete')",
         (list(batches),),

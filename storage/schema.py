@@ -23,6 +23,9 @@ from psycopg import sql
 SCHEMA = "seams"
 BATCH_KEY = "batch_key"
 GENERATION = "generation"
+COLLECTION = "collection"
+DEFAULT_COLLECTION = "default"
+"""The collection of every row of a project that names none: what it stored before collections."""
 EMBEDDING_DIM = 384
 """Dimension of the packaged model's vectors (all-MiniLM-L6-v2). The tables store vectors of
 any dimension: each model's own is read from its vectors, never from here."""
@@ -121,7 +124,9 @@ class Table:
             description="the build of the batch that wrote the row (seams.batch_builds); "
             "readers see the published one (seams.current_chunks)",
         )
-        cols = (batch, *self.columns, generation) if self.partitioned else self.columns
+        # After `generation`, for the same reason: an existing table gets it by ADD COLUMN.
+        collection = collection_column("the collection of the row's batch (seams.batches)")
+        cols = (batch, *self.columns, generation, collection) if self.partitioned else self.columns
         object.__setattr__(self, "columns", tuple(cols))
         object.__setattr__(self, "_by_name", {c.name: c for c in cols})
         names = [c.name for c in cols]
@@ -139,10 +144,19 @@ class Table:
     @property
     def data_columns(self) -> list[Column]:
         """The columns an asset's DataFrame must carry (`batch_key` is optional there, and
-        `generation` is the writer's: whatever a frame holds there is replaced)."""
+        `generation` and `collection` are the writer's, from the batch's build and
+        registration: whatever a frame holds there is replaced)."""
         if not self.partitioned:
             return list(self.columns)
-        return [c for c in self.columns if c.name not in (BATCH_KEY, GENERATION)]
+        return [c for c in self.columns if c.name not in (BATCH_KEY, GENERATION, COLLECTION)]
+
+    @property
+    def has_collection(self) -> bool:
+        """Whether every row belongs to a collection (`collection_column`: 'default' where none
+        is named), the tables tenants' row-level security filters
+        (`seams.storage.tenants.PROTECTED`)."""
+        column = self._by_name.get(COLLECTION)
+        return column is not None and column.default == f"'{DEFAULT_COLLECTION}'"
 
     @property
     def unique_key(self) -> tuple[str, ...]:
@@ -191,6 +205,12 @@ class Table:
                 self.identifier(), _column_sql(self.column(GENERATION))
             )
             yield _drop_index_without(f"{self.name}_key", GENERATION)
+        if self.has_collection:
+            # A table made before collections existed: every row is the default collection's
+            # (ADD COLUMN with a constant default rewrites nothing).
+            yield sql.SQL("ALTER TABLE {} ADD COLUMN IF NOT EXISTS {}").format(
+                self.identifier(), _column_sql(self.column(COLLECTION))
+            )
         if self.key and self.key != self.primary_key:
             yield sql.SQL("CREATE UNIQUE INDEX IF NOT EXISTS {} ON {} ({})").format(
                 sql.Identifier(f"{self.name}_key"), self.identifier(), _idents(self.unique_key)
@@ -201,6 +221,12 @@ class Table:
                 self.identifier(),
                 _idents(cols),
             )
+
+
+def collection_column(description: str) -> Column:
+    """`collection text NOT NULL DEFAULT 'default'`: a row's collection. Declared last on the
+    tables that existed before collections, where `ADD COLUMN` puts it."""
+    return Column(COLLECTION, "text", default=f"'{DEFAULT_COLLECTION}'", description=description)
 
 
 def _drop_index_without(index: str, column: str) -> sql.Composable:
@@ -449,6 +475,7 @@ BATCHES = Table(
         Column("created_at", "timestamptz", default="now()"),
         Column("source", "text"),
         Column("document_count", "integer"),
+        collection_column("the collection the batch's files were registered for"),
     ),
     key=("batch_key",),
     partitioned=False,
@@ -465,6 +492,7 @@ BATCH_DOCUMENTS = Table(
         Column("source_sha256", "text"),
         Column("size_bytes", "bigint"),
         Column("registered_at", "timestamptz", default="now()"),
+        collection_column("its batch's collection"),
     ),
     key=("batch_key", "document_id"),
     partitioned=False,
@@ -566,6 +594,7 @@ BATCH_BUILDS = Table(
         Column("started_at", "timestamptz", default="now()", description="when it was opened"),
         Column("completed_at", "timestamptz", nullable=True, description="when it was complete"),
         Column("published_at", "timestamptz", nullable=True, description="when it was published"),
+        collection_column("the batch's collection"),
     ),
     key=("batch_key", "generation"),
     partitioned=False,
@@ -622,13 +651,16 @@ PUBLICATION_SEQ = "publication_seq"
 
 LEXICAL_CHUNKS = Table(
     "lexical_chunks",
-    _cols(
-        ("text_search_config", "text", "text search configuration that analysed the chunk"),
-        ("batch_key", "text", "the chunk's batch (its document's current version)"),
-        ("document_id", "text", "the document"),
-        ("chunk_id", "text", "the chunk (see chunks)"),
-        ("length", "integer", "lexeme occurrences in the chunk (BM25's document length)"),
-        ("lexemes", "tsvector", "to_tsvector(text_search_config, text): lexemes and positions"),
+    (
+        *_cols(
+            ("text_search_config", "text", "text search configuration that analysed the chunk"),
+            ("batch_key", "text", "the chunk's batch (its document's current version)"),
+            ("document_id", "text", "the document"),
+            ("chunk_id", "text", "the chunk (see chunks)"),
+            ("length", "integer", "lexeme occurrences in the chunk (BM25's document length)"),
+            ("lexemes", "tsvector", "to_tsvector(text_search_config, text): lexemes and positions"),
+        ),
+        collection_column("the chunk's collection"),
     ),
     key=("batch_key", "chunk_id"),
     partitioned=False,
@@ -639,13 +671,16 @@ LEXICAL_CHUNKS = Table(
 
 LEXICAL_POSTINGS = Table(
     "lexical_postings",
-    _cols(
-        ("text_search_config", "text", "the configuration"),
-        ("lexeme", "text", "a lexeme of the chunk"),
-        ("impact", "real", "the chunk's BM25 term weight at the reference length"),
-        ("batch_key", "text", "the chunk's batch"),
-        ("document_id", "text", "the document"),
-        ("chunk_id", "text", "the chunk"),
+    (
+        *_cols(
+            ("text_search_config", "text", "the configuration"),
+            ("lexeme", "text", "a lexeme of the chunk"),
+            ("impact", "real", "the chunk's BM25 term weight at the reference length"),
+            ("batch_key", "text", "the chunk's batch"),
+            ("document_id", "text", "the document"),
+            ("chunk_id", "text", "the chunk"),
+        ),
+        collection_column("the chunk's collection"),
     ),
     # Read backwards: a lexeme's postings, highest impact first.
     key=("text_search_config", "lexeme", "impact", "batch_key", "chunk_id"),
@@ -698,6 +733,20 @@ SCHEMA_VERSION = Table(
     description="The schema version this database holds: one row.",
 )
 
+COLLECTION_TENANTS = Table(
+    "collection_tenants",
+    (
+        Column("collection", "text", description="a collection"),
+        Column("tenant", "text", description="the tenant that may read it"),
+        Column("role_name", "text", description="that tenant's role (tenants.tenant_role)"),
+    ),
+    key=("collection",),
+    partitioned=False,
+    primary_key=("collection",),
+    # Written by `seams.storage.tenants.sync_tenants`; the row-level security policies read it.
+    description="Which tenant reads which collection: the row-level security policies read it.",
+)
+
 TABLES: tuple[Table, ...] = (
     *ASSET_TABLES.values(),
     BATCHES,
@@ -710,6 +759,7 @@ TABLES: tuple[Table, ...] = (
     CURRENT_DOCUMENTS,
     PUBLICATIONS,
     *LEXICAL_TABLES,
+    COLLECTION_TENANTS,
     SCHEMA_VERSION,
 )
 
@@ -727,8 +777,8 @@ def current_versions_view() -> sql.Composable:
     document leaves at once.
     """
     return sql.SQL(
-        """CREATE OR REPLACE VIEW {view} AS
-        SELECT d.document_id, d.source_sha256, d.batch_key, d.registered_at
+        """CREATE OR REPLACE VIEW {view} WITH (security_invoker = true) AS
+        SELECT d.document_id, d.source_sha256, d.batch_key, d.registered_at, d.collection
         FROM {current} AS d"""
     ).format(
         view=sql.Identifier(SCHEMA, CURRENT_VERSIONS_VIEW),
@@ -746,7 +796,7 @@ def current_chunks_view() -> sql.Composable:
     build in progress sit above it.
     """
     return sql.SQL(
-        """CREATE OR REPLACE VIEW {view} AS
+        """CREATE OR REPLACE VIEW {view} WITH (security_invoker = true) AS
         SELECT c.* FROM {chunks} AS c
         JOIN {current} AS d
           ON d.document_id = c.document_id
@@ -763,7 +813,7 @@ def published_chunks_view() -> sql.Composable:
     """`seams.published_chunks`: every published version's chunks (older versions included),
     never a row of a build in progress: what an export of all versions reads."""
     return sql.SQL(
-        """CREATE OR REPLACE VIEW {view} AS
+        """CREATE OR REPLACE VIEW {view} WITH (security_invoker = true) AS
         SELECT c.* FROM {chunks} AS c
         JOIN {builds} AS b
           ON b.batch_key = c.batch_key
@@ -843,14 +893,14 @@ def chunk_parents_view() -> sql.Composable:
     section), and the build (`generation`) the chunks come from.
     """
     return sql.SQL(
-        """CREATE OR REPLACE VIEW {view} AS
+        """CREATE OR REPLACE VIEW {view} WITH (security_invoker = true) AS
         SELECT batch_key, document_id, source_sha256, section,
                CASE WHEN section = '' THEN 'document' ELSE 'section' END AS parent_kind,
                min(start_char) AS start_char, max(end_char) AS end_char,
                min(chunk_index) AS first_chunk_index, max(chunk_index) AS last_chunk_index,
-               count(*) AS chunk_count, generation
+               count(*) AS chunk_count, generation, collection
         FROM {chunks}
-        GROUP BY batch_key, generation, document_id, source_sha256, section"""
+        GROUP BY batch_key, generation, document_id, source_sha256, section, collection"""
     ).format(
         view=sql.Identifier(SCHEMA, CHUNK_PARENTS_VIEW),
         chunks=sql.Identifier(SCHEMA, PUBLISHED_CHUNKS_VIEW),
@@ -902,9 +952,13 @@ def ddl(*, schema_exists: bool = False, vector_exists: bool = False) -> list[sql
     # Both build on the tables above (and import this module: imported here).
     from seams.storage.publication import adoption_ddl
     from seams.storage.search.lexical_index import maintenance_ddl
+    from seams.storage.tenants import ddl as tenancy_ddl
 
     statements.extend(maintenance_ddl())
     statements.extend(adoption_ddl())
+    # Last: row-level security on every table holding documents, whatever replaced a view
+    # before it (a database with tenants and one without have the same schema).
+    statements.extend(tenancy_ddl())
     return statements
 
 

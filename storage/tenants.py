@@ -63,36 +63,17 @@ GROUP = "seams_tenants"
 """The NOLOGIN group every tenant role belongs to: it holds the SELECT grants, and membership
 in it is what makes a role a tenant for the policies."""
 ROLE_PREFIX = "seams_tenant_"
-COLLECTION = "collection"
-DEFAULT_COLLECTION = "default"
+COLLECTION = schema.COLLECTION
+DEFAULT_COLLECTION = schema.DEFAULT_COLLECTION
 POLICY = "seams_tenant_rows"
 MIN_SERVER_VERSION = 160000
 """PostgreSQL 16: `GRANT ... WITH INHERIT TRUE, SET FALSE` (a member that cannot SET ROLE)."""
 _TENANT = re.compile(r"[a-z][a-z0-9_]{0,39}")
 
-COLLECTION_TENANTS = schema.Table(
-    "collection_tenants",
-    (
-        schema.Column("collection", "text", description="a collection"),
-        schema.Column("tenant", "text", description="the tenant that may read it"),
-        schema.Column("role_name", "text", description="that tenant's role (tenant_role)"),
-    ),
-    key=("collection",),
-    partitioned=False,
-    primary_key=("collection",),
-    description="Which tenant reads which collection: the row-level security policies read it.",
-)
+COLLECTION_TENANTS = schema.COLLECTION_TENANTS
+"""Which tenant reads which collection: what the policies read (declared in the schema)."""
 
-PROTECTED: tuple[schema.Table, ...] = (
-    *schema.ASSET_TABLES.values(),
-    schema.BATCHES,
-    schema.BATCH_DOCUMENTS,
-    schema.BATCH_BUILDS,
-    schema.CURRENT_DOCUMENTS,
-    schema.PUBLICATIONS,
-    schema.LEXICAL_CHUNKS,
-    schema.LEXICAL_POSTINGS,
-)
+PROTECTED: tuple[schema.Table, ...] = tuple(t for t in schema.TABLES if t.has_collection)
 """Tables tenants read, each row tied to its collection by its own `collection` column (a
 batch belongs to one collection, so every row of a batch carries the batch's)."""
 PRIVATE: tuple[schema.Table, ...] = (
@@ -160,27 +141,12 @@ def _policy(table: sql.Composable, using: sql.Composable) -> list[sql.Composable
 
 
 def ddl() -> list[sql.Composable]:
-    """Idempotent statements, after `schema.ddl()`'s: `collection` on every protected table
-    (default `default`: a project without collections stores exactly what it stored), the
-    `seams.collection_tenants` table, the views rebuilt (so `current_chunks` has `collection`)
-    and made `security_invoker`, and row-level security with one policy per table."""
+    """Idempotent statements, the last of `schema.ddl()`'s (which declares `collection` on every
+    protected table and the views `security_invoker`): the `seams.collection_tenants` table, the
+    views made `security_invoker` again (whatever replaced one before), and row-level security
+    with one policy per table. The owner (the pipeline) is not subject to it, and no other role
+    is filtered while it is not a tenant: a project without tenants reads as before."""
     statements: list[sql.Composable] = []
-    column = sql.SQL("{} text NOT NULL DEFAULT {}").format(
-        sql.Identifier(COLLECTION), sql.Literal(DEFAULT_COLLECTION)
-    )
-    for table in PROTECTED:
-        statements.append(
-            sql.SQL("ALTER TABLE {} ADD COLUMN IF NOT EXISTS {}").format(table.identifier(), column)
-        )
-    statements.extend(COLLECTION_TENANTS.create_statements())
-    statements.extend(
-        [
-            schema.current_versions_view(),
-            schema.current_chunks_view(),
-            schema.published_chunks_view(),
-            schema.chunk_parents_view(),
-        ]
-    )
     for view in VIEWS:
         statements.append(
             sql.SQL("ALTER VIEW {} SET (security_invoker = true)").format(
@@ -471,6 +437,27 @@ def tenant_url(base_url: str, tenant: str, password: str | None = None) -> str:
 # --- audit ---------------------------------------------------------------------------------------
 
 
+def set_up_here(conn: psycopg.Connection[Any]) -> bool:
+    """Whether tenants were set up in this database: the group exists (roles are per server)
+    and may use its `seams` schema (`ensure_group` grants that per database)."""
+    row = conn.execute(
+        "SELECT CASE WHEN to_regrole(%s) IS NULL OR to_regnamespace(%s) IS NULL THEN false"
+        " ELSE has_schema_privilege(%s, %s, 'USAGE') END",
+        (GROUP, schema.SCHEMA, GROUP, schema.SCHEMA),
+    ).fetchone()
+    return bool(row and row[0])
+
+
+def assignments(conn: psycopg.Connection[Any]) -> dict[str, str]:
+    """Collection -> tenant, as `seams.collection_tenants` says (what the policies read)."""
+    rows = conn.execute(
+        sql.SQL("SELECT collection, tenant FROM {} ORDER BY collection").format(
+            COLLECTION_TENANTS.identifier()
+        )
+    ).fetchall()
+    return {str(c): str(t) for c, t in rows}
+
+
 def isolation_problems(conn: psycopg.Connection[Any]) -> list[str]:
     """What would let a tenant read past its collections, as one line each ([] when none): a
     table tenants can read without row-level security, a readable view that is not
@@ -533,5 +520,5 @@ def isolation_problems(conn: psycopg.Connection[Any]) -> list[str]:
 def tables_without_a_decision(tables: Iterable[schema.Table] = schema.TABLES) -> list[str]:
     """Declared tables that are neither protected, private nor shared: a new table must say
     what tenants see of it before they see anything."""
-    decided = {t.name for t in (*PROTECTED, *PRIVATE, *SHARED)}
+    decided = {t.name for t in (*PROTECTED, *PRIVATE, *SHARED, COLLECTION_TENANTS)}
     return sorted(t.name for t in tables if t.name not in decided)

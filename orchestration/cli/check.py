@@ -15,10 +15,12 @@ from seams.orchestration.instance import prepare_instance
 from seams.orchestration.runner import seams_command
 from seams.resources.database import redact
 from seams.resources.postgres import PostgresResource
-from seams.storage import publication
+from seams.storage import publication, tenants
 
 EXIT_UNPUBLISHED = 1
 """A batch is not published and no command is building it: search misses it until it is."""
+EXIT_ISOLATION = 1
+"""Tenants exist and something would let one read past its collections."""
 CLI_SOURCE = "cli:"
 
 
@@ -36,6 +38,10 @@ def run(args: argparse.Namespace) -> int:
     where = "embedded" if urls.embedded else "external"
     settings = args.environment.describe_settings().removeprefix("settings: ")
     index, status = index_report(defs.resources["postgres"])
+    tenancy, isolation = tenancy_report(defs.resources["postgres"])
+    if tenancy:
+        index += "\n" + tenancy
+    status = status or isolation
     print(
         f"PostgreSQL ({where}): {redact(urls.data)}\n"
         f"Settings: {settings}\n"
@@ -81,6 +87,27 @@ def index_report(postgres: PostgresResource) -> tuple[str, int]:
         lines.append(f"Index: being built now by {holder.describe()}: search sees them once done")
         return "\n".join(lines), 0
     return "\n".join(lines), EXIT_UNPUBLISHED if left else 0
+
+
+def tenancy_report(postgres: PostgresResource) -> tuple[str, int]:
+    """The `Tenants:` lines and their exit status: nothing for a database without tenant
+    roles; else how many tenants read which collections, and every way one could read past
+    them (`seams.storage.tenants.isolation_problems`), each with its fix (exit 1)."""
+    try:
+        with postgres.connection() as conn:
+            if not tenants.set_up_here(conn):
+                return "", 0
+            problems = tenants.isolation_problems(conn)
+            assigned = tenants.assignments(conn)
+    except psycopg.errors.UndefinedTable:
+        return "", 0  # an older schema: `index_report` already says to upgrade it
+    readers = sorted(set(assigned.values()))
+    lines = [
+        f"Tenants: {len(readers)} tenant(s) reading {len(assigned)} collection(s)"
+        + ("; each reads only its collections' rows" if not problems else "")
+    ]
+    lines += [f"Tenants: {problem}" for problem in problems]
+    return "\n".join(lines), EXIT_ISOLATION if problems else 0
 
 
 def records_report(

@@ -77,6 +77,8 @@ def test_parquet_and_jsonl_exports_hold_exactly_the_chunks_table(
     exported = table.to_pylist()
     assert [_normalise(r) for r in exported] == expected  # same rows, ids, order, lineage
     assert all(r["source_uri"] for r in exported)
+    # A project without collections exports every chunk as the default collection's.
+    assert {r["collection"] for r in exported} == {"default"}
     # Streamed: written 7 rows at a time, one row group per fetched batch.
     metadata = pq.ParquetFile(parquet).metadata
     assert metadata.num_row_groups == -(-len(expected) // 7)

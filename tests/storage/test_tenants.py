@@ -25,6 +25,7 @@ from psycopg import sql
 from psycopg.types.json import Jsonb
 
 from seams.errors import StorageError
+from seams.orchestration.cli import check
 from seams.resources.postgres import PostgresResource, close_pool
 from seams.storage import schema, tenants
 from seams.storage.search import dense
@@ -124,7 +125,7 @@ def tenancy(pg_server_url: str) -> Iterator[Tenancy]:
                 with conn.transaction():
                     for seq, collection in enumerate(COLLECTIONS, start=1):
                         for table in ordered:
-                            if table is not schema.SCHEMA_VERSION:
+                            if table not in (schema.SCHEMA_VERSION, schema.COLLECTION_TENANTS):
                                 _insert(conn, table, collection, seq)
                     for table in schema.TABLES:
                         conn.execute(sql.SQL("ANALYZE {}").format(table.identifier()))
@@ -344,24 +345,46 @@ def test_tenant_roles_have_login_and_nothing_more(tenancy: Tenancy) -> None:
         assert memberships == [(tenants.GROUP, True, False, False)]
 
 
-def test_a_migration_that_replaces_the_views_is_caught_and_repaired(tenancy: Tenancy) -> None:
-    """`CREATE OR REPLACE VIEW` drops `security_invoker`: a schema DDL run without the tenancy
-    DDL after it would hand tenants views that read with the owner's rights."""
-    with psycopg.connect(tenancy.owner_url, autocommit=True) as conn:
-        with conn.transaction():
-            conn.execute(schema.current_chunks_view())
-        problems = tenants.isolation_problems(conn)
-        assert problems == [
-            "tenants can read view seams.current_chunks, which runs with its owner's rights: "
-            "run the tenancy DDL again (`seams db upgrade`)"
-        ]
-        with psycopg.connect(tenancy.urls[tenancy.a]) as mine:
-            leaked = mine.execute("SELECT count(*) FROM seams.current_chunks").fetchone()
-        assert leaked == (len(COLLECTIONS),)  # what the audit is for
-        tenants.apply_ddl(conn)
-        assert tenants.isolation_problems(conn) == []
-        with psycopg.connect(tenancy.urls[tenancy.a]) as mine:
-            assert mine.execute("SELECT count(*) FROM seams.current_chunks").fetchone() == (2,)
+def test_a_view_replaced_without_security_invoker_is_caught_reported_and_repaired(
+    tenancy: Tenancy,
+) -> None:
+    """A view replaced without `security_invoker` (`CREATE OR REPLACE VIEW` without the option,
+    by hand or by an older Seams) reads with the owner's rights: the audit names it, `seams
+    check` reports it and fails, and the tenancy DDL repairs it."""
+    postgres = PostgresResource(url=tenancy.owner_url)
+    try:
+        assert check.tenancy_report(postgres) == (
+            "Tenants: 2 tenant(s) reading 3 collection(s); each reads only its collections' rows",
+            0,
+        )
+        with psycopg.connect(tenancy.owner_url, autocommit=True) as conn:
+            conn.execute("ALTER VIEW seams.current_chunks RESET (security_invoker)")
+            problem = (
+                "tenants can read view seams.current_chunks, which runs with its owner's "
+                "rights: run the tenancy DDL again (`seams db upgrade`)"
+            )
+            assert tenants.isolation_problems(conn) == [problem]
+            assert check.tenancy_report(postgres) == (
+                f"Tenants: 2 tenant(s) reading 3 collection(s)\nTenants: {problem}",
+                check.EXIT_ISOLATION,
+            )
+            with psycopg.connect(tenancy.urls[tenancy.a]) as mine:
+                leaked = mine.execute("SELECT count(*) FROM seams.current_chunks").fetchone()
+            assert leaked == (len(COLLECTIONS),)  # what the audit is for
+            tenants.apply_ddl(conn)
+            assert tenants.isolation_problems(conn) == []
+            with psycopg.connect(tenancy.urls[tenancy.a]) as mine:
+                rows = mine.execute("SELECT count(*) FROM seams.current_chunks").fetchone()
+                assert rows == (2,)
+    finally:
+        close_pool(tenancy.owner_url)
+
+
+def test_seams_check_says_nothing_of_tenants_where_none_were_set_up(database_url: str) -> None:
+    """Roles are per server: a database on a server whose other database has tenants has
+    none of its own, and `seams check` prints no `Tenants:` line for it."""
+    for postgres in migrated_postgres(database_url):
+        assert check.tenancy_report(postgres) == ("", 0)
 
 
 def test_rotation_sets_a_scram_verifier_of_the_returned_password(tenancy: Tenancy) -> None:
