@@ -29,14 +29,13 @@ from seams.assets.partitions import PIPELINE_GROUP
 from seams.assets.retrieval import RETRIEVAL_GROUP, IndexModel, build_index_asset, index_mode
 from seams.assets.retrieval_eval import INDEX_KEY, EvalSetup, build_evaluation
 from seams.assets.versions import StageParts
-from seams.chunking import ChunkingConfig
 from seams.environment import CELERY_BACKEND_ENV, CELERY_BROKER_ENV, SeamsEnvironment
 from seams.errors import ConfigError
 from seams.models.chunk_vectors import RetrievalMode
 from seams.orchestration.jobs import build_backfill_unsynced_job, chunk_batches_job
 from seams.orchestration.sensors import build_inbox_sensor, build_seal_schedule
 from seams.orchestration.sync import build_sync_check, build_sync_sensor
-from seams.resources.embedder import PACKAGED, STATIC, OnnxEmbedderResource, PipelineModels
+from seams.resources.embedder import OnnxEmbedderResource, PipelineModels
 from seams.resources.io_manager import PostgresIOManager
 from seams.resources.postgres import PostgresResource
 from seams.resources.static_embedder import StaticEmbedderResource
@@ -74,31 +73,13 @@ def build_resources(
     return resources
 
 
-def pipeline_chunking_config(settings: SeamsSettings) -> ChunkingConfig:
-    """The chunking config the pipeline runs: the preset and overrides, with `boundary_model`
-    following `embedder.model` (`static` is `boundary_model: static`; a model folder places the
-    boundaries even under the `fast` preset, whose other settings stay)."""
-    config = settings.chunking_config()
-    model = settings.embedder.model
-    if model == STATIC and config.boundary_model != "static":
-        return config.with_overrides(boundary_model="static")
-    if model not in (PACKAGED, STATIC) and config.boundary_model == "static":
-        if settings.chunking.overrides.get("boundary_model") == "static":
-            raise ConfigError(
-                f"chunking.overrides.boundary_model: 'static' contradicts embedder.model: "
-                f"{model!r}: drop one (the static model or the folder places the boundaries)"
-            )
-        return config.with_overrides(boundary_model="model")
-    return config
-
-
 def built_index_mode(settings: SeamsSettings, environment: SeamsEnvironment) -> RetrievalMode:
     """The mode `chunk_index` builds under `settings` (`retrieval.mode`, made `text` where
     pooled vectors cannot be reused: the static boundary model, or another retrieval model)."""
     models = PipelineModels.of(settings, environment)
     return index_mode(
         settings.retrieval.mode,
-        pipeline_chunking_config(settings),
+        settings.chunking_config(),
         reuses_candidates=models.index_reuses_candidates,
     )
 
@@ -109,7 +90,7 @@ def build_assets(
     """Every asset of the pipeline, in pipeline order, shaped by `settings` (model folders in
     them resolved against `environment`'s settings file; default this process's)."""
     models = PipelineModels.of(settings, environment or SeamsEnvironment.from_os())
-    config = pipeline_chunking_config(settings)
+    config = settings.chunking_config()
     parts = StageParts.of(config, settings.embedder.variant, models.boundary_identity)
     retrieval = settings.retrieval
     automation = settings_changed_condition(settings.backfill.automatic)

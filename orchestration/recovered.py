@@ -34,12 +34,13 @@ from typing import Any
 import dagster as dg
 import psycopg
 
-from seams.assets.retrieval import index_mode
+from seams.environment import SeamsEnvironment
 from seams.orchestration.dagster_internals import (
     StaleStatus,
     provenance_tags,
     stale_status_resolver,
 )
+from seams.orchestration.definitions import built_index_mode
 from seams.resources.io_manager import column_schema
 from seams.resources.postgres import PostgresResource
 from seams.settings import SeamsSettings
@@ -113,14 +114,20 @@ class _Published:
 
 
 def unrecorded(
-    instance: dg.DagsterInstance, defs: dg.Definitions, settings: SeamsSettings
+    instance: dg.DagsterInstance,
+    defs: dg.Definitions,
+    settings: SeamsSettings,
+    *,
+    environment: SeamsEnvironment | None = None,
 ) -> list[Unrecorded]:
     """Every published `chunks` and `chunk_index` write of a stopped run that Dagster has no
     materialization of, by batch, in pipeline order; `recordable` says whether the current
-    settings made it (`defs` and `settings` must be the same settings')."""
+    settings made it (`defs` and `settings` must be the same settings', resolved in
+    `environment`, default this process's)."""
     stopped = {run.run_id: run for run in instance.get_runs(dg.RunsFilter(statuses=STOPPED))}
     if not stopped:  # the usual case: one query
         return []
+    mode = built_index_mode(settings, environment or SeamsEnvironment.from_os())
     postgres: PostgresResource = defs.resources["postgres"]
     found: list[Unrecorded] = []
     with postgres.connection() as conn:
@@ -129,7 +136,7 @@ def unrecorded(
         except (psycopg.errors.UndefinedTable, psycopg.errors.UndefinedColumn):
             return []  # no schema yet, or one older than builds: nothing published to record
         for build in published:
-            found.extend(_unrecorded_of(instance, conn, defs, settings, build, stopped))
+            found.extend(_unrecorded_of(instance, conn, defs, settings, mode, build, stopped))
     return found
 
 
@@ -138,12 +145,14 @@ def record_unrecorded(
     defs: dg.Definitions,
     settings: SeamsSettings,
     report: Report,
+    *,
+    environment: SeamsEnvironment | None = None,
 ) -> list[Unrecorded]:
     """Record every recordable materialization `unrecorded` finds, saying one line each; the
     ones recorded. An index is recorded `again` only where its chunks' new record made it
     unsynced. Idempotent: a second call finds them recorded."""
     done = []
-    for found in unrecorded(instance, defs, settings):
+    for found in unrecorded(instance, defs, settings, environment=environment):
         if not found.recordable or (found.again and _fresh(instance, defs, found)):
             continue
         _record(instance, defs, found)
@@ -183,6 +192,7 @@ def _unrecorded_of(
     conn: Any,
     defs: dg.Definitions,
     settings: SeamsSettings,
+    mode: str,
     build: _Published,
     stopped: Mapping[str, dg.DagsterRun],
 ) -> list[Unrecorded]:
@@ -217,7 +227,7 @@ def _unrecorded_of(
         and (index_latest is None or index_latest.storage_id < chunks_latest.storage_id)
     )
     if own or over_chunks:
-        why, index_rows = _index_settings(conn, settings, build)
+        why, index_rows = _index_settings(conn, settings, mode, build)
         found.append(
             Unrecorded(
                 build.batch,
@@ -275,7 +285,7 @@ def _chunks_settings(conn: Any, defs: dg.Definitions, build: _Published) -> tupl
 
 
 def _index_settings(
-    conn: Any, settings: SeamsSettings, build: _Published
+    conn: Any, settings: SeamsSettings, mode: str, build: _Published
 ) -> tuple[str | None, int]:
     """Why the build's index is not what the current settings make (None: it is), and how many
     rows it has: each row stores its mode and text search configuration (the index's code
@@ -286,7 +296,6 @@ def _index_settings(
         " FROM seams.chunk_index WHERE batch_key = %s AND generation = %s",
         (build.batch, build.generation),
     ).fetchone()
-    mode = index_mode(settings.retrieval.mode, settings.chunking_config())
     config = settings.retrieval.text_search_config
     if not rows:
         return "its index has no rows to tell its settings by", 0

@@ -25,7 +25,7 @@ from seams.errors import ConfigError
 from seams.models import embedders
 from seams.models.known_models import model_folder_kind, model_identity
 from seams.models.model_store import default_model_dir
-from seams.settings import EmbedderSettings, SeamsSettings
+from seams.settings import PACKAGED_MODEL, STATIC_MODEL, EmbedderSettings, SeamsSettings
 
 
 class OnnxEmbedderResource(dg.ConfigurableResource, embedders.OnnxEmbedder):
@@ -47,8 +47,8 @@ class OnnxEmbedderResource(dg.ConfigurableResource, embedders.OnnxEmbedder):
         )
 
 
-PACKAGED = "packaged"
-STATIC = "static"
+PACKAGED = PACKAGED_MODEL
+STATIC = STATIC_MODEL
 
 
 @dataclass(frozen=True)

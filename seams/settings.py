@@ -28,6 +28,11 @@ from seams.extraction.limits import ExtractionLimits
 from seams.paths import packaged_default
 from seams.storage.search import DEFAULT_TEXT_SEARCH_CONFIG, LEXICAL_WEIGHT, SENTENCE_WEIGHT
 
+PACKAGED_MODEL = "packaged"
+"""`embedder.model` / `retrieval.model`: all-MiniLM-L6-v2, exported on first use."""
+STATIC_MODEL = "static"
+"""`embedder.model`: the `fast` preset's static model (`boundary_model: static`)."""
+
 
 class Section(BaseModel):
     """A block of seams.yaml: unknown keys and booleans-as-numbers are errors, not ignored."""
@@ -209,7 +214,22 @@ class SeamsSettings(Section):
     evaluation: EvaluationSettings = Field(default_factory=EvaluationSettings)
 
     def chunking_config(self) -> ChunkingConfig:
-        return ChunkingConfig.preset(self.chunking.preset, **self.chunking.overrides)
+        """The chunking config the pipeline runs: the preset and overrides, with
+        `boundary_model` following `embedder.model` (`static` is `boundary_model: static`; a
+        model folder places the boundaries even under the `fast` preset, whose other settings
+        stay)."""
+        config = ChunkingConfig.preset(self.chunking.preset, **self.chunking.overrides)
+        model = self.embedder.model
+        if model == STATIC_MODEL and config.boundary_model != "static":
+            return config.with_overrides(boundary_model="static")
+        if model not in (PACKAGED_MODEL, STATIC_MODEL) and config.boundary_model == "static":
+            if self.chunking.overrides.get("boundary_model") == "static":
+                raise ConfigError(
+                    f"chunking.overrides.boundary_model: 'static' contradicts embedder.model: "
+                    f"{model!r}: drop one (the static model or the folder places the boundaries)"
+                )
+            return config.with_overrides(boundary_model="model")
+        return config
 
     def extraction_limits(self) -> ExtractionLimits:
         return ExtractionLimits.from_settings(self.extraction)

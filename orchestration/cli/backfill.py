@@ -29,7 +29,9 @@ def run(args: argparse.Namespace) -> int:
     ):
         # What a killed run published but Dagster never recorded is recorded, not recomputed.
         ownership.reap_orphans(instance, report)
-        recovered.record_unrecorded(instance, defs, args.settings, report)
+        recovered.record_unrecorded(
+            instance, defs, args.settings, report, environment=args.environment
+        )
         summary = runner.backfill(instance, report, defs=defs)
     summary.seconds = time.perf_counter() - started
     if args.json:

@@ -45,7 +45,9 @@ def run(args: argparse.Namespace) -> int:
         found = [u for u in found if u.batch not in held]
         # Writes a run stopped before Dagster recorded them (published): recorded now, and
         # again below for the batches this run finishes.
-        recovered.record_unrecorded(instance, defs, args.settings, say)
+        recovered.record_unrecorded(
+            instance, defs, args.settings, say, environment=args.environment
+        )
         if found:
             say(runner.describe_unfinished(found))
         unfinished = [u.batch for u in found]
@@ -72,7 +74,9 @@ def run(args: argparse.Namespace) -> int:
             tags={QUARANTINE_RETRY_TAG: "true"} if retry else None,
         )  # fmt: skip
         if resumed:
-            recovered.record_unrecorded(instance, defs, args.settings, say)
+            recovered.record_unrecorded(
+                instance, defs, args.settings, say, environment=args.environment
+            )
     summary.seconds = time.perf_counter() - started
     home = args.environment.dagster_home
     shown = runner.format_summary(runner.summarize(summary, defs=defs), home=home)
