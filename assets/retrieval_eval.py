@@ -149,9 +149,9 @@ def measure(
         sentence_weight=setup.sentence_weight,
         count_tokens=embedder.count_tokens,
         published_seq=published,
+        kinds=(setup.search,),  # only the current settings' way of ranking is measured
     )
-    per_search = {"hybrid": result.by_weight[setup.lexical_weight], **result.by_search}
-    figures = per_search[setup.search]
+    figures = result.figures(setup.search, setup.lexical_weight)
     return {
         "recall": {budget: round(mean(values), 4) for budget, values in figures.items()},
         "questions": len(questions),

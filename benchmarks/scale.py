@@ -298,6 +298,8 @@ class PrecomputedEmbedder:
     def embed(self, texts: list[str]) -> np.ndarray:
         return np.stack([self.vectors[t] for t in texts])
 
+    embed_queries = embed
+
     def for_model(self, model_id: str) -> PrecomputedEmbedder:
         if model_id != MODEL_ID:
             raise ValueError(f"index model {model_id!r}: this benchmark embeds for {MODEL_ID!r}")

@@ -159,7 +159,7 @@ def _pool(
     started = time.perf_counter()
     vector = None
     if search != "lexical":
-        vector = embedder.for_model(target.model_id).embed([prepared.text])[0]
+        vector = embedder.for_model(target.model_id).embed_queries([prepared.text])[0]
         vector = np.asarray(vector, dtype=np.float32)
     embedded = time.perf_counter()
     fill_pool(conn, result, vector, pool, sentence_weight)

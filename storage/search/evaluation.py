@@ -152,9 +152,17 @@ class RememberedQueries:
         return self._embedder.model_id
 
     def embed(self, texts: list[str]) -> np.ndarray:
-        key = (self._embedder.model_id, tuple(texts))
+        return self._remembered("document", texts, self._embedder.embed)
+
+    def embed_queries(self, texts: list[str]) -> np.ndarray:
+        return self._remembered("query", texts, self._embedder.embed_queries)
+
+    def _remembered(
+        self, role: str, texts: list[str], embed: Callable[[list[str]], np.ndarray]
+    ) -> np.ndarray:
+        key = (self._embedder.model_id, role, tuple(texts))
         if key not in self._vectors:
-            self._vectors[key] = np.array(self._embedder.embed(texts))
+            self._vectors[key] = np.array(embed(texts))
         return self._vectors[key].copy()
 
     def for_model(self, model_id: str) -> RememberedQueries:

@@ -23,6 +23,10 @@ class QueryEmbedder(Protocol):
 
     def embed(self, texts: list[str]) -> np.ndarray: ...
 
+    def embed_queries(self, texts: list[str]) -> np.ndarray:
+        """`embed` with the model's query prompt (e5's "query: "; none for MiniLM)."""
+        ...
+
     def for_model(self, model_id: str) -> QueryEmbedder:
         """The same embedder running the model whose id is `model_id` (or a clear error)."""
         ...

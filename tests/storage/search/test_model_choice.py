@@ -56,6 +56,8 @@ class FixedQueries:
     def embed(self, texts: list[str]) -> np.ndarray:
         return np.stack([self._queries[self._model_id]] * len(texts))
 
+    embed_queries = embed
+
     def for_model(self, model_id: str) -> FixedQueries:
         if model_id not in self._queries:
             raise InputError(f"no query vector for model {model_id!r}")
