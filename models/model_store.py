@@ -198,6 +198,8 @@ class ModelManifest:
 # resources per run, so one process verifies each unchanged file once.
 _sha_cache: dict[tuple[str, int, int], str] = {}
 _sha_lock = threading.Lock()
+_manifest_cache: dict[tuple[str, int, int, Callable[..., Any]], Any] = {}
+"""Parsed manifests by (path, size, mtime, parser): re-reading one is a JSON parse per call."""
 
 
 def file_sha256(path: Path) -> str:
@@ -260,10 +262,19 @@ def read_manifest(
             f"no {what} at {directory} ({MANIFEST_FILE} is missing); "
             f"{EXPORT_HINT}, or point {field} / SEAMS_DATA_DIR at an existing one."
         )
+    st = path.stat()
+    key = (str(path), st.st_size, st.st_mtime_ns, parse)
+    with _sha_lock:
+        cached = _manifest_cache.get(key)
+    if cached is not None:  # an embedder asks for its manifest on every call
+        return cached
     try:
-        return parse(directory, json.loads(path.read_text()))
+        manifest = parse(directory, json.loads(path.read_text()))
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise EmbeddingError(f"the manifest {path} is unreadable ({exc}); {EXPORT_HINT}.") from exc
+    with _sha_lock:
+        _manifest_cache[key] = manifest
+    return manifest
 
 
 def verify_file(path: Path, expected_sha256: str) -> None:
