@@ -484,7 +484,7 @@ def isolation_problems(conn: psycopg.Connection[Any]) -> list[str]:
         if kind == "v" and invoker.lower() not in ("true", "on", "1", "yes"):
             problems.append(
                 f"tenants can read view seams.{name}, which runs with its owner's rights: "
-                "run the tenancy DDL again (`seams db upgrade`)"
+                f"ALTER VIEW seams.{name} SET (security_invoker = true)"
             )
     for (name,) in conn.execute(
         """SELECT p.proname FROM pg_proc AS p JOIN pg_namespace AS n ON n.oid = p.pronamespace

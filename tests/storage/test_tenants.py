@@ -350,7 +350,7 @@ def test_a_view_replaced_without_security_invoker_is_caught_reported_and_repaire
 ) -> None:
     """A view replaced without `security_invoker` (`CREATE OR REPLACE VIEW` without the option,
     by hand or by an older Seams) reads with the owner's rights: the audit names it, `seams
-    check` reports it and fails, and the tenancy DDL repairs it."""
+    check` reports it and fails, and the statement the line names repairs it."""
     postgres = PostgresResource(url=tenancy.owner_url)
     try:
         assert check.tenancy_report(postgres) == (
@@ -361,7 +361,7 @@ def test_a_view_replaced_without_security_invoker_is_caught_reported_and_repaire
             conn.execute("ALTER VIEW seams.current_chunks RESET (security_invoker)")
             problem = (
                 "tenants can read view seams.current_chunks, which runs with its owner's "
-                "rights: run the tenancy DDL again (`seams db upgrade`)"
+                "rights: ALTER VIEW seams.current_chunks SET (security_invoker = true)"
             )
             assert tenants.isolation_problems(conn) == [problem]
             assert check.tenancy_report(postgres) == (
@@ -371,7 +371,7 @@ def test_a_view_replaced_without_security_invoker_is_caught_reported_and_repaire
             with psycopg.connect(tenancy.urls[tenancy.a]) as mine:
                 leaked = mine.execute("SELECT count(*) FROM seams.current_chunks").fetchone()
             assert leaked == (len(COLLECTIONS),)  # what the audit is for
-            tenants.apply_ddl(conn)
+            conn.execute(problem.rpartition(": ")[2])  # the fix the line names
             assert tenants.isolation_problems(conn) == []
             with psycopg.connect(tenancy.urls[tenancy.a]) as mine:
                 rows = mine.execute("SELECT count(*) FROM seams.current_chunks").fetchone()
