@@ -7,6 +7,7 @@ below, never by hand):
 - `seams.lexical_chunks`: one row per *current* indexed chunk: its lexemes (`to_tsvector` with
   the text search configuration its `chunk_index` rows name, `retrieval.text_search_config`),
   and its length (lexeme occurrences: stop words do not count).
+  Each row carries its chunk's `collection` (from `chunk_index`), which row-level security reads.
 - `seams.lexical_postings`: one row per (current chunk, lexeme) with the chunk's BM25 term
   *impact* at a reference length (see `REFERENCE_LENGTH`), ordered by impact within a lexeme so a
   query reads each term's best chunks first.
@@ -41,8 +42,9 @@ REFERENCE_LENGTH = 64
 """The chunk length at which postings' stored impacts are computed (lexeme occurrences of a chunk
 of ~150-200 model tokens). Impacts only order a lexeme's postings; scores use the live average."""
 LOCK = "seams.publish:default"
-"""The advisory lock `lexical_sync` takes: the publication lock of the (default) collection,
-reentrant within the publishing transaction that holds it already."""
+"""The advisory lock `lexical_sync` takes: the publication lock of the default collection,
+reentrant within the publishing transaction that holds it already; a publication of another
+collection takes it here too, since the statistics are shared by every collection."""
 
 _SYNC = """
 CREATE OR REPLACE FUNCTION {schema}.lexical_sync(docs text[], batches text[])
@@ -87,7 +89,8 @@ BEGIN
         FROM {current} AS v WHERE v.document_id = ANY(docs)
     ), fresh AS (
         SELECT DISTINCT ON (i.batch_key, i.chunk_id)
-               i.text_search_config, i.batch_key, i.document_id, i.chunk_id, t.generation
+               i.text_search_config, i.batch_key, i.document_id, i.chunk_id, t.generation,
+               i.collection
         FROM {index} AS i
         JOIN target AS t ON t.document_id = i.document_id AND t.batch_key = i.batch_key
                         AND i.generation <= t.generation
@@ -96,26 +99,27 @@ BEGIN
         ORDER BY i.batch_key, i.chunk_id, i.text_search_config
     ), added AS (
         INSERT INTO {chunks} (text_search_config, batch_key, document_id, chunk_id, length,
-                              lexemes)
+                              lexemes, collection)
         SELECT f.text_search_config, f.batch_key, f.document_id, f.chunk_id,
                (SELECT coalesce(sum(cardinality(u.positions)), 0)::integer
                 FROM unnest(a.lexemes) AS u),
-               a.lexemes
+               a.lexemes, f.collection
         FROM fresh AS f
         JOIN {source} AS s ON s.batch_key = f.batch_key AND s.document_id = f.document_id
                           AND s.chunk_id = f.chunk_id AND s.generation <= f.generation
         CROSS JOIN LATERAL (
             SELECT to_tsvector(f.text_search_config::regconfig, s.text) AS lexemes
         ) AS a
-        RETURNING text_search_config, batch_key, document_id, chunk_id, length, lexemes
+        RETURNING text_search_config, batch_key, document_id, chunk_id, length, lexemes,
+                  collection
     ), added_postings AS (
         INSERT INTO {postings} (text_search_config, lexeme, impact, batch_key, document_id,
-                                chunk_id)
+                                chunk_id, collection)
         SELECT a.text_search_config, u.lexeme,
                cardinality(u.positions) * ({k1} + 1)
                  / (cardinality(u.positions)
                     + {k1} * (1 - {b} + {b} * a.length / {reference}::float8)),
-               a.batch_key, a.document_id, a.chunk_id
+               a.batch_key, a.document_id, a.chunk_id, a.collection
         FROM added AS a CROSS JOIN LATERAL unnest(a.lexemes) AS u
         -- In the postings key's order: a batch's postings of one lexeme reach the key's leaf
         -- pages one after another, so each page is read and dirtied once per batch rather than
