@@ -25,7 +25,7 @@ from typing import Literal
 import numpy as np
 
 from seams.errors import ConfigError, EmbeddingError
-from seams.models.model_folder import DenseLayer
+from seams.models.model_folder import DenseLayer, VectorRecipe
 from seams.models.onnx_runtime import EmbeddingRuntime
 
 RetrievalMode = Literal["text", "pooled", "late"]
@@ -150,19 +150,24 @@ def check_late_model(runtime: EmbeddingRuntime, document_prompt: str = "") -> No
     model that mean-pools and has nothing after pooling but normalisation, and no document
     prompt. Any other model is refused with a ConfigError saying what to use instead, rather
     than indexed with vectors its queries would not meet."""
-    recipe = runtime.recipe
-    problem = None
-    if recipe.pooling != ("mean",):
-        problem = f"it pools by {' + '.join(recipe.pooling)}, not by mean"
-    elif any(isinstance(step, DenseLayer) for step in recipe.steps):
-        problem = "it has Dense layers after pooling"
-    elif document_prompt:
-        problem = f"it has a document prompt ({document_prompt!r})"
+    problem = late_model_problem(runtime.recipe, document_prompt)
     if problem:
         raise ConfigError(
             f"retrieval.mode: late cannot run this retrieval model: {problem}; "
             "use mode text (or pooled)"
         )
+
+
+def late_model_problem(recipe: VectorRecipe, document_prompt: str = "") -> str | None:
+    """Why a model with `recipe` and `document_prompt` cannot be late-chunked (None: it can);
+    read from a model folder's files, it lets settings be refused before any run."""
+    if recipe.pooling != ("mean",):
+        return f"it pools by {' + '.join(recipe.pooling)}, not by mean"
+    if any(isinstance(step, DenseLayer) for step in recipe.steps):
+        return "it has Dense layers after pooling"
+    if document_prompt:
+        return f"it has a document prompt ({document_prompt!r})"
+    return None
 
 
 def late_vectors(

@@ -27,6 +27,7 @@ from seams.models.model_store import MANIFEST_FILE, ONNX_LOCATIONS, TOKENIZER_FI
 
 if TYPE_CHECKING:
     from seams.models.embedders import OnnxEmbedder
+    from seams.models.model_folder import VectorRecipe
 
 REGISTRY_FILE = "indexed-models.json"
 REGISTRY_FORMAT = 1
@@ -170,6 +171,20 @@ def model_folder_kind(folder: Path) -> str:
         f"{folder} holds no embedding model: expected modules.json (sentence-transformers), "
         f"model.onnx with {TOKENIZER_FILE}, or {MANIFEST_FILE} (a Seams export)"
     )
+
+
+def folder_recipe(folder: Path) -> VectorRecipe:
+    """How the model in `folder` makes vectors (pooling, Dense layers, prompts), read from its
+    files without loading or exporting it: settings are checked against it when they load."""
+    from seams.models.model_folder import plain_recipe, read_modules
+    from seams.models.model_store import load_manifest
+
+    kind = model_folder_kind(folder)
+    if kind == "export":
+        return load_manifest(folder, verify=False).recipe
+    if kind == "onnx":
+        return plain_recipe(folder)
+    return read_modules(folder)[1]
 
 
 def model_identity(

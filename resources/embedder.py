@@ -23,7 +23,8 @@ import dagster as dg
 from seams.environment import SeamsEnvironment
 from seams.errors import ConfigError
 from seams.models import embedders
-from seams.models.known_models import model_folder_kind, model_identity
+from seams.models.chunk_vectors import late_model_problem
+from seams.models.known_models import folder_recipe, model_folder_kind, model_identity
 from seams.models.model_store import default_model_dir
 from seams.settings import PACKAGED_MODEL, STATIC_MODEL, EmbedderSettings, SeamsSettings
 
@@ -103,6 +104,16 @@ class PipelineModels:
 
     @classmethod
     def of(cls, settings: SeamsSettings, environment: SeamsEnvironment) -> PipelineModels:
+        """The settings' models resolved in `environment`; a ConfigError names the settings
+        file, the field and the path when one holds no usable model."""
+        try:
+            return cls._of(settings, environment)
+        except ConfigError as exc:
+            source = environment.config_path
+            raise ConfigError(f"{source}: {exc}" if source is not None else str(exc)) from None
+
+    @classmethod
+    def _of(cls, settings: SeamsSettings, environment: SeamsEnvironment) -> PipelineModels:
         boundary = resolve_model_setting(settings.embedder.model, "embedder.model", environment)
         retrieval_value = settings.retrieval.model
         if retrieval_value is None:
@@ -114,6 +125,17 @@ class PipelineModels:
                 raise ConfigError(
                     "retrieval.model: 'static': the static model finds boundaries only; give "
                     "`packaged`, a model folder, or null for the embedder's model"
+                )
+        if settings.retrieval.mode == "late" and retrieval.folder is not None:
+            recipe = folder_recipe(retrieval.folder)
+            prompt = settings.retrieval.document_prompt
+            problem = late_model_problem(
+                recipe, recipe.document_prompt() if prompt is None else prompt
+            )
+            if problem:
+                raise ConfigError(
+                    f"retrieval.mode: late cannot run retrieval.model {retrieval.describe()}: "
+                    f"{problem}; use mode text (or pooled)"
                 )
         return cls(
             boundary,

@@ -27,6 +27,9 @@ def run(args: argparse.Namespace) -> int:
         prepare_instance(args.environment).open() as instance,
         runner.hold_data(defs, "seams backfill", waiting, wait=not args.no_wait),
     ):
+        # The models the settings name exist before any batch needs them (a switch to the
+        # `static` model distils it here, as `seams run` does).
+        runner.ensure_model(instance, report, defs=defs, started_by="seams backfill")
         # What a killed run published but Dagster never recorded is recorded, not recomputed.
         ownership.reap_orphans(instance, report)
         recovered.record_unrecorded(

@@ -47,6 +47,7 @@ def _folder(path: Path, weights: bytes = b"weights-0") -> Path:
     ]
     (path / "modules.json").write_text(json.dumps(modules))
     (path / "1_Pooling" / "config.json").write_text('{"pooling_mode_mean_tokens": true}')
+    (path / "sentence_bert_config.json").write_text('{"max_seq_length": 128}')
     (path / "model.safetensors").write_bytes(weights)
     return path
 
@@ -222,3 +223,32 @@ def test_a_missing_folder_is_named_with_its_resolved_path(tmp_path: Path) -> Non
     with pytest.raises(ConfigError, match=str(tmp_path / "gone")):
         build_resources(SeamsSettings.model_validate({"embedder": {"model": "gone"}}), environment)
     shutil.rmtree(tmp_path / "data", ignore_errors=True)
+
+
+def test_a_model_error_names_the_settings_file(tmp_path: Path) -> None:
+    """As every settings error does: the file, then the field and the path."""
+    environment = _environment(tmp_path)
+    with pytest.raises(ConfigError) as raised:
+        build_assets(SeamsSettings.model_validate({"embedder": {"model": "gone"}}), environment)
+    assert str(raised.value).startswith(f"{tmp_path / 'seams.yaml'}: embedder.model: 'gone': ")
+
+
+def test_late_chunking_with_a_model_it_cannot_run_is_refused_when_the_settings_load(
+    tmp_path: Path,
+) -> None:
+    """Late chunking mean-pools token vectors: a CLS-pooling folder (or one whose documents get
+    a prompt) is refused from its files, before any run, not when chunk_index builds."""
+    environment = _environment(tmp_path)
+    cls_folder = _folder(tmp_path / "cls")
+    (cls_folder / "1_Pooling" / "config.json").write_text('{"pooling_mode_cls_token": true}')
+    late = {"retrieval": {"model": "cls", "mode": "late"}}
+    with pytest.raises(
+        ConfigError, match=r"retrieval\.mode: late cannot run retrieval\.model .*cls"
+    ):
+        build_assets(SeamsSettings.model_validate(late), environment)
+    _folder(tmp_path / "mean")
+    prompted = {"retrieval": {"model": "mean", "mode": "late", "document_prompt": "passage: "}}
+    with pytest.raises(ConfigError, match="document prompt"):
+        build_assets(SeamsSettings.model_validate(prompted), environment)
+    plain = {"retrieval": {"model": "mean", "mode": "late"}}
+    assert built_index_mode(SeamsSettings.model_validate(plain), environment) == "late"
