@@ -79,6 +79,11 @@ def test_vectors_equal_sentence_transformers(
     assert embedder.dims == reference_dims == (96 if "dense96" in name else 32)
     assert embedder.window_tokens == int(name.rsplit("-", 1)[-1])
     prompted = "prompts" in name
+    plain = _reference(folder, TEXTS, None)
+    spread = plain @ plain.T
+    assert spread[np.triu_indices(len(TEXTS), 1)].min() < 0.99, "texts must get distinct vectors"
+    if prompted:  # else a dropped prompt would still pass the fidelity bound below
+        assert _cosines(plain, _reference(folder, TEXTS, "query")).min() < 0.99
     for prompt_name, ours in (
         ("document" if prompted else None, embedder.embed(TEXTS)),
         ("query" if prompted else None, embedder.embed_queries(TEXTS)),

@@ -110,6 +110,9 @@ def build_model(
         "num_hidden_layers": 2,
         "num_attention_heads": 2,
         "intermediate_size": 64,
+        # Wide random weights: with the usual 0.02, a CLS-pooled model gives every text (and
+        # every prompt) nearly the same vector, and no test could tell a dropped prompt.
+        "initializer_range": 0.5,
     }
     if kind == "bert":
         model = transformers.BertModel(
@@ -125,7 +128,12 @@ def build_model(
     else:
         model = transformers.GPT2Model(
             transformers.GPT2Config(
-                vocab_size=vocab, n_embd=32, n_layer=2, n_head=2, n_positions=512
+                vocab_size=vocab,
+                n_embd=32,
+                n_layer=2,
+                n_head=2,
+                n_positions=512,
+                initializer_range=0.5,
             )
         )
     model.save_pretrained(hf)
