@@ -66,7 +66,8 @@ class ModelSetting:
 
 def resolve_model_setting(value: str, field: str, environment: SeamsEnvironment) -> ModelSetting:
     """`packaged`, `static` or a folder path; a relative path counts from the settings file's
-    folder (the project folder without one), so a seams.yaml and its model can move together.
+    folder (the project folder without one, as `evaluation.questions` does), so a seams.yaml and
+    its model can move together.
     ConfigError naming `field` and the path when it holds no model."""
     if value == PACKAGED:
         return ModelSetting("packaged")
@@ -77,8 +78,13 @@ def resolve_model_setting(value: str, field: str, environment: SeamsEnvironment)
         base = (
             environment.config_path.parent
             if environment.config_path is not None
-            else environment.project_dir or Path.cwd()
+            else environment.project_dir
         )
+        if base is None:
+            raise ConfigError(
+                f"{field}: {value!r} is relative and there is no settings file or project "
+                "folder to count from: give an absolute path"
+            )
         folder = base / folder
     folder = folder.resolve()
     try:
