@@ -196,7 +196,14 @@ def build_index_asset(
             lambda part: {**setup, "chunks_indexed": len(part)},
             also={b: {**cache[b], "chunks_skipped": int(skipped.get(b, 0))} for b in batches},
         )
-        context.add_output_metadata({"run_seconds": rounded(time.perf_counter() - started, 2)})
+        whole = {  # what the model did here (the summary of `seams run` / `seams backfill`)
+            name: sum(int(cache[b][name]) for b in batches)
+            for name in ("cache_hits", "texts_embedded")
+            if mode != "pooled"  # pooled vectors come from the candidates' embeddings
+        }
+        context.add_output_metadata(
+            {"run_seconds": rounded(time.perf_counter() - started, 2), **whole}
+        )
         return df
 
     resources = {model.resource, "postgres"}

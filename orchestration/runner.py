@@ -274,9 +274,10 @@ def run_backfill(
     )
     results = [RunEvents.of_result(result) for result in outcome.results]
     summary.run_ids.extend(outcome.run_ids)
-    for events in results:
-        summary.cache_hits += events.metadata_sum("candidate_embeddings", "cache_hits")
-        summary.texts_embedded += events.metadata_sum("candidate_embeddings", "texts_embedded")
+    for events in results:  # the candidates' model, and the index's when it embeds chunk texts
+        for step in ("candidate_embeddings", "chunk_index"):
+            summary.cache_hits += events.metadata_sum(step, "cache_hits")
+            summary.texts_embedded += events.metadata_sum(step, "texts_embedded")
     failed = next((events for events in results if not events.success), None)
     if failed is not None or outcome.status != launch.BulkActionStatus.COMPLETED_SUCCESS:
         run_id = failed.run_id if failed else "-"
