@@ -48,10 +48,6 @@ class OnnxEmbedderResource(dg.ConfigurableResource, embedders.OnnxEmbedder):
         )
 
 
-PACKAGED = PACKAGED_MODEL
-STATIC = STATIC_MODEL
-
-
 @dataclass(frozen=True)
 class ModelSetting:
     """`embedder.model` or `retrieval.model`, resolved: the packaged model, the static model,
@@ -69,9 +65,9 @@ def resolve_model_setting(value: str, field: str, environment: SeamsEnvironment)
     folder (the project folder without one, as `evaluation.questions` does), so a seams.yaml and
     its model can move together.
     ConfigError naming `field` and the path when it holds no model."""
-    if value == PACKAGED:
+    if value == PACKAGED_MODEL:
         return ModelSetting("packaged")
-    if value == STATIC:
+    if value == STATIC_MODEL:
         return ModelSetting("static")
     folder = Path(value).expanduser()
     if not folder.is_absolute():

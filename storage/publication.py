@@ -185,14 +185,20 @@ def open_builds(
 
 def _locked_open_build(conn: psycopg.Connection[Any], batch: str) -> Build | None:
     row = conn.execute(
-        "SELECT o.batch_key, o.generation, o.state, o.parts, o.run_id, o.started_at,"
-        " (SELECT p.generation FROM seams.batch_builds AS p"
-        "  WHERE p.batch_key = o.batch_key AND p.state = 'published'), o.collection"
-        " FROM seams.batch_builds AS o"
-        " WHERE o.batch_key = %s AND o.state IN ('building', 'complete') FOR UPDATE OF o",
+        _BUILD_ROWS
+        + " WHERE o.batch_key = %s AND o.state IN ('building', 'complete') FOR UPDATE OF o",
         (batch,),
     ).fetchone()
     return None if row is None else _build(row)
+
+
+_BUILD_ROWS = (
+    "SELECT o.batch_key, o.generation, o.state, o.parts, o.run_id, o.started_at,"
+    " (SELECT p.generation FROM seams.batch_builds AS p"
+    "  WHERE p.batch_key = o.batch_key AND p.state = 'published'), o.collection"
+    " FROM seams.batch_builds AS o"
+)
+"""The columns `_build` reads, of builds `o`: each query adds its WHERE (and locking)."""
 
 
 def _build(row: Sequence[Any]) -> Build:
@@ -372,23 +378,25 @@ def _switch_group(
     builds of it, and every other complete build of it whose row is free, now locked), the runs
     that wrote those others, and the batches still waiting for one."""
     others = conn.execute(
-        "SELECT o.batch_key, o.generation, o.state, o.parts, o.run_id, o.started_at,"
-        " (SELECT p.generation FROM seams.batch_builds AS p"
-        "  WHERE p.batch_key = o.batch_key AND p.state = 'published'), o.collection"
-        " FROM seams.batch_builds AS o"
-        " WHERE o.state IN ('building', 'complete') AND 'chunk_index' = ANY(o.parts)"
+        _BUILD_ROWS + " WHERE o.state IN ('building', 'complete') AND 'chunk_index' = ANY(o.parts)"
         " AND o.batch_key <> ALL(%s)"
         " ORDER BY o.batch_key FOR UPDATE OF o SKIP LOCKED",
         (sorted(mine),),
     ).fetchall()
     candidates = {row[0]: _build(row) for row in others}
-    reasons = incomplete(conn, candidates) if candidates else {}
-    complete = {b: c.generation for b, c in candidates.items() if b not in reasons}
-    models = build_models(conn, complete) if complete else {}
-    others = {b: g for b, g in complete.items() if models.get(b) == target}
+    models = _complete_models(conn, candidates)
+    others = {b: candidates[b].generation for b, m in models.items() if m == target}
     group = {**mine, **others}
     waiting = tuple(b for b in _waiting_batches(conn, target) if b not in group)
     return group, {b: candidates[b].run_id for b in others}, waiting
+
+
+def _complete_models(conn: psycopg.Connection[Any], builds: Mapping[str, Build]) -> dict[str, str]:
+    """Per build among `builds` that is complete (`incomplete` finds nothing missing), the
+    model of its vectors."""
+    reasons = incomplete(conn, builds) if builds else {}
+    complete = {b: build.generation for b, build in builds.items() if b not in reasons}
+    return build_models(conn, complete) if complete else {}
 
 
 def _hold(conn: psycopg.Connection[Any], builds: Mapping[str, int]) -> None:
@@ -424,16 +432,10 @@ def model_switch(conn: psycopg.Connection[Any]) -> ModelSwitch | None:
     if serving is None:
         return None
     rows = conn.execute(
-        "SELECT o.batch_key, o.generation, o.state, o.parts, o.run_id, o.started_at,"
-        " (SELECT p.generation FROM seams.batch_builds AS p"
-        "  WHERE p.batch_key = o.batch_key AND p.state = 'published'), o.collection"
-        " FROM seams.batch_builds AS o"
-        " WHERE o.state = 'complete' AND 'chunk_index' = ANY(o.parts) ORDER BY o.batch_key"
+        _BUILD_ROWS
+        + " WHERE o.state = 'complete' AND 'chunk_index' = ANY(o.parts) ORDER BY o.batch_key"
     ).fetchall()
-    held = {row[0]: _build(row) for row in rows}
-    reasons = incomplete(conn, held) if held else {}
-    complete = {b: h.generation for b, h in held.items() if b not in reasons}
-    models = build_models(conn, complete) if complete else {}
+    models = _complete_models(conn, {row[0]: _build(row) for row in rows})
     targets = sorted({m for m in models.values() if m != serving})
     if not targets:
         return None
@@ -705,11 +707,7 @@ def retire(conn: psycopg.Connection[Any], documents: Sequence[str]) -> int | Non
 def build_parts(conn: psycopg.Connection[Any], batches: Sequence[str]) -> dict[str, Build]:
     """Per batch of `batches` with an open build, that build (batches without one: absent)."""
     rows = conn.execute(
-        "SELECT o.batch_key, o.generation, o.state, o.parts, o.run_id, o.started_at,"
-        " (SELECT p.generation FROM seams.batch_builds AS p"
-        "  WHERE p.batch_key = o.batch_key AND p.state = 'published'), o.collection"
-        " FROM seams.batch_builds AS o"
-        " WHERE o.batch_key = ANY(%s) AND o.state IN ('building', 'complete')",
+        _BUILD_ROWS + " WHERE o.batch_key = ANY(%s) AND o.state IN ('building', 'complete')",
         (list(batches),),
     ).fetchall()
     return {row[0]: _build(row) for row in rows}
