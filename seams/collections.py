@@ -21,12 +21,13 @@ them):
   name `default` is the collection of a project without `collections:`; declaring it keeps
   today's asset keys, partitions and stored rows for that source (every other collection's
   assets are prefixed with its name: `asset_key_prefix`).
-- **Overrides go field by field.** A collection's `chunking`, `extraction`, `embedder`,
-  `retrieval`, `inbox` and `evaluation` blocks are merged into the top-level ones: a field it
-  names replaces the top-level value, a field it leaves out is inherited, and mappings
-  (`chunking.overrides`, `extraction`, `evaluation.floor`) merge key by key. `execution` and
-  `backfill` say how the project runs, so they stay top-level only. `inbox.path` is the
-  collection's `source`, never set in the block.
+- **Overrides go field by field.** A collection's `chunking`, `extraction`, `retrieval`,
+  `inbox` and `evaluation` blocks are merged into the top-level ones: a field it names replaces
+  the top-level value, a field it leaves out is inherited, and mappings (`chunking.overrides`,
+  `extraction`, `evaluation.floor`) merge key by key. `execution` and `backfill` say how the
+  project runs, and `embedder` and `retrieval.model` (with its prompts) which models embed:
+  one for every collection, so a query's vector compares with every chunk's. They stay
+  top-level only. `inbox.path` is the collection's `source`, never set in the block.
 - **Every file belongs to at most one collection.** The collections whose source folder is
   nearest above the file (the deepest one) are asked first; the one whose `match` patterns
   accept it takes it; when none does, the next source folder up is asked. Two collections on
@@ -64,10 +65,14 @@ NAME_RULE = "1-40 characters of a-z, 0-9 and _, starting with a letter, without 
 """A collection name (a Dagster asset-key prefix and group name as it is, and a SQL value) and
 a tenant (the fragment of its PostgreSQL role's name, `seams.storage.tenants.tenant_role`)."""
 
-OVERRIDABLE = ("chunking", "extraction", "embedder", "retrieval", "inbox", "evaluation")
+OVERRIDABLE = ("chunking", "extraction", "retrieval", "inbox", "evaluation")
 """The top-level blocks a collection may override, field by field."""
-PROJECT_WIDE = ("execution", "backfill")
-"""Blocks that say how the whole project runs: set at the top level only."""
+PROJECT_WIDE = ("execution", "backfill", "embedder")
+"""Blocks set at the top level only: how the whole project runs, and the boundary model (one
+embedding cache and one resource per code location)."""
+PROJECT_WIDE_FIELDS = {"retrieval": ("model", "query_prompt", "document_prompt")}
+"""Fields set at the top level only: every collection's vectors live in one space, so a query
+is embedded once and its scores compare across collections."""
 
 
 class CollectionSettings(Section):
@@ -78,7 +83,6 @@ class CollectionSettings(Section):
     tenant: str | None = None
     chunking: dict[str, Any] | None = None
     extraction: dict[str, Any] | None = None
-    embedder: dict[str, Any] | None = None
     retrieval: dict[str, Any] | None = None
     inbox: dict[str, Any] | None = None
     evaluation: dict[str, Any] | None = None
@@ -128,7 +132,7 @@ class Collection:
         return any(_pattern_regex(p).fullmatch(_subject(p, relative)) for p in self.match)
 
 
-def parse_collections(raw: Any, *, base: Path) -> dict[str, Collection]:
+def parse_collections(raw: Any, *, base: Path | None) -> dict[str, Collection]:
     """The `collections:` block validated, sources resolved against `base` (the folder of the
     settings file); {} for no block. Raises a one-line `ConfigError` naming the field."""
     if raw is None:
@@ -156,12 +160,27 @@ def parse_collections(raw: Any, *, base: Path) -> dict[str, Collection]:
                     f"collections.{name}.{key}: `{key}` applies to the whole project: set it "
                     "at the top level of seams.yaml"
                 )
+        for key, fields in PROJECT_WIDE_FIELDS.items():
+            for field in fields:
+                if isinstance(block.get(key), Mapping) and field in block[key]:
+                    raise ConfigError(
+                        f"collections.{name}.{key}.{field}: one {key} model serves every "
+                        f"collection (their vectors are compared): set {key}.{field} at the "
+                        "top level of seams.yaml"
+                    )
         try:
             settings = CollectionSettings.model_validate(dict(block))
         except ValidationError as exc:
             raise ConfigError(_problems(exc, f"collections.{name}")) from None
         source = Path(settings.source).expanduser()
-        source = (source if source.is_absolute() else base / source).resolve()
+        if not source.is_absolute():
+            if base is None:
+                raise ConfigError(
+                    f"collections.{name}.source={settings.source!r}: a relative source counts "
+                    "from the settings file's folder, and there is none: give an absolute path"
+                )
+            source = base / source
+        source = source.resolve()
         blocks = {key: getattr(settings, key) for key in OVERRIDABLE}
         parsed[name] = Collection(
             name=name,
@@ -175,7 +194,7 @@ def parse_collections(raw: Any, *, base: Path) -> dict[str, Collection]:
 
 
 def effective_settings(
-    top: SeamsSettings, raw_collections: Any, *, base: Path
+    top: SeamsSettings, raw_collections: Any, *, base: Path | None
 ) -> dict[str, SeamsSettings]:
     """One `SeamsSettings` per collection: the top-level settings with the collection's blocks
     merged in field by field, and `inbox.path` set to its source.

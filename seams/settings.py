@@ -13,10 +13,18 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from seams.chunking.config import (
     ChunkingConfig,
@@ -27,6 +35,9 @@ from seams.errors import ConfigError
 from seams.extraction.limits import ExtractionLimits
 from seams.paths import packaged_default
 from seams.storage.search import DEFAULT_TEXT_SEARCH_CONFIG, LEXICAL_WEIGHT, SENTENCE_WEIGHT
+
+if TYPE_CHECKING:
+    from seams.collections import Collection
 
 PACKAGED_MODEL = "packaged"
 """`embedder.model` / `retrieval.model`: all-MiniLM-L6-v2, exported on first use."""
@@ -212,6 +223,30 @@ class SeamsSettings(Section):
     execution: ExecutionSettings = Field(default_factory=ExecutionSettings)
     backfill: BackfillSettings = Field(default_factory=BackfillSettings)
     evaluation: EvaluationSettings = Field(default_factory=EvaluationSettings)
+    collections: dict[str, Any] | None = None
+    """Several sources, each with its own settings and tenant (`seams.collections`), as
+    written; None: one collection, `default`, read from `inbox`."""
+
+    _base: Path | None = PrivateAttr(None)
+    """The folder relative collection sources count from: the settings file's."""
+    _per_collection: dict[str, SeamsSettings] | None = PrivateAttr(None)
+
+    def declared_collections(self) -> dict[str, Collection]:
+        """The `collections:` block validated, sources absolute; {} without one."""
+        from seams.collections import parse_collections
+
+        return parse_collections(self.collections, base=self._base)
+
+    def collection_settings(self) -> dict[str, SeamsSettings]:
+        """Each collection's own settings (the top level with its blocks merged in), in the
+        order written; `{"default": self}` without `collections:`."""
+        if self._per_collection is None:
+            from seams.collections import effective_settings
+
+            self._per_collection = effective_settings(
+                self, self.declared_collections() or None, base=self._base
+            )
+        return self._per_collection
 
     def chunking_config(self) -> ChunkingConfig:
         """The chunking config the pipeline runs: the preset and overrides, with
@@ -269,10 +304,10 @@ def load_settings(
         raise ConfigError(f"{path}: not valid YAML: not UTF-8 text ({exc.reason})") from None
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read it: {exc.strerror or exc}") from None
-    return _parse(text, str(path))
+    return _parse(text, str(path), base=path.resolve().parent)
 
 
-def _parse(text: str, source: str) -> SeamsSettings:
+def _parse(text: str, source: str, *, base: Path | None = None) -> SeamsSettings:
     try:
         raw = yaml.safe_load(text) or {}
     except yaml.YAMLError as exc:
@@ -287,6 +322,11 @@ def _parse(text: str, source: str) -> SeamsSettings:
         settings.chunking_config()
     except ConfigError as exc:
         raise ConfigError(f"{source}: chunking: {exc}") from None
+    settings._base = base
+    try:
+        settings.collection_settings()
+    except ConfigError as exc:
+        raise ConfigError(f"{source}: {exc}") from None
     return settings
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import re
 from pathlib import Path
 
 import pytest
@@ -292,3 +293,51 @@ def test_overrides_replace_exactly_the_fields_they_name(chunking: dict, retrieva
     untouched = ("embedder", "execution", "backfill", "evaluation", "extraction")
     assert all(getattr(mine, block) == getattr(top, block) for block in untouched)
     assert mine.inbox.model_copy(update={"path": None}) == top.inbox
+
+
+@pytest.mark.parametrize(
+    ("block", "named"),
+    [
+        ({"embedder": {"batch_size": 8}}, "collections.c.embedder"),
+        ({"retrieval": {"model": "packaged"}}, "collections.c.retrieval.model"),
+        ({"retrieval": {"query_prompt": "q: "}}, "collections.c.retrieval.query_prompt"),
+    ],
+)
+def test_the_models_are_the_projects_not_a_collections(block: dict, named: str) -> None:
+    with pytest.raises(ConfigError, match=rf"^{re.escape(named)}: .*top level"):
+        parse_collections({"c": {"source": "/d", **block}}, base=BASE)
+
+
+def test_a_settings_file_counts_relative_sources_from_its_folder(tmp_path: Path) -> None:
+    from seams.settings import load_settings
+
+    (tmp_path / "project").mkdir()
+    path = tmp_path / "project" / "seams.yaml"
+    path.write_text(
+        "chunking: {preset: narrative}\n"
+        "collections:\n"
+        "  notes: {source: docs/notes, chunking: {preset: technical_docs}}\n"
+        "  mail: {source: /srv/mail}\n",
+        encoding="utf-8",
+    )
+    settings = load_settings(path)
+    per = settings.collection_settings()
+    assert per["notes"].inbox.path == str(tmp_path / "project" / "docs" / "notes")
+    assert per["notes"].chunking.preset == "technical_docs"
+    assert per["mail"].chunking.preset == "narrative"
+    assert settings.declared_collections()["mail"].source == Path("/srv/mail").resolve()
+
+
+def test_a_settings_file_error_in_a_collection_names_the_file(tmp_path: Path) -> None:
+    from seams.settings import load_settings
+
+    path = tmp_path / "seams.yaml"
+    path.write_text("collections:\n  Bad: {source: x}\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=rf"^{re.escape(str(path))}: collections.Bad: "):
+        load_settings(path)
+
+
+def test_settings_without_a_file_refuse_a_relative_source() -> None:
+    settings = SeamsSettings.model_validate({"collections": {"notes": {"source": "docs"}}})
+    with pytest.raises(ConfigError, match=r"^collections.notes.source='docs': .*absolute"):
+        settings.collection_settings()
