@@ -113,6 +113,12 @@ def build_parser() -> argparse.ArgumentParser:
         "needed); start/stop/status: manage the embedded server; upgrade: create or upgrade "
         "the seams schema (once per Seams release; runs do it too)",
     )
+    db.add_argument(
+        "--tenant",
+        metavar="NAME",
+        help="with url: the URL of the tenant NAME's read-only role, which sees only the rows of "
+        "its collections (created when missing; on an external server, with a new password)",
+    )
 
     run = sub.add_parser(
         "run", help="chunk the files under PATH (default: the bundled sample corpus) end to end"
@@ -131,6 +137,9 @@ def build_parser() -> argparse.ArgumentParser:
         "backfill", help="recompute the unsynced assets of every batch (after a settings change)"
     )
     backfill.add_argument("--json", action="store_true", help="print a JSON summary")
+    backfill.add_argument(
+        "--collection", metavar="NAME", help="only this collection's batches (default: all)"
+    )
     backfill.add_argument("--no-wait", action="store_true", help=_NO_WAIT)
 
     search = sub.add_parser(
@@ -143,6 +152,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--search",
         choices=("hybrid", "dense", "lexical"),
         help="which scores rank the hits (default: retrieval.search)",
+    )
+    search.add_argument(
+        "--collection",
+        metavar="NAME",
+        action="append",
+        help="search only this collection (repeatable; default: every collection)",
     )
     search.add_argument("--budget", type=int, metavar="TOKENS",
                         help="return hits in rank order until TOKENS are filled, touching hits "
@@ -193,6 +208,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--format", choices=FORMATS, help="parquet or jsonl (default: from OUT's suffix)"
     )
     export.add_argument("--batch", metavar="KEY", help="only this batch (partition key)")
+    export.add_argument("--collection", metavar="NAME", help="only this collection's chunks")
     export.add_argument(
         "--current", action="store_true", help="only current document versions (current_chunks)"
     )
