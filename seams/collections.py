@@ -50,12 +50,16 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Any, TypeVar
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from seams.chunking.config import reject_booleans_as_numbers
 from seams.errors import ConfigError
-from seams.settings import SeamsSettings, Section
+
+Settings = TypeVar("Settings", bound=BaseModel)
+"""The project's settings model (`seams.settings.SeamsSettings`, which reads this module: the
+merge works on whatever model it is given, so the rules need not import it)."""
 
 DEFAULT_COLLECTION = "default"
 """The one collection of a project without `collections:` (and the column default of every
@@ -75,8 +79,15 @@ PROJECT_WIDE_FIELDS = {"retrieval": ("model", "query_prompt", "document_prompt")
 is embedded once and its scores compare across collections."""
 
 
-class CollectionSettings(Section):
+class CollectionSettings(BaseModel):
     """One entry of `collections:` as written (its blocks are partial: validated merged)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_booleans_as_numbers(cls, data: Any) -> Any:
+        return reject_booleans_as_numbers(cls, data)
 
     source: str = Field(min_length=1, max_length=4096)
     match: tuple[str, ...] | None = Field(None, min_length=1, max_length=100)
@@ -194,9 +205,9 @@ def parse_collections(raw: Any, *, base: Path | None) -> dict[str, Collection]:
 
 
 def effective_settings(
-    top: SeamsSettings, raw_collections: Any, *, base: Path | None
-) -> dict[str, SeamsSettings]:
-    """One `SeamsSettings` per collection: the top-level settings with the collection's blocks
+    top: Settings, raw_collections: Any, *, base: Path | None
+) -> dict[str, Settings]:
+    """One settings object per collection: the top-level settings with the collection's blocks
     merged in field by field, and `inbox.path` set to its source.
 
     No `collections:` (None) gives `{"default": top}`, the very object passed in: a project
@@ -254,7 +265,7 @@ def tenants(collections: Mapping[str, Collection]) -> dict[str, str | None]:
 # --- internals -------------------------------------------------------------------------------
 
 
-def _merged(top: SeamsSettings, collection: Collection) -> SeamsSettings:
+def _merged(top: Settings, collection: Collection) -> Settings:
     # `collections` itself (once the settings carry the block) is the project's, not the
     # collection's: left out of each collection's settings.
     data = top.model_dump(exclude={"collections"})
@@ -263,7 +274,7 @@ def _merged(top: SeamsSettings, collection: Collection) -> SeamsSettings:
     data["inbox"] = {**data["inbox"], "path": str(collection.source)}
     where = f"collections.{collection.name}"
     try:
-        settings = SeamsSettings.model_validate(data)
+        settings = type(top).model_validate(data)
     except ValidationError as exc:
         raise ConfigError(_problems(exc, where)) from None
     try:

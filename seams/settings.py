@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import yaml
 from pydantic import (
@@ -30,14 +30,12 @@ from seams.chunking.config import (
     ChunkingConfig,
     reject_booleans_as_numbers,
 )
+from seams.collections import Collection, effective_settings, parse_collections
 from seams.environment import CONFIG_ENV, PROJECT_SETTINGS, SeamsEnvironment
 from seams.errors import ConfigError
 from seams.extraction.limits import ExtractionLimits
 from seams.paths import packaged_default
 from seams.storage.search import DEFAULT_TEXT_SEARCH_CONFIG, LEXICAL_WEIGHT, SENTENCE_WEIGHT
-
-if TYPE_CHECKING:
-    from seams.collections import Collection
 
 PACKAGED_MODEL = "packaged"
 """`embedder.model` / `retrieval.model`: all-MiniLM-L6-v2, exported on first use."""
@@ -233,16 +231,12 @@ class SeamsSettings(Section):
 
     def declared_collections(self) -> dict[str, Collection]:
         """The `collections:` block validated, sources absolute; {} without one."""
-        from seams.collections import parse_collections
-
         return parse_collections(self.collections, base=self._base)
 
     def collection_settings(self) -> dict[str, SeamsSettings]:
         """Each collection's own settings (the top level with its blocks merged in), in the
         order written; `{"default": self}` without `collections:`."""
         if self._per_collection is None:
-            from seams.collections import effective_settings
-
             self._per_collection = effective_settings(
                 self, self.declared_collections() or None, base=self._base
             )
