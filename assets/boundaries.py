@@ -19,7 +19,7 @@ from seams.assets.frames import (
     stored_text_vectors,
     verdicts,
 )
-from seams.assets.partitions import BATCH_ASSET_DEFAULTS
+from seams.assets.partitions import DEFAULT_LINEAGE, Lineage
 from seams.assets.versions import StageParts, code_version
 from seams.chunking import (
     ChunkingConfig,
@@ -36,11 +36,12 @@ def build_boundaries_asset(
     config: ChunkingConfig,
     parts: StageParts,
     automation_condition: dg.AutomationCondition | None = None,
+    lineage: Lineage = DEFAULT_LINEAGE,
 ) -> dg.AssetsDefinition:
     """`semantic_boundaries`, cutting with `config` (its code version folds in `parts`)."""
 
     @dg.asset(
-        **BATCH_ASSET_DEFAULTS,
+        **lineage.asset_defaults(),
         **asset_attributes("semantic_boundaries", stage="cut"),
         code_version=code_version(BOUNDARY_VERSION, *parts.boundaries),
         automation_condition=automation_condition,

@@ -10,7 +10,7 @@ import pandas as pd
 
 from seams.assets.display import asset_attributes, describe_batches
 from seams.assets.frames import candidate_rows, extracted, frame
-from seams.assets.partitions import BATCH_ASSET_DEFAULTS
+from seams.assets.partitions import DEFAULT_LINEAGE, Lineage
 from seams.assets.versions import StageParts, code_version
 from seams.chunking import ChunkingConfig, segment
 from seams.chunking.pages import PageIndex
@@ -23,11 +23,12 @@ def build_candidates_asset(
     config: ChunkingConfig,
     parts: StageParts,
     automation_condition: dg.AutomationCondition | None = None,
+    lineage: Lineage = DEFAULT_LINEAGE,
 ) -> dg.AssetsDefinition:
     """`sentence_candidates`, segmenting with `config` (its code version folds in `parts`)."""
 
     @dg.asset(
-        **BATCH_ASSET_DEFAULTS,
+        **lineage.asset_defaults(),
         **asset_attributes("sentence_candidates", stage="segment"),
         code_version=code_version(SEGMENTATION_VERSION, *parts.segmentation),
         automation_condition=automation_condition,

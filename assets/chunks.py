@@ -40,7 +40,7 @@ from seams.assets.frames import (
     run_batches,
     stored_candidate_vectors,
 )
-from seams.assets.partitions import BATCH_ASSET_DEFAULTS, document_batches
+from seams.assets.partitions import DEFAULT_LINEAGE, Lineage
 from seams.assets.versions import StageParts, code_version
 from seams.chunking import Chunk, ChunkingConfig, assemble_chunks
 from seams.chunking.tokens import counter_name, resolve_token_counter
@@ -64,16 +64,17 @@ def build_chunks_asset(
     config: ChunkingConfig,
     parts: StageParts,
     automation_condition: dg.AutomationCondition | None = None,
+    lineage: Lineage = DEFAULT_LINEAGE,
 ) -> dg.AssetsDefinition:
     """`chunks`, assembled with `config` (its code version folds in `parts`)."""
     chunks_code_version = code_version(CHUNKS_VERSION, *parts.assembly)
 
     @dg.asset(
-        **BATCH_ASSET_DEFAULTS,
+        **lineage.asset_defaults(),
         **asset_attributes("chunks", stage="assemble"),
         code_version=chunks_code_version,
         automation_condition=automation_condition,
-        check_specs=checks.batch_check_specs("chunks", CHECKS, document_batches, blocking=True),
+        check_specs=checks.batch_check_specs("chunks", CHECKS, lineage.partitions, blocking=True),
         description="The chunks a RAG system reads, each with offsets, sizes, pages, section, "
         "cohesion, boundary method and lineage (run, config, model, file version, code version).",
     )

@@ -37,7 +37,7 @@ from seams.assets.frames import (
     per_candidate,
     run_batches,
 )
-from seams.assets.partitions import BATCH_ASSET_DEFAULTS, document_batches
+from seams.assets.partitions import DEFAULT_LINEAGE, Lineage
 from seams.assets.versions import StageParts, code_version
 from seams.chunking import ChunkingConfig, embedding_texts
 from seams.chunking.chunker import Embedder
@@ -60,19 +60,20 @@ def build_embeddings_asset(
     parts: StageParts,
     automation_condition: dg.AutomationCondition | None = None,
     model_resource: str | None = None,
+    lineage: Lineage = DEFAULT_LINEAGE,
 ) -> dg.AssetsDefinition:
     """`candidate_embeddings` of the texts `config` embeds (its code version folds in `parts`),
     by the `embedder` resource (the packaged model), `static_embedder` when `config` finds
     boundaries with the static model, or the resource named `model_resource` (a model folder
     of `embedder.model`)."""
     attributes = dict(
-        **BATCH_ASSET_DEFAULTS,
+        **lineage.asset_defaults(),
         **asset_attributes("candidate_embeddings", stage="embed", kinds=("postgres", "onnx")),
         deps=["embedding_model"],
         code_version=code_version(EMBEDDING_VERSION, *parts.embedding),
         automation_condition=automation_condition,
         check_specs=checks.batch_check_specs(
-            "candidate_embeddings", CHECKS, document_batches, blocking=True
+            "candidate_embeddings", CHECKS, lineage.partitions, blocking=True
         ),
         description="Every candidate with its L2-normalised embedding (in text-window mode also "
         "the window ending at it), through the embedding cache.",

@@ -9,7 +9,7 @@ import pandas as pd
 
 from seams.assets.display import asset_attributes, cut_words, describe_batches, file_name
 from seams.assets.frames import frame
-from seams.assets.partitions import BATCH_ASSET_DEFAULTS
+from seams.assets.partitions import DEFAULT_LINEAGE, Lineage
 from seams.assets.versions import code_version
 from seams.extraction import extract_document
 from seams.extraction.document import failed
@@ -24,11 +24,14 @@ MAX_LISTED_DOCUMENTS = 200
 """The `documents` table lists every failed file, then the others up to this many rows."""
 
 
-def build_extraction_asset(limits: ExtractionLimits) -> dg.AssetsDefinition:
-    """`extracted_text` under per-document `limits` (non-default limits join its code version)."""
+def build_extraction_asset(
+    limits: ExtractionLimits, lineage: Lineage = DEFAULT_LINEAGE
+) -> dg.AssetsDefinition:
+    """`extracted_text` of `lineage`'s batches under per-document `limits` (non-default limits
+    join its code version)."""
 
     @dg.asset(
-        **BATCH_ASSET_DEFAULTS,
+        **lineage.asset_defaults(),
         **asset_attributes("extracted_text", stage="extract"),
         code_version=code_version(EXTRACTION_VERSION, *limits.changed()),
         description="The text of every document in the batch (or a per-document error).",

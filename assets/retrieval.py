@@ -39,7 +39,7 @@ from seams.assets.frames import (
     run_batches,
     stored_candidate_vectors,
 )
-from seams.assets.partitions import BATCH_ASSET_DEFAULTS
+from seams.assets.partitions import DEFAULT_LINEAGE, RETRIEVAL_GROUP, Lineage
 from seams.assets.versions import StageParts, code_version
 from seams.chunking import ChunkingConfig
 from seams.errors import EmbeddingError, SeamsError
@@ -58,7 +58,6 @@ from seams.storage.embedding_cache import EmbeddingCache
 from seams.storage.search import DEFAULT_TEXT_SEARCH_CONFIG, check_config
 from seams.storage.vector_indexes import drop_unused_model_indexes, ensure_model_index
 
-RETRIEVAL_GROUP = "retrieval"
 INDEX_VERSION = "2"
 
 
@@ -101,6 +100,7 @@ def build_index_asset(
     automation_condition: dg.AutomationCondition | None = None,
     text_search_config: str = DEFAULT_TEXT_SEARCH_CONFIG,
     model: IndexModel = IndexModel(),
+    lineage: Lineage = DEFAULT_LINEAGE,
 ) -> dg.AssetsDefinition:
     """`chunk_index` in the mode `index_mode` picks, its chunks analysed for BM25 with
     `text_search_config`, embedded by `model` (its code version folds in `parts`, the mode,
@@ -123,7 +123,7 @@ def build_index_asset(
         else None
     )
     attributes = dict(
-        **{**BATCH_ASSET_DEFAULTS, "group_name": RETRIEVAL_GROUP},
+        **lineage.asset_defaults(RETRIEVAL_GROUP),
         **asset_attributes("chunk_index", stage="index", kinds=("postgres", "onnx")),
         code_version=index_code_version,
         automation_condition=automation_condition,

@@ -163,17 +163,19 @@ def measure(
 
 def build_eval_asset(
     setup: EvalSetup,
-    index_code_version: str,
+    index_code_versions: Mapping[dg.AssetKey, str],
     automation_condition: dg.AutomationCondition | None = None,
 ) -> dg.AssetsDefinition:
-    """`retrieval_eval` for `setup`, downstream of every batch of `chunk_index`."""
+    """`retrieval_eval` for `setup`, downstream of every batch of every collection's
+    `chunk_index` (`index_code_versions`: each index's key and code version). It measures the
+    search readers run, over every collection."""
 
     @dg.asset(
         key=EVAL_KEY,
-        deps=[INDEX_KEY],
+        deps=sorted(index_code_versions, key=lambda key: key.path),
         group_name=EVAL_GROUP,
         **asset_attributes("retrieval_eval", stage="evaluation", kinds=("postgres", "onnx")),
-        code_version=evaluation_code_version(setup, index_code_version),
+        code_version=evaluation_code_version(setup, _joined(index_code_versions)),
         automation_condition=automation_condition,
         retry_policy=dg.RetryPolicy(max_retries=2, delay=2, backoff=dg.Backoff.EXPONENTIAL),
         description=f"Recall of `seams search --budget B` on the questions in {setup.questions} "
@@ -271,12 +273,23 @@ def build_floor_check(setup: EvalSetup) -> dg.AssetChecksDefinition:
     return recall_above_floor
 
 
+def _joined(index_code_versions: Mapping[dg.AssetKey, str]) -> str:
+    """One code version for every index: the one index's own (a project without collections
+    keeps the version it always had), else each key's, in key order."""
+    if len(index_code_versions) == 1:
+        return next(iter(index_code_versions.values()))
+    return ",".join(
+        f"{key.to_user_string()}={version}"
+        for key, version in sorted(index_code_versions.items(), key=lambda item: item[0].path)
+    )
+
+
 def build_evaluation(
-    setup: EvalSetup, index_code_version: str
+    setup: EvalSetup, index_code_versions: Mapping[dg.AssetKey, str]
 ) -> tuple[list[dg.AssetsDefinition], list[dg.AssetChecksDefinition], list[dg.SensorDefinition]]:
     """The asset, its floor check (when a floor is set) and the sensor that evaluates its
     automation condition (running by default: it only requests work after an index change)."""
-    asset = build_eval_asset(setup, index_code_version, eval_condition())
+    asset = build_eval_asset(setup, index_code_versions, eval_condition())
     checks = [build_floor_check(setup)] if setup.floor else []
     sensor = dg.AutomationConditionSensorDefinition(
         EVAL_SENSOR,

@@ -25,14 +25,15 @@ from seams.assets.chunks import build_chunks_asset
 from seams.assets.embeddings import build_embeddings_asset
 from seams.assets.extraction import build_extraction_asset
 from seams.assets.model import build_model_asset
-from seams.assets.partitions import PIPELINE_GROUP
-from seams.assets.retrieval import RETRIEVAL_GROUP, IndexModel, build_index_asset, index_mode
+from seams.assets.partitions import DEFAULT_LINEAGE, Lineage
+from seams.assets.retrieval import IndexModel, build_index_asset, index_mode
 from seams.assets.retrieval_eval import INDEX_KEY, EvalSetup, build_evaluation
 from seams.assets.versions import StageParts
 from seams.environment import CELERY_BACKEND_ENV, CELERY_BROKER_ENV, SeamsEnvironment
 from seams.errors import ConfigError
 from seams.models.chunk_vectors import RetrievalMode
-from seams.orchestration.jobs import build_backfill_unsynced_job, chunk_batches_job
+from seams.orchestration.jobs import build_backfill_unsynced_job, build_chunk_batches_job
+from seams.orchestration.lineages import lineages_metadata
 from seams.orchestration.sensors import build_inbox_sensor, build_seal_schedule
 from seams.orchestration.sync import build_sync_check, build_sync_sensor
 from seams.resources.embedder import OnnxEmbedderResource, PipelineModels
@@ -87,25 +88,41 @@ def built_index_mode(settings: SeamsSettings, environment: SeamsEnvironment) -> 
 def build_assets(
     settings: SeamsSettings, environment: SeamsEnvironment | None = None
 ) -> list[dg.AssetsDefinition]:
-    """Every asset of the pipeline, in pipeline order, shaped by `settings` (model folders in
-    them resolved against `environment`'s settings file; default this process's)."""
-    models = PipelineModels.of(settings, environment or SeamsEnvironment.from_os())
+    """Every asset of the pipeline: the shared model, then each collection's lineage in
+    pipeline order, shaped by that collection's settings (model folders in them resolved
+    against `environment`'s settings file; default this process's)."""
+    environment = environment or SeamsEnvironment.from_os()
+    per_collection = settings.collection_settings()
+    configs = [own.chunking_config() for own in per_collection.values()]
+    static = any(config.boundary_model == "static" for config in configs)
+    assets = [build_model_asset(settings.embedder.variant, static=static)]
+    for name, own in per_collection.items():
+        assets.extend(build_lineage(own, environment, Lineage(name)))
+    return [_with_backfill_policy(asset, settings.backfill) for asset in assets]
+
+
+def build_lineage(
+    settings: SeamsSettings, environment: SeamsEnvironment, lineage: Lineage = DEFAULT_LINEAGE
+) -> list[dg.AssetsDefinition]:
+    """One collection's per-batch assets, shaped by its `settings`, under its lineage's keys,
+    partitions and group."""
+    models = PipelineModels.of(settings, environment)
     config = settings.chunking_config()
     parts = StageParts.of(config, settings.embedder.variant, models.boundary_identity)
     retrieval = settings.retrieval
     automation = settings_changed_condition(settings.backfill.automatic)
     assets = [
-        build_model_asset(settings.embedder.variant, static=config.boundary_model == "static"),
-        build_extraction_asset(settings.extraction_limits()),
-        build_candidates_asset(config, parts, automation_condition=automation),
+        build_extraction_asset(settings.extraction_limits(), lineage),
+        build_candidates_asset(config, parts, automation_condition=automation, lineage=lineage),
         build_embeddings_asset(
             config,
             parts,
             automation_condition=automation,
             model_resource=BOUNDARY_EMBEDDER if models.boundary.folder is not None else None,
+            lineage=lineage,
         ),
-        build_boundaries_asset(config, parts, automation_condition=automation),
-        build_chunks_asset(config, parts, automation_condition=automation),
+        build_boundaries_asset(config, parts, automation_condition=automation, lineage=lineage),
+        build_chunks_asset(config, parts, automation_condition=automation, lineage=lineage),
         build_index_asset(
             config,
             parts,
@@ -121,9 +138,10 @@ def build_assets(
                 reuses_candidates=models.index_reuses_candidates,
                 described=models.retrieval.describe(),
             ),
+            lineage=lineage,
         ),
     ]
-    return [_with_backfill_policy(asset, settings.backfill) for asset in assets]
+    return [lineage.placed(asset) for asset in assets]
 
 
 def _with_backfill_policy(
@@ -168,15 +186,19 @@ def celery_config(execution: ExecutionSettings) -> dict[str, object]:
     }
 
 
-def build_automation_sensors(backfill: BackfillSettings) -> list[dg.SensorDefinition]:
+def build_automation_sensors(
+    backfill: BackfillSettings, lineages: list[Lineage] | None = None
+) -> list[dg.SensorDefinition]:
     """With `backfill.automatic`, a running sensor that evaluates the assets' automation
-    conditions, so the daemon starts the settings-change backfill itself after a reload."""
+    conditions (every collection's), so the daemon starts the settings-change backfill itself
+    after a reload."""
     if not backfill.automatic:
         return []
+    keys = [key for lineage in lineages or [DEFAULT_LINEAGE] for key in lineage.keys]
     return [
         dg.AutomationConditionSensorDefinition(
             SETTINGS_CHANGED_SENSOR,
-            target=dg.AssetSelection.groups(PIPELINE_GROUP, RETRIEVAL_GROUP),
+            target=dg.AssetSelection.assets(*keys),
             default_status=dg.DefaultSensorStatus.RUNNING,
             emit_backfills=True,
             description="Backfills the assets a settings change made unsynced "
@@ -219,8 +241,13 @@ def build_evaluation_definitions(
         retrieval.lexical_weight,
         retrieval.sentence_weight,
     )
-    index = next(asset for asset in assets if INDEX_KEY in asset.keys)
-    return build_evaluation(setup, index.code_versions_by_key[INDEX_KEY])
+    indexes = {
+        key: version
+        for asset in assets
+        for key, version in asset.code_versions_by_key.items()
+        if key.path[-1] == INDEX_KEY.path[-1] and version is not None
+    }
+    return build_evaluation(setup, indexes)
 
 
 def build_definitions(
@@ -231,7 +258,9 @@ def build_definitions(
     point: it resolves this process's (tests and scripts that build definitions themselves).
     """
     environment = environment or SeamsEnvironment.from_os()
-    inbox = settings.inbox.for_environment(environment)
+    per_collection = settings.collection_settings()
+    declared = settings.declared_collections() or None
+    lineages = [Lineage(name) for name in per_collection]
 
     def this_location() -> dg.Definitions:
         """What `in_sync` and `backfill_unsynced` judge staleness against in every run (one that
@@ -242,18 +271,26 @@ def build_definitions(
     evaluation, evaluation_checks, evaluation_sensors = build_evaluation_definitions(
         settings, environment, assets
     )
+    jobs, inboxes, seals = [], [], []
+    for lineage, own in zip(lineages, per_collection.values(), strict=True):
+        job = build_chunk_batches_job(lineage)
+        inbox = own.inbox.for_environment(environment)
+        jobs.append(job)
+        inboxes.append(build_inbox_sensor(inbox, lineage, declared))
+        seals.append(build_seal_schedule(inbox, lineage, declared))
     location = dg.Definitions(
         assets=[*assets, *evaluation],
-        asset_checks=[build_sync_check(this_location), *evaluation_checks],
-        jobs=[chunk_batches_job, build_backfill_unsynced_job(this_location)],
+        asset_checks=[build_sync_check(this_location, lineages), *evaluation_checks],
+        jobs=[*jobs, build_backfill_unsynced_job(this_location)],
         sensors=[
-            build_inbox_sensor(inbox),
-            build_sync_sensor(),
-            *build_automation_sensors(settings.backfill),
+            *inboxes,
+            build_sync_sensor(lineages=lineages),
+            *build_automation_sensors(settings.backfill, lineages),
             *evaluation_sensors,
         ],
-        schedules=[build_seal_schedule(inbox)],
+        schedules=seals,
         resources=build_resources(settings, environment),
         executor=build_executor(settings.execution),
+        metadata=lineages_metadata([lineage.collection for lineage in lineages]),
     )
     return location

@@ -2,21 +2,30 @@
 backfill of what a settings change left unsynced."""
 
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import dagster as dg
 
-from seams.assets.partitions import PIPELINE_GROUP, document_batches
-from seams.assets.retrieval import RETRIEVAL_GROUP
+from seams.assets.partitions import DEFAULT_LINEAGE, Lineage
 from seams.orchestration import launch, runner
-from seams.orchestration.sync import BACKFILL_JOB, LISTED_BATCHES, SYNC_CHECK_KEYS
+from seams.orchestration.lineages import all_partitions
+from seams.orchestration.sync import BACKFILL_JOB, LISTED_BATCHES, sync_check_keys
 
-chunk_batches_job = dg.define_asset_job(
-    name="chunk_batches",
-    # The in_sync checks look at every batch: the settings_sync sensor reports them, not runs.
-    selection=dg.AssetSelection.groups(PIPELINE_GROUP, RETRIEVAL_GROUP)
-    - dg.AssetSelection.checks(*SYNC_CHECK_KEYS),
-    description="Extract, segment, embed, cut, assemble and index the chunks of a batch.",
-)
+
+def build_chunk_batches_job(lineage: Lineage = DEFAULT_LINEAGE) -> Any:
+    """The job of one collection, every per-batch step of its batches: `chunk_batches` for the
+    default collection, `<collection>__chunk_batches` for another. (An unresolved asset job:
+    Dagster resolves it against the definitions it is in.)"""
+    whose = "" if lineage.is_default else f" of collection {lineage.collection}"
+    return dg.define_asset_job(
+        name=lineage.job_name,
+        # The in_sync checks look at every batch: the settings_sync sensor reports them, not runs.
+        selection=dg.AssetSelection.assets(*lineage.keys)
+        - dg.AssetSelection.checks(*sync_check_keys([lineage])),
+        description="Extract, segment, embed, cut, assemble and index the chunks of a batch"
+        f"{whose}.",
+    )
+
 
 REQUESTED_BY_RUN_TAG = "seams/requested_by_run"
 """Tag on the backfill `backfill_unsynced` requests: the run that requested it."""
@@ -38,8 +47,8 @@ def build_backfill_unsynced_job(location: Callable[[], dg.Definitions]) -> dg.Jo
         description="Requests one backfill of exactly the unsynced batches and assets.",
     )
     def request_unsynced_backfill(context: dg.OpExecutionContext) -> Iterator[dg.Output]:
-        partitions = context.instance.get_dynamic_partitions(document_batches.name)
         defs = location()
+        partitions = list(all_partitions(context.instance, defs))
         unsynced = runner.unsynced_assets(context.instance, partitions, defs=defs)
         stale = {batch: keys for batch, keys in unsynced.items() if keys}
         if not stale:

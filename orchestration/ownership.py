@@ -26,7 +26,7 @@ from pathlib import Path
 
 import dagster as dg
 
-from seams.assets.partitions import document_batches
+from seams.assets.partitions import CHUNK_BATCHES_JOB, Lineage, document_batches, lineage_of
 from seams.orchestration.dagster_internals import (
     ASSET_PARTITION_RANGE_END_TAG,
     ASSET_PARTITION_RANGE_START_TAG,
@@ -81,10 +81,22 @@ def batches_of(instance: dg.DagsterInstance, run: dg.DagsterRun) -> set[str]:
     end = run.tags.get(ASSET_PARTITION_RANGE_END_TAG)
     if start is None or end is None:
         return set()
-    keys = list(instance.get_dynamic_partitions(document_batches.name))
+    keys = list(instance.get_dynamic_partitions(_partitions_of(run).name))
     if start not in keys or end not in keys:
         return {start, end}
     return set(keys[keys.index(start) : keys.index(end) + 1])
+
+
+def _partitions_of(run: dg.DagsterRun) -> dg.DynamicPartitionsDefinition:
+    """The batch partitions of the collection a run builds: its assets' lineage, else its
+    job's (`handbook__chunk_batches`), else the default collection's."""
+    for key in run.asset_selection or ():
+        if (lineage := lineage_of(key)) is not None:
+            return lineage.partitions
+    suffix = f"__{CHUNK_BATCHES_JOB}"
+    if run.job_name.endswith(suffix):
+        return Lineage(run.job_name.removesuffix(suffix)).partitions
+    return document_batches
 
 
 @dataclass

@@ -9,17 +9,22 @@ from dataclasses import dataclass
 
 import dagster as dg
 
+from seams.assets.partitions import CHUNK_BATCHES_JOB, DEFAULT_LINEAGE, Lineage
 from seams.orchestration.dagster_internals import StaleStatus, stale_status_resolver
+from seams.orchestration.lineages import batch_lineages
 from seams.resources.postgres import PostgresResource
 from seams.storage import publication
 
-JOB_NAME = "chunk_batches"
-"""The per-batch job: every step a batch goes through, in one partitioned run."""
+JOB_NAME = CHUNK_BATCHES_JOB
+"""The default collection's per-batch job: every step a batch goes through, in one partitioned
+run (each other collection has its own: `Lineage.job_name`)."""
 
 
-def job_assets_in_order(defs: dg.Definitions) -> list[dg.AssetKey]:
-    """The per-batch job's assets in dependency order (extracted_text first)."""
-    wanted = set(defs.resolve_job_def(JOB_NAME).asset_layer.executable_asset_keys)
+def job_assets_in_order(
+    defs: dg.Definitions, lineage: Lineage = DEFAULT_LINEAGE
+) -> list[dg.AssetKey]:
+    """A lineage's per-batch job's assets in dependency order (extracted_text first)."""
+    wanted = set(defs.resolve_job_def(lineage.job_name).asset_layer.executable_asset_keys)
     return [k for k in defs.resolve_asset_graph().toposorted_asset_keys if k in wanted]
 
 
@@ -49,8 +54,9 @@ def unfinished(defs: dg.Definitions, batch_keys: Sequence[str] | None = None) ->
     registered and never built, or with an open build (a run or backfill killed at any step,
     between `chunks` and `chunk_index` too). Decided from the data, not from Dagster's event
     log: a batch is done when readers see it, and a step's materialization event can land
-    without its publication, or its publication without the event."""
-    order = job_assets_in_order(defs)
+    without its publication, or its publication without the event. Each batch is finished by
+    its collection's lineage; a batch of a collection the settings no longer declare is left
+    out (no job here can build it)."""
     wanted = None if batch_keys is None else set(batch_keys)
     postgres: PostgresResource = defs.resources["postgres"]
     postgres.ensure_schema()  # writers' entry: a first run finds no tables yet
@@ -58,10 +64,17 @@ def unfinished(defs: dg.Definitions, batch_keys: Sequence[str] | None = None) ->
         found = [
             u for u in publication.unpublished(conn) if wanted is None or u.batch_key in wanted
         ]
-        written = {u.batch_key: _as_build(u) for u in found if _written_through(order, u)}
+    lineage = batch_lineages(defs, [u.batch_key for u in found])
+    found = [u for u in found if u.batch_key in lineage]
+    orders = {lin: job_assets_in_order(defs, lin) for lin in set(lineage.values())}
+    order = {u.batch_key: orders[lineage[u.batch_key]] for u in found}
+    written = {u.batch_key: _as_build(u) for u in found if _written_through(order[u.batch_key], u)}
+    with postgres.connection() as conn:
         lacking = publication.incomplete(conn, written) if written else {}
     return [
-        Unfinished(u.batch_key, u.source, _remaining(order, u, u.batch_key in lacking), u)
+        Unfinished(
+            u.batch_key, u.source, _remaining(order[u.batch_key], u, u.batch_key in lacking), u
+        )
         for u in found
     ]
 
@@ -86,7 +99,7 @@ def _written_through(order: Sequence[dg.AssetKey], state: publication.Unpublishe
 
 def _gap(order: Sequence[dg.AssetKey], parts: Sequence[str]) -> int | None:
     """The position in `order` of the first asset after `parts[0]` that is not a part."""
-    names = [key.to_user_string() for key in order]
+    names = [key.path[-1] for key in order]  # a build's parts are table names
     first = names.index(parts[0]) if parts[0] in names else 0
     return next((i for i in range(first, len(names)) if names[i] not in parts), None)
 
@@ -145,11 +158,18 @@ def unsynced_assets(
     *,
     defs: dg.Definitions,
 ) -> dict[str, list[dg.AssetKey]]:
-    """Per partition, the per-batch assets Dagster considers stale (code, config or inputs)."""
+    """Per partition, its lineage's per-batch assets Dagster considers stale (code, config or
+    inputs); partitions of a collection the settings no longer declare are left out."""
     graph = defs.resolve_asset_graph()
     resolver = stale_status_resolver(instance, graph)
-    ordered = job_assets_in_order(defs)
+    lineage = batch_lineages(defs, partition_keys)
+    orders = {lin: job_assets_in_order(defs, lin) for lin in set(lineage.values())}
     return {
-        partition: [k for k in ordered if resolver.get_status(k, partition) != StaleStatus.FRESH]
+        partition: [
+            k
+            for k in orders[lineage[partition]]
+            if resolver.get_status(k, partition) != StaleStatus.FRESH
+        ]
         for partition in partition_keys
+        if partition in lineage
     }

@@ -34,6 +34,7 @@ from typing import Any
 import dagster as dg
 import psycopg
 
+from seams.assets.partitions import Lineage
 from seams.environment import SeamsEnvironment
 from seams.orchestration.dagster_internals import (
     StaleStatus,
@@ -41,6 +42,7 @@ from seams.orchestration.dagster_internals import (
     stale_status_resolver,
 )
 from seams.orchestration.definitions import built_index_mode
+from seams.orchestration.lineages import batch_lineages
 from seams.resources.io_manager import column_schema
 from seams.resources.postgres import PostgresResource
 from seams.settings import SeamsSettings
@@ -82,7 +84,7 @@ class Unrecorded:
     @property
     def origin(self) -> str:
         """`published by run R, which stopped before Dagster recorded it` (the metadata's text)."""
-        verb = "published" if self.asset == CHUNK_INDEX else "written"
+        verb = "published" if self.asset.path[-1] == CHUNK_INDEX.path[-1] else "written"
         if self.again:
             by = f" by run {self.run_id}" if self.run_id else ""
             return f"{verb}{by}; recorded again after its chunks' recovered record"
@@ -127,7 +129,7 @@ def unrecorded(
     stopped = {run.run_id: run for run in instance.get_runs(dg.RunsFilter(statuses=STOPPED))}
     if not stopped:  # the usual case: one query
         return []
-    mode = built_index_mode(settings, environment or SeamsEnvironment.from_os())
+    environment = environment or SeamsEnvironment.from_os()
     postgres: PostgresResource = defs.resources["postgres"]
     found: list[Unrecorded] = []
     with postgres.connection() as conn:
@@ -135,8 +137,18 @@ def unrecorded(
             published = _published(conn, sorted(stopped))
         except (psycopg.errors.UndefinedTable, psycopg.errors.UndefinedColumn):
             return []  # no schema yet, or one older than builds: nothing published to record
+    lineage = batch_lineages(defs, [build.batch for build in published])
+    per_collection = settings.collection_settings()
+    modes = {
+        lin: built_index_mode(per_collection[lin.collection], environment)
+        for lin in set(lineage.values())
+    }
+    with postgres.connection() as conn:
         for build in published:
-            found.extend(_unrecorded_of(instance, conn, defs, settings, mode, build, stopped))
+            if (lin := lineage.get(build.batch)) is None:
+                continue  # a collection the settings no longer declare: no asset to record
+            own = per_collection[lin.collection]
+            found.extend(_unrecorded_of(instance, conn, defs, own, modes[lin], build, stopped, lin))
     return found
 
 
@@ -195,19 +207,21 @@ def _unrecorded_of(
     mode: str,
     build: _Published,
     stopped: Mapping[str, dg.DagsterRun],
+    lineage: Lineage,
 ) -> list[Unrecorded]:
+    chunks_key, index_key = lineage.key(CHUNKS.path[-1]), lineage.key(CHUNK_INDEX.path[-1])
     found: list[Unrecorded] = []
-    chunks_latest = _latest(instance, CHUNKS, build.batch)
+    chunks_latest = _latest(instance, chunks_key, build.batch)
     chunks_why: str | None = None
     if build.chunks_generation is not None:
-        chunks_why, chunk_rows = _chunks_settings(conn, defs, build)
+        chunks_why, chunk_rows = _chunks_settings(conn, defs, build, chunks_key)
         if build.chunks_run in stopped and _missing(
             chunks_latest, build.chunks_run, build.chunks_generation, build.published_at
         ):
             found.append(
                 Unrecorded(
                     build.batch,
-                    CHUNKS,
+                    chunks_key,
                     build.chunks_generation,
                     build.chunks_run,
                     chunk_rows,
@@ -215,7 +229,7 @@ def _unrecorded_of(
                     chunks_why,
                 )
             )
-    index_latest = _latest(instance, CHUNK_INDEX, build.batch)
+    index_latest = _latest(instance, index_key, build.batch)
     own = build.published_by in stopped and _missing(
         index_latest, build.published_by, build.generation, build.published_at
     )
@@ -231,7 +245,7 @@ def _unrecorded_of(
         found.append(
             Unrecorded(
                 build.batch,
-                CHUNK_INDEX,
+                index_key,
                 build.generation,
                 build.published_by,
                 index_rows,
@@ -267,7 +281,9 @@ def _is_recovered(record: dg.EventLogRecord, generation: int | None = None) -> b
     return value is not None and value.value == generation
 
 
-def _chunks_settings(conn: Any, defs: dg.Definitions, build: _Published) -> tuple[str | None, int]:
+def _chunks_settings(
+    conn: Any, defs: dg.Definitions, build: _Published, chunks_key: dg.AssetKey
+) -> tuple[str | None, int]:
     """Why the build's chunks are not what the current settings make (None: they are), and how
     many there are: each chunk row stores the `chunks` code version that made it."""
     versions, rows = conn.execute(
@@ -275,7 +291,7 @@ def _chunks_settings(conn: Any, defs: dg.Definitions, build: _Published) -> tupl
         " WHERE batch_key = %s AND generation = %s",
         (build.batch, build.chunks_generation),
     ).fetchone()
-    current = _code_version(defs, CHUNKS)
+    current = _code_version(defs, chunks_key)
     if not rows:
         return "it holds no chunks to tell its settings by", 0
     if list(versions) != [current]:

@@ -16,12 +16,14 @@ from pathlib import Path
 import dagster as dg
 
 from seams.assets.model import MODEL_KEY, distils_static
-from seams.assets.partitions import document_batches
+from seams.assets.partitions import Lineage
+from seams.collections import Collection, route
 from seams.errors import InputError, SeamsError
 from seams.models.model_store import load_manifest, load_static_manifest
 from seams.orchestration import command_lock, launch, ownership
 from seams.orchestration.evaluation_run import refresh_retrieval_eval, retrieval_eval_unsynced
 from seams.orchestration.found_model import record_found_model
+from seams.orchestration.lineages import all_partitions, batch_lineages, lineage_named, lineages
 from seams.orchestration.pending_work import (
     JOB_NAME,
     Unfinished,
@@ -39,7 +41,14 @@ from seams.orchestration.shell_commands import python_command, seams_command
 from seams.paths import sample_corpus
 from seams.resources.postgres import PostgresResource
 from seams.storage import publication, quarantine
-from seams.storage.batches import RETIRE_REASON, register_batch, retire_missing, scan_inbox
+from seams.storage.batches import (
+    RETIRE_REASON,
+    SourceFile,
+    register_batch,
+    retire_missing,
+    scan_inbox,
+)
+from seams.storage.schema import DEFAULT_COLLECTION
 
 __all__ = [
     "JOB_NAME",
@@ -151,23 +160,31 @@ def register_path(
     *,
     defs: dg.Definitions,
     retired: list[str] | None = None,
+    collections: Mapping[str, Collection] | None = None,
 ) -> list[str]:
     """Freeze the new file versions under `path` (a folder or one file) into batches of
     <= MAX_BATCH_DOCUMENTS, and retire the documents whose files left the folder (their URIs
-    are appended to `retired`)."""
+    are appended to `retired`). With `collections`, each file goes to the collection that takes
+    it (`seams.collections.route`), in batches of that collection; a file none takes is
+    skipped, saying so."""
     files, refused = scan_inbox(path)
     for item in refused:
         report(f"skipped {item.path}: {item.reason}")
+    grouped = _by_collection(files, collections, report)
     postgres = _postgres(defs=defs)
     postgres.ensure_schema()
     keys = []
     with postgres.connection() as conn:
-        for start in range(0, len(files), MAX_BATCH_DOCUMENTS):
-            key = register_batch(
-                conn, files[start : start + MAX_BATCH_DOCUMENTS], source=source_of(path)
-            )
-            if key:
-                keys.append(key)
+        for collection, mine in grouped.items():
+            for start in range(0, len(mine), MAX_BATCH_DOCUMENTS):
+                key = register_batch(
+                    conn,
+                    mine[start : start + MAX_BATCH_DOCUMENTS],
+                    source=source_of(path),
+                    collection=collection,
+                )
+                if key:
+                    keys.append(key)
         gone = retire_missing(conn, path, [*(f.path for f in files), *(r.path for r in refused)])
     for document in gone:
         report(f"retired {document.source_uri}: {RETIRE_REASON}")
@@ -200,8 +217,12 @@ def materialize_batches(
     and its publication, or held) is published here without running anything. `announce`: one
     line per resumed batch (`batch K: resuming at chunks`); off where the caller said it.
     """
-    keys = list(asset_selection or defs.resolve_job_def(JOB_NAME).asset_layer.executable_asset_keys)
-    targets: dict[str, Sequence[dg.AssetKey]] = {key: keys for key in batch_keys}
+    lineage = batch_lineages(defs, batch_keys)
+    targets: dict[str, Sequence[dg.AssetKey]] = {
+        key: list(asset_selection or job_assets_in_order(defs, lineage[key]))
+        for key in batch_keys
+        if key in lineage  # a collection the settings no longer declare: nothing builds it
+    }
     ready = []
     resumed = [k for k in resume if k in targets]
     for found in unfinished(defs, resumed) if resumed else ():  # nothing to read otherwise
@@ -231,7 +252,7 @@ def publish_ready(batch_keys: Sequence[str], *, defs: dg.Definitions) -> dict[st
 
 def check_can_submit(defs: dg.Definitions, command: str) -> None:
     """Before any work: a distributed executor needs the one shared PostgreSQL (fail fast)."""
-    if launch.is_distributed(defs, JOB_NAME):
+    if launch.is_distributed(defs, lineages(defs)[0].job_name):
         launch.require_shared_database(
             f"`{command}` with execution.executor: celery",
             _postgres(defs=defs).database_url or None,
@@ -247,15 +268,40 @@ def run_backfill(
     defs: dg.Definitions,
     started_by: str,
     tags: Mapping[str, str] | None = None,
-) -> launch.BackfillOutcome:
-    """One asset backfill of `targets` (batch -> assets), executed here or by a running daemon;
-    `tags` go on the backfill and its runs.
+) -> list[launch.BackfillOutcome]:
+    """Asset backfills of `targets` (batch -> assets), executed here or by a running daemon:
+    one per collection, by its own job (a run builds the batches of one collection); `tags` go
+    on the backfills and their runs.
 
     Raises SeamsError naming the failed run when any batch failed (the CLI's exit code 2).
     """
-    distributed = launch.is_distributed(defs, JOB_NAME)
+    lineage = batch_lineages(defs, list(targets))
+    grouped: dict[Lineage, dict[str, Sequence[dg.AssetKey]]] = {}
+    for batch, keys in targets.items():
+        grouped.setdefault(lineage[batch], {})[batch] = keys
+    return [
+        _run_lineage_backfill(
+            instance, lin, part, report, summary, defs=defs, started_by=started_by, tags=tags
+        )
+        for lin, part in grouped.items()
+    ]
+
+
+def _run_lineage_backfill(
+    instance: dg.DagsterInstance,
+    lineage: Lineage,
+    targets: dict[str, Sequence[dg.AssetKey]],
+    report: Report,
+    summary: RunSummary,
+    *,
+    defs: dg.Definitions,
+    started_by: str,
+    tags: Mapping[str, str] | None,
+) -> launch.BackfillOutcome:
+    """One asset backfill of one collection's `targets`, run by its lineage's job."""
+    distributed = launch.is_distributed(defs, lineage.job_name)
     check_can_submit(defs, started_by)
-    instance.add_dynamic_partitions(document_batches.name, list(targets))
+    instance.add_dynamic_partitions(lineage.partitions.name, list(targets))
     ownership.reap_orphans(instance, report)  # free what a killed `seams` left STARTED
     backfill = launch.create_backfill(
         instance,
@@ -268,14 +314,16 @@ def run_backfill(
     summary.backfill_ids.append(backfill.backfill_id)
     where = "steps on the workers" if distributed else "running here"
     shown = " (the UI shows it live)" if launch.daemon_is_running(instance) else ""
-    report(f"backfill {backfill.backfill_id}: {len(targets)} batch(es), {where}{shown}")
+    whose = "" if lineage.is_default else f" of collection {lineage.collection}"
+    report(f"backfill {backfill.backfill_id}: {len(targets)} batch(es){whose}, {where}{shown}")
     outcome = launch.run_backfill_here(
-        instance, defs, backfill, JOB_NAME, report, distributed=distributed
+        instance, defs, backfill, lineage.job_name, report, distributed=distributed
     )
     results = [RunEvents.of_result(result) for result in outcome.results]
     summary.run_ids.extend(outcome.run_ids)
     for events in results:  # the candidates' model, and the index's when it embeds chunk texts
-        for step in ("candidate_embeddings", "chunk_index"):
+        for asset in ("candidate_embeddings", "chunk_index"):
+            step = "__".join(lineage.key(asset).path)  # Dagster's step key of the asset
             summary.cache_hits += events.metadata_sum(step, "cache_hits")
             summary.texts_embedded += events.metadata_sum(step, "texts_embedded")
     failed = next((events for events in results if not events.success), None)
@@ -307,9 +355,41 @@ def quarantined_batches(source: str, *, defs: dg.Definitions) -> list[str]:
         return quarantine.quarantined_batches(conn, source)
 
 
-def backfill(instance: dg.DagsterInstance, report: Report, *, defs: dg.Definitions) -> RunSummary:
-    """One Dagster backfill of exactly the unsynced assets of every batch (none: no backfill)."""
-    partitions = instance.get_dynamic_partitions(document_batches.name)
+def _by_collection(
+    files: Sequence[SourceFile],
+    collections: Mapping[str, Collection] | None,
+    report: Report,
+) -> dict[str, list[SourceFile]]:
+    """The files per collection, in scan order (all the default collection's without
+    `collections:`); a file no collection takes is said and left out."""
+    if not collections:
+        return {DEFAULT_COLLECTION: list(files)} if files else {}
+    grouped: dict[str, list[SourceFile]] = {}
+    for f in files:
+        name = route(f.path, collections)
+        if name is None:
+            report(
+                f"skipped {f.path}: no collection in seams.yaml takes it (its `source` and `match`)"
+            )
+            continue
+        grouped.setdefault(name, []).append(f)
+    return grouped
+
+
+def backfill(
+    instance: dg.DagsterInstance,
+    report: Report,
+    *,
+    defs: dg.Definitions,
+    collection: str | None = None,
+) -> RunSummary:
+    """One Dagster backfill per collection of exactly the unsynced assets of every batch (of
+    `collection` only, when given; none unsynced: no backfill)."""
+    found = all_partitions(instance, defs)
+    if collection is not None:
+        only = lineage_named(defs, collection)
+        found = {key: lin for key, lin in found.items() if lin == only}
+    partitions = list(found)
     stale = {
         p: keys for p, keys in unsynced_assets(instance, partitions, defs=defs).items() if keys
     }

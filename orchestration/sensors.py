@@ -7,15 +7,22 @@ failed before its partition was added is picked up by the next tick.
 """
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import dagster as dg
 
-from seams.assets.partitions import document_batches
-from seams.orchestration.jobs import chunk_batches_job
+from seams.assets.partitions import DEFAULT_LINEAGE, Lineage
+from seams.collections import Collection, route
 from seams.resources.postgres import PostgresResource
 from seams.settings import InboxSettings
-from seams.storage.batches import all_batch_keys, register_batch, scan_inbox, unregistered
+from seams.storage.batches import (
+    SourceFile,
+    all_batch_keys,
+    register_batch,
+    scan_inbox,
+    unregistered,
+)
 
 
 @dataclass(frozen=True)
@@ -38,14 +45,19 @@ def look_at_inbox(
     *,
     seal: bool,
     now: float | None = None,
+    lineage: Lineage = DEFAULT_LINEAGE,
+    collections: Mapping[str, Collection] | None = None,
 ) -> InboxTick:
-    """Register a batch when enough files wait, the oldest waited long enough, or `seal` is set."""
+    """Register a batch of `lineage`'s collection when enough files wait, the oldest waited
+    long enough, or `seal` is set. With `collections`, only the files of the inbox that belong
+    to that collection count (another collection may read a folder inside this one)."""
     folder = inbox.folder()
     folder.mkdir(parents=True, exist_ok=True)
-    files, _refused = scan_inbox(folder)
+    files = _files_of(scan_inbox(folder)[0], lineage, collections)
     now = time.time() if now is None else now
     with postgres.connection() as conn:
-        orphaned = [k for k in all_batch_keys(conn) if k not in known_partitions]
+        mine = all_batch_keys(conn, collection=lineage.collection)
+        orphaned = [k for k in mine if k not in known_partitions]
         pending = unregistered(conn, files)
         if not pending:
             return InboxTick(None, orphaned, "no new or changed files")
@@ -60,8 +72,16 @@ def look_at_inbox(
             return InboxTick(
                 None, orphaned, f"{len(pending)} file(s) waiting ({waited_min:.1f} min)"
             )
-        key = register_batch(conn, pending, source=f"inbox:{folder}")
+        key = register_batch(conn, pending, source=f"inbox:{folder}", collection=lineage.collection)
     return InboxTick(key, orphaned, reason)
+
+
+def _files_of(
+    files: list[SourceFile], lineage: Lineage, collections: Mapping[str, Collection] | None
+) -> list[SourceFile]:
+    if not collections:
+        return files
+    return [f for f in files if route(f.path, collections) == lineage.collection]
 
 
 def _run_requests(tick: InboxTick) -> list[dg.RunRequest]:
@@ -71,11 +91,18 @@ def _run_requests(tick: InboxTick) -> list[dg.RunRequest]:
     ]
 
 
-def build_inbox_sensor(inbox: InboxSettings) -> dg.SensorDefinition:
-    """The sensor that turns what waits in `inbox` into batches and `chunk_batches` runs."""
+def build_inbox_sensor(
+    inbox: InboxSettings,
+    lineage: Lineage = DEFAULT_LINEAGE,
+    collections: Mapping[str, Collection] | None = None,
+) -> dg.SensorDefinition:
+    """The sensor that turns what waits in `inbox` into batches of `lineage`'s collection and
+    runs of its job."""
+    partitions = lineage.partitions
 
     @dg.sensor(
-        job=chunk_batches_job,
+        name=_named("inbox_sensor", lineage),
+        job_name=lineage.job_name,
         minimum_interval_seconds=30,
         description="Registers a batch when enough new files wait in the inbox or the oldest "
         "waited long enough (seams.yaml: inbox), adds its partition and requests its run.",
@@ -83,36 +110,52 @@ def build_inbox_sensor(inbox: InboxSettings) -> dg.SensorDefinition:
     def inbox_sensor(
         context: dg.SensorEvaluationContext, postgres: PostgresResource
     ) -> dg.SensorResult | dg.SkipReason:
-        known = set(context.instance.get_dynamic_partitions(document_batches.name))
-        tick = look_at_inbox(postgres, inbox, known, seal=False)
+        known = set(context.instance.get_dynamic_partitions(partitions.name))
+        tick = look_at_inbox(
+            postgres, inbox, known, seal=False, lineage=lineage, collections=collections
+        )
         if not tick.batch_keys:
             return dg.SkipReason(tick.reason)
         return dg.SensorResult(
             run_requests=_run_requests(tick),
-            dynamic_partitions_requests=[document_batches.build_add_request(tick.batch_keys)],
+            dynamic_partitions_requests=[partitions.build_add_request(tick.batch_keys)],
             cursor=tick.batch_keys[-1],
         )
 
     return inbox_sensor
 
 
-def build_seal_schedule(inbox: InboxSettings) -> dg.ScheduleDefinition:
-    """The schedule that seals whatever waits in `inbox` on `inbox.seal_cron` into a batch."""
+def build_seal_schedule(
+    inbox: InboxSettings,
+    lineage: Lineage = DEFAULT_LINEAGE,
+    collections: Mapping[str, Collection] | None = None,
+) -> dg.ScheduleDefinition:
+    """The schedule that seals whatever of `lineage`'s collection waits in `inbox` on
+    `inbox.seal_cron` into a batch, run by its job."""
+    partitions = lineage.partitions
 
     @dg.schedule(
-        job=chunk_batches_job,
+        name=_named("seal_inbox_schedule", lineage),
+        job_name=lineage.job_name,
         cron_schedule=inbox.seal_cron,
         description="Seals whatever waits in the inbox into a batch and runs it.",
     )
     def seal_inbox_schedule(
         context: dg.ScheduleEvaluationContext, postgres: PostgresResource
     ) -> list[dg.RunRequest] | dg.SkipReason:
-        known = set(context.instance.get_dynamic_partitions(document_batches.name))
-        tick = look_at_inbox(postgres, inbox, known, seal=True)
+        known = set(context.instance.get_dynamic_partitions(partitions.name))
+        tick = look_at_inbox(
+            postgres, inbox, known, seal=True, lineage=lineage, collections=collections
+        )
         if not tick.batch_keys:
             return dg.SkipReason(tick.reason)
         # Schedules cannot return partition requests: add the partitions before requesting runs.
-        context.instance.add_dynamic_partitions(document_batches.name, tick.batch_keys)
+        context.instance.add_dynamic_partitions(partitions.name, tick.batch_keys)
         return _run_requests(tick)
 
     return seal_inbox_schedule
+
+
+def _named(name: str, lineage: Lineage) -> str:
+    """`inbox_sensor` for the default collection, `handbook__inbox_sensor` for another."""
+    return name if lineage.is_default else f"{lineage.collection}__{name}"

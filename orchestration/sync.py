@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 
 import dagster as dg
 
-from seams.assets.partitions import document_batches
+from seams.assets.partitions import BATCH_ASSETS, DEFAULT_LINEAGE, Lineage
 from seams.orchestration.dagster_internals import (
     AssetCheckEvaluationTargetMaterializationData,
     StaleStatus,
@@ -40,15 +40,8 @@ from seams.orchestration.dagster_internals import (
 
 SYNC_CHECK = "in_sync"
 SYNC_SENSOR = "settings_sync"
-SYNCED_ASSETS = (
-    "extracted_text",
-    "sentence_candidates",
-    "candidate_embeddings",
-    "semantic_boundaries",
-    "chunks",
-    "chunk_index",
-)
-"""The per-batch assets whose partitions the check watches."""
+SYNCED_ASSETS = BATCH_ASSETS
+"""The per-batch assets whose partitions the check watches (in every collection's lineage)."""
 LISTED_BATCHES = 20
 SYNC_DESCRIPTION = (
     "Every batch is in sync: materialized with the current settings, code and inputs (Dagster's "
@@ -63,18 +56,35 @@ ADVICE = (
     "does not see unsynced partitions."
 )
 
-SYNC_CHECK_KEYS = tuple(dg.AssetCheckKey(dg.AssetKey(name), SYNC_CHECK) for name in SYNCED_ASSETS)
+
+def sync_check_keys(lineages: Sequence[Lineage]) -> tuple[dg.AssetCheckKey, ...]:
+    """The `in_sync` check of every watched asset of `lineages`."""
+    return tuple(dg.AssetCheckKey(key, SYNC_CHECK) for lin in lineages for key in lin.keys)
+
+
+SYNC_CHECK_KEYS = sync_check_keys([DEFAULT_LINEAGE])
+"""The default collection's `in_sync` checks (a project without `collections:`)."""
+
+
+def lineage_partitions(
+    instance: dg.DagsterInstance, lineages: Sequence[Lineage]
+) -> dict[Lineage, list[str]]:
+    """Each lineage's batches (its own dynamic partitions)."""
+    return {lin: instance.get_dynamic_partitions(lin.partitions.name) for lin in lineages}
 
 
 def unsynced_partitions(
-    instance: dg.DagsterInstance, asset_graph: object, partitions: Sequence[str]
+    instance: dg.DagsterInstance,
+    asset_graph: object,
+    partitions: Mapping[Lineage, Sequence[str]],
 ) -> dict[dg.AssetKey, list[str]]:
-    """Per watched asset, the partitions Dagster reports STALE (never-materialized ones are
-    missing, not unsynced, and are left out)."""
+    """Per watched asset of each lineage, its partitions Dagster reports STALE
+    (never-materialized ones are missing, not unsynced, and are left out)."""
     resolver = stale_status_resolver(instance, asset_graph)
     return {
-        key: [p for p in partitions if resolver.get_status(key, p) == StaleStatus.STALE]
-        for key in (dg.AssetKey(name) for name in SYNCED_ASSETS)
+        key: [p for p in batches if resolver.get_status(key, p) == StaleStatus.STALE]
+        for lin, batches in partitions.items()
+        for key in lin.keys
     }
 
 
@@ -140,8 +150,11 @@ def latest_materializations(
     return found
 
 
-def build_sync_check(location: Callable[[], dg.Definitions]) -> dg.AssetChecksDefinition:
-    """`in_sync` on every per-batch asset, executable from the UI (the sensor reports it too).
+def build_sync_check(
+    location: Callable[[], dg.Definitions], lineages: Sequence[Lineage] = (DEFAULT_LINEAGE,)
+) -> dg.AssetChecksDefinition:
+    """`in_sync` on every per-batch asset of `lineages`, executable from the UI (the sensor
+    reports it too).
 
     It judges against the asset graph of `location()`, the definitions of the whole code
     location (as the sensor judges against its repository), never the graph of the run it is
@@ -151,8 +164,8 @@ def build_sync_check(location: Callable[[], dg.Definitions]) -> dg.AssetChecksDe
 
     @dg.multi_asset_check(
         specs=[
-            dg.AssetCheckSpec(SYNC_CHECK, asset=name, description=SYNC_DESCRIPTION)
-            for name in SYNCED_ASSETS
+            dg.AssetCheckSpec(SYNC_CHECK, asset=key.asset_key, description=SYNC_DESCRIPTION)
+            for key in sync_check_keys(lineages)
         ],
         name="in_sync_checks",
         # A run that materializes some assets (an asset backfill of the unsynced ones) selects
@@ -161,17 +174,18 @@ def build_sync_check(location: Callable[[], dg.Definitions]) -> dg.AssetChecksDe
     )
     def in_sync(context: dg.AssetCheckExecutionContext) -> Iterator[dg.AssetCheckResult]:
         selected = {check.asset_key for check in context.selected_asset_check_keys}
-        partitions = context.instance.get_dynamic_partitions(document_batches.name)
+        partitions = lineage_partitions(context.instance, lineages)
+        totals = _totals(partitions)
         try:
             graph = location().resolve_asset_graph()
             stale = unsynced_partitions(context.instance, graph, partitions)
         except Exception as exc:  # a check that cannot look must not fail the run it is in
             context.log.warning(f"in_sync could not be evaluated: {exc}")
-            for name in SYNCED_ASSETS:
-                if dg.AssetKey(name) not in selected:
+            for key in totals:
+                if key not in selected:
                     continue
                 yield dg.AssetCheckResult(
-                    asset_key=dg.AssetKey(name),
+                    asset_key=key,
                     check_name=SYNC_CHECK,
                     passed=False,
                     severity=dg.AssetCheckSeverity.WARN,
@@ -186,15 +200,23 @@ def build_sync_check(location: Callable[[], dg.Definitions]) -> dg.AssetChecksDe
                 check_name=SYNC_CHECK,
                 passed=not batches,
                 severity=dg.AssetCheckSeverity.WARN,
-                metadata=_metadata(batches, len(partitions)),
-                description=_verdict(batches, len(partitions)),
+                metadata=_metadata(batches, totals[key]),
+                description=_verdict(batches, totals[key]),
             )
 
     return in_sync
 
 
-def build_sync_sensor(minimum_interval_seconds: int = 30) -> dg.SensorDefinition:
-    """Reports `in_sync` for every watched asset whenever the answer changes (on by default)."""
+def _totals(partitions: Mapping[Lineage, Sequence[str]]) -> dict[dg.AssetKey, int]:
+    """Per watched asset, how many batches its lineage has."""
+    return {key: len(batches) for lin, batches in partitions.items() for key in lin.keys}
+
+
+def build_sync_sensor(
+    minimum_interval_seconds: int = 30, lineages: Sequence[Lineage] = (DEFAULT_LINEAGE,)
+) -> dg.SensorDefinition:
+    """Reports `in_sync` for every watched asset of `lineages` whenever the answer changes (on
+    by default)."""
 
     @dg.sensor(
         name=SYNC_SENSOR,
@@ -204,7 +226,8 @@ def build_sync_sensor(minimum_interval_seconds: int = 30) -> dg.SensorDefinition
         "in_sync check of every per-batch asset when the unsynced batches change.",
     )
     def settings_sync(context: dg.SensorEvaluationContext) -> dg.SensorResult:
-        partitions = context.instance.get_dynamic_partitions(document_batches.name)
+        partitions = lineage_partitions(context.instance, lineages)
+        totals = _totals(partitions)
         graph = context.repository_def.asset_graph
         stale = unsynced_partitions(context.instance, graph, partitions)
         latest = latest_materializations(context.instance, list(stale))
@@ -212,16 +235,17 @@ def build_sync_sensor(minimum_interval_seconds: int = 30) -> dg.SensorDefinition
             key.to_user_string(): [batches, getattr(latest.get(key), "storage_id", None)]
             for key, batches in stale.items()
         }
-        state["__batches__"] = sorted(partitions)
+        every = sorted(batch for batches in partitions.values() for batch in batches)
+        state["__batches__"] = every
         digest = hashlib.sha256(json.dumps(state, sort_keys=True).encode()).hexdigest()
-        found = describe(stale, len(partitions))
+        found = describe(stale, len(every))
         # The tick's text is what it found; a SkipReason is the one text a tick shows, and the
         # evaluations it carries are reported all the same.
         if digest == context.cursor:
             return dg.SensorResult(skip_reason=dg.SkipReason(f"{found} (unchanged)"))
         return dg.SensorResult(
             asset_events=[
-                sync_evaluation(key, batches, len(partitions), latest.get(key))
+                sync_evaluation(key, batches, totals[key], latest.get(key))
                 for key, batches in stale.items()
             ],
             cursor=digest,

@@ -20,14 +20,15 @@ them):
   Dagster asset-key prefix, group and partition name as they are, and a plain SQL value. The
   name `default` is the collection of a project without `collections:`; declaring it keeps
   today's asset keys, partitions and stored rows for that source (every other collection's
-  assets are prefixed with its name: `asset_key_prefix`).
-- **Overrides go field by field.** A collection's `chunking`, `extraction`, `retrieval`,
-  `inbox` and `evaluation` blocks are merged into the top-level ones: a field it names replaces
-  the top-level value, a field it leaves out is inherited, and mappings (`chunking.overrides`,
-  `extraction`, `evaluation.floor`) merge key by key. `execution` and `backfill` say how the
-  project runs, and `embedder` and `retrieval.model` (with its prompts) which models embed:
-  one for every collection, so a query's vector compares with every chunk's. They stay
-  top-level only. `inbox.path` is the collection's `source`, never set in the block.
+  assets are prefixed with its name: `seams.assets.partitions.Lineage`).
+- **Overrides go field by field.** A collection's `chunking`, `extraction`, `retrieval` and
+  `inbox` blocks are merged into the top-level ones: a field it names replaces the top-level
+  value, a field it leaves out is inherited, and mappings (`chunking.overrides`, `extraction`)
+  merge key by key. Top-level only: `execution` and `backfill` (how the project runs),
+  `embedder` and `retrieval.model` with its prompts (one vector space: a query's vector
+  compares with every collection's chunks), and `evaluation` (it measures the search readers
+  run, over every collection). `inbox.path` is the collection's `source`, never set in the
+  block.
 - **Every file belongs to at most one collection.** The collections whose source folder is
   nearest above the file (the deepest one) are asked first; the one whose `match` patterns
   accept it takes it; when none does, the next source folder up is asked. Two collections on
@@ -69,11 +70,12 @@ NAME_RULE = "1-40 characters of a-z, 0-9 and _, starting with a letter, without 
 """A collection name (a Dagster asset-key prefix and group name as it is, and a SQL value) and
 a tenant (the fragment of its PostgreSQL role's name, `seams.storage.tenants.tenant_role`)."""
 
-OVERRIDABLE = ("chunking", "extraction", "retrieval", "inbox", "evaluation")
+OVERRIDABLE = ("chunking", "extraction", "retrieval", "inbox")
 """The top-level blocks a collection may override, field by field."""
-PROJECT_WIDE = ("execution", "backfill", "embedder")
-"""Blocks set at the top level only: how the whole project runs, and the boundary model (one
-embedding cache and one resource per code location)."""
+PROJECT_WIDE = ("execution", "backfill", "embedder", "evaluation")
+"""Blocks set at the top level only: how the whole project runs, the boundary model (one
+embedding cache and one resource per code location), and the evaluation of the search readers
+run (over every collection)."""
 PROJECT_WIDE_FIELDS = {"retrieval": ("model", "query_prompt", "document_prompt")}
 """Fields set at the top level only: every collection's vectors live in one space, so a query
 is embedded once and its scores compare across collections."""
@@ -96,7 +98,6 @@ class CollectionSettings(BaseModel):
     extraction: dict[str, Any] | None = None
     retrieval: dict[str, Any] | None = None
     inbox: dict[str, Any] | None = None
-    evaluation: dict[str, Any] | None = None
 
     @field_validator("match")
     @classmethod
@@ -249,12 +250,6 @@ def route(path: Path | str, collections: Mapping[str, Collection]) -> str | None
 def is_safe_name(value: str) -> bool:
     """Whether `value` is a valid collection or tenant name (`NAME_RULE`)."""
     return bool(re.fullmatch(r"[a-z][a-z0-9_]{0,39}", value)) and "__" not in value
-
-
-def asset_key_prefix(name: str) -> list[str]:
-    """The asset-key prefix of a collection's assets: none for `default` (today's keys and
-    history), `[name]` for any other."""
-    return [] if name == DEFAULT_COLLECTION else [name]
 
 
 def tenants(collections: Mapping[str, Collection]) -> dict[str, str | None]:

@@ -322,8 +322,23 @@ def batch_sources(conn: psycopg.Connection, batch_keys: Sequence[str]) -> dict[s
     return {key: BatchSource(source, int(count)) for key, source, count in rows}
 
 
-def all_batch_keys(conn: psycopg.Connection) -> list[str]:
-    return [r[0] for r in conn.execute("SELECT batch_key FROM seams.batches ORDER BY batch_key")]
+def all_batch_keys(conn: psycopg.Connection, *, collection: str | None = None) -> list[str]:
+    """Every batch key (of `collection` only, when given), oldest first."""
+    rows = conn.execute(
+        "SELECT batch_key FROM seams.batches WHERE %(c)s::text IS NULL OR collection = %(c)s"
+        " ORDER BY batch_key",
+        {"c": collection},
+    )
+    return [r[0] for r in rows]
+
+
+def batch_collections(conn: psycopg.Connection, batch_keys: Sequence[str]) -> dict[str, str]:
+    """Per batch key, the collection it was registered for (unknown keys are left out)."""
+    rows = conn.execute(
+        "SELECT batch_key, collection FROM seams.batches WHERE batch_key = ANY(%s)",
+        (list(batch_keys),),
+    )
+    return {key: collection for key, collection in rows}
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,6 @@ from hypothesis import strategies as st
 
 from seams.collections import (
     DEFAULT_COLLECTION,
-    asset_key_prefix,
     effective_settings,
     parse_collections,
     route,
@@ -86,11 +85,6 @@ def test_the_issue_example_gets_each_collection_its_own_settings() -> None:
 def test_relative_sources_count_from_the_settings_folder(tmp_path: Path) -> None:
     parsed = parse_collections({"notes": {"source": "docs/notes"}}, base=tmp_path)
     assert parsed["notes"].source == (tmp_path / "docs" / "notes").resolve()
-
-
-def test_asset_keys_of_default_stay_unprefixed() -> None:
-    assert asset_key_prefix("default") == []
-    assert asset_key_prefix("contracts") == ["contracts"]
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,5 @@
-"""`seams backfill`: recompute, for every batch, what a settings or code change made unsynced."""
+"""`seams backfill [--collection NAME]`: recompute, for every batch (of one collection), what a
+settings or code change made unsynced."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from seams.orchestration.cli.context import definitions
 from seams.orchestration.cli.failures import print_err
 from seams.orchestration.cli.terminal import printable, say
 from seams.orchestration.instance import prepare_instance
+from seams.orchestration.lineages import lineage_named
 from seams.orchestration.priority import lower_priority
 
 
@@ -19,6 +21,8 @@ def run(args: argparse.Namespace) -> int:
     other `seams run`/`seams backfill` works on the same data (see `--no-wait`)."""
     lower_priority(args.settings.execution.niceness)  # readers searching meanwhile come first
     defs = definitions(args)
+    if args.collection is not None:  # a name the settings lack: said before any work
+        lineage_named(defs, args.collection)
     runner.check_can_submit(defs, "seams backfill")
     started = time.perf_counter()
     report = (lambda _m: None) if args.json else say
@@ -35,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
         recovered.record_unrecorded(
             instance, defs, args.settings, report, environment=args.environment
         )
-        summary = runner.backfill(instance, report, defs=defs)
+        summary = runner.backfill(instance, report, defs=defs, collection=args.collection)
     summary.seconds = time.perf_counter() - started
     if args.json:
         fields = ("batches", "run_ids", "texts_embedded", "cache_hits", "seconds")

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Mapping
 from pathlib import Path
 
 import dagster as dg
 import psycopg
 
+from seams.collections import tenants as declared_tenants
 from seams.orchestration import command_lock, recovered
 from seams.orchestration.cli.context import definitions
 from seams.orchestration.cli.terminal import printable
@@ -38,7 +40,8 @@ def run(args: argparse.Namespace) -> int:
     where = "embedded" if urls.embedded else "external"
     settings = args.environment.describe_settings().removeprefix("settings: ")
     index, status = index_report(defs.resources["postgres"])
-    tenancy, isolation = tenancy_report(defs.resources["postgres"])
+    declared = declared_tenants(args.settings.declared_collections())
+    tenancy, isolation = tenancy_report(defs.resources["postgres"], declared)
     if tenancy:
         index += "\n" + tenancy
     status = status or isolation
@@ -89,25 +92,59 @@ def index_report(postgres: PostgresResource) -> tuple[str, int]:
     return "\n".join(lines), EXIT_UNPUBLISHED if left else 0
 
 
-def tenancy_report(postgres: PostgresResource) -> tuple[str, int]:
+def tenancy_report(
+    postgres: PostgresResource, declared: Mapping[str, str | None] | None = None
+) -> tuple[str, int]:
     """The `Tenants:` lines and their exit status: nothing for a database without tenant
-    roles; else how many tenants read which collections, and every way one could read past
-    them (`seams.storage.tenants.isolation_problems`), each with its fix (exit 1)."""
+    roles whose settings name none; else how many tenants read which collections, the tenants
+    of `declared` (collection -> tenant, from the settings) that have no role yet or read other
+    collections than the settings say (`seams db upgrade` syncs them; exit 1 when the database
+    lets a tenant read a collection the settings do not give it), and every way one could read
+    past them (`seams.storage.tenants.isolation_problems`), each with its fix (exit 1)."""
+    wanted = {c: t for c, t in (declared or {}).items() if t is not None}
     try:
         with postgres.connection() as conn:
-            if not tenants.set_up_here(conn):
-                return "", 0
-            problems = tenants.isolation_problems(conn)
-            assigned = tenants.assignments(conn)
+            set_up = tenants.set_up_here(conn)
+            problems = tenants.isolation_problems(conn) if set_up else []
+            assigned = tenants.assignments(conn) if set_up else {}
+            missing = [
+                t
+                for t in sorted(set(wanted.values()))
+                if conn.execute(
+                    "SELECT to_regrole(%s) IS NULL", (tenants.tenant_role(t),)
+                ).fetchone()[0]  # type: ignore[index]
+            ]
     except psycopg.errors.UndefinedTable:
         return "", 0  # an older schema: `index_report` already says to upgrade it
+    if not set_up and not wanted:
+        return "", 0
+    upgrade = f"`{seams_command()} db upgrade`"
     readers = sorted(set(assigned.values()))
     lines = [
         f"Tenants: {len(readers)} tenant(s) reading {len(assigned)} collection(s)"
-        + ("; each reads only its collections' rows" if not problems else "")
+        + ("; each reads only its collections' rows" if set_up and not problems else "")
     ]
+    if missing:
+        lines.append(
+            f"Tenants: {', '.join(missing)} named in the settings, without a role yet: "
+            f"{upgrade} creates it"
+        )
+    extra = sorted(c for c, t in assigned.items() if wanted.get(c) != t)
+    if extra:
+        lines.append(
+            "Tenants: "
+            + ", ".join(f"{assigned[c]} reads {c}" for c in extra)
+            + f", which the settings do not say: {upgrade} takes it away"
+        )
+    late = sorted(c for c, t in wanted.items() if assigned.get(c) != t and t not in missing)
+    if late:
+        lines.append(
+            "Tenants: "
+            + ", ".join(f"{wanted[c]} does not read {c} yet" for c in late)
+            + f": {upgrade} gives it"
+        )
     lines += [f"Tenants: {problem}" for problem in problems]
-    return "\n".join(lines), EXIT_ISOLATION if problems else 0
+    return "\n".join(lines), EXIT_ISOLATION if problems or extra else 0
 
 
 def records_report(

@@ -1,26 +1,55 @@
-"""`seams db url|start|stop|status|upgrade`: the PostgreSQL Seams uses, and its schema (needs no
-settings, so it works when seams.yaml is broken)."""
+"""`seams db url|start|stop|status|upgrade`: the PostgreSQL Seams uses, its schema, and the
+tenant roles the settings name. Only `url --tenant` and `upgrade` read the settings, so the
+other actions work when seams.yaml is broken."""
 
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
+import psycopg
+
+from seams.collections import tenants as declared_tenants
 from seams.environment import SeamsEnvironment
-from seams.resources.database import URL_ENV, EmbeddedPostgres, redact, resolve
+from seams.errors import ConfigError, InputError
+from seams.resources.database import URL_ENV, EmbeddedPostgres, psycopg_url, redact, resolve
 from seams.resources.postgres import create_schema
+from seams.settings import SeamsSettings, load_settings
+from seams.storage import tenants
+from seams.storage.connections import CONNECT_TIMEOUT_S
 
 
 def run(args: argparse.Namespace) -> int:
-    """Print the data database's URL, start, stop or report the embedded server, or create or
-    upgrade the seams schema; exit 1 for `status` of a stopped server."""
+    """Print the data database's URL (or a tenant's), start, stop or report the embedded
+    server, or create or upgrade the seams schema and sync the tenants; exit 1 for `status` of
+    a stopped server."""
     environment: SeamsEnvironment = args.environment
     external = environment.external_database
     server = EmbeddedPostgres.for_environment(environment)
-    if args.action == "url":
+    tenant = getattr(args, "tenant", None)
+    if tenant is not None and args.action != "url":
+        raise InputError(
+            f"--tenant goes with `seams db url` only, not `seams db {args.action}`: "
+            f"run `seams db url --tenant {tenant}`"
+        )
+    if args.action == "url" and tenant is not None:
+        settings = _settings(args)
+        _check_tenant(tenant, settings, environment)
+        urls = resolve(environment)
+        print(tenant_url(urls.data, settings, tenant, password=not urls.embedded))
+    elif args.action == "url":
         print(resolve(environment).data)
     elif args.action == "upgrade":
         url = resolve(environment).data
         print(create_schema(url).describe(redact(url)))
+        try:
+            settings = _settings(args)
+        except ConfigError as exc:
+            raise ConfigError(f"tenants not synced with the settings: {exc}") from None
+        with _connect(url) as conn:
+            line = sync_from_settings(conn, settings).describe()
+        if line:
+            print(line)
     elif args.action == "start":
         urls = resolve(environment)
         where = "external server" if external else f"embedded PostgreSQL in {server.pgdata}"
@@ -44,3 +73,53 @@ def run(args: argparse.Namespace) -> int:
             print(f"stopped: embedded PostgreSQL in {server.pgdata} (start: `seams db start`)")
             return 1
     return 0
+
+
+def sync_from_settings(
+    conn: psycopg.Connection[Any], settings: SeamsSettings
+) -> tenants.TenantChanges:
+    """Make the database's tenant roles and collection assignments what `settings` declare
+    (`collections.<name>.tenant`): missing roles created, a collection whose tenant was removed
+    no longer readable by it, a tenant no collection names any more without a role. For every
+    command that writes with the settings (`seams db upgrade`, `seams run`, `seams backfill`),
+    on a connection as the schema's owner, after the schema is migrated; one read when the
+    project has no tenants and had none."""
+    return tenants.sync_project(conn, declared_tenants(settings.declared_collections()))
+
+
+def tenant_url(url: str, settings: SeamsSettings, tenant: str, *, password: bool) -> str:
+    """The URL of `tenant`'s read-only role in the data database at `url`, after the tenants
+    are synced with `settings` (so it works at once). `password`: an external server, where the
+    role gets a new password (the old one stops working), in the returned URL only; the
+    embedded server's local socket trusts the role name alone."""
+    create_schema(url)
+    with _connect(url) as conn:
+        sync_from_settings(conn, settings)
+        secret = tenants.rotate_tenant(conn, tenant) if password else None
+    return tenants.tenant_url(url, tenant, secret)
+
+
+def _check_tenant(tenant: str, settings: SeamsSettings, environment: SeamsEnvironment) -> None:
+    """A one-line error unless a collection of the settings names `tenant`."""
+    known = sorted({t for t in declared_tenants(settings.declared_collections()).values() if t})
+    if tenant in known:
+        return
+    where = environment.describe_settings().removeprefix("settings: ")
+    raise InputError(
+        f"--tenant {tenant!r}: no collection names that tenant in {where}; "
+        + (
+            f"known tenants: {', '.join(known)}"
+            if known
+            else "it names none: give a collection `tenant: NAME` under `collections:`"
+        )
+    )
+
+
+def _settings(args: argparse.Namespace) -> SeamsSettings:
+    """The settings `main` loaded, else (for `seams db`, which loads none up front) loaded now."""
+    settings = getattr(args, "settings", None)
+    return settings if settings is not None else load_settings(environment=args.environment)
+
+
+def _connect(url: str) -> psycopg.Connection[Any]:
+    return psycopg.connect(psycopg_url(url), autocommit=True, connect_timeout=CONNECT_TIMEOUT_S)

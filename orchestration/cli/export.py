@@ -14,6 +14,7 @@ from seams.orchestration.cli.terminal import printable
 from seams.resources.postgres import PostgresResource
 from seams.storage.export_files import export_chunks, format_for
 from seams.storage.export_rows import ExportRequest
+from seams.storage.search.query import known_collections
 
 
 def run(args: argparse.Namespace) -> int:
@@ -21,10 +22,15 @@ def run(args: argparse.Namespace) -> int:
     instance: the resource comes from the command's environment (`SEAMS_DATABASE_URL` or the
     embedded server), built as the composition root builds it."""
     out = Path(args.out).expanduser().absolute()
+    collection = None
+    if getattr(args, "collection", None) is not None:
+        declared = args.settings.collection_settings()
+        (collection,) = known_collections([args.collection], declared, option="--collection")
     request = ExportRequest(
         out=out,
         format=format_for(out, args.format),
         batch_key=args.batch,
+        collection=collection,
         current=args.current,
         vectors=args.vectors,
         batch_rows=args.batch_rows,

@@ -16,24 +16,33 @@ from seams.storage.quarantine import QUARANTINE_RETRY_TAG
 
 
 def run(args: argparse.Namespace) -> int:
-    """Register PATH (default: the sample corpus) as batches and materialize them end to end,
-    once no other `seams run`/`seams backfill` works on the same data (see `--no-wait`)."""
-    path = Path(args.path) if args.path else runner.SAMPLE_CORPUS
-    if not path.expanduser().exists():  # before any expensive work (model export, database)
-        raise InputError(
-            f"{path} does not exist: pass a file or a folder of documents "
-            f"(`{runner.seams_command()} run` alone chunks the bundled sample corpus)"
-        )
+    """Register PATH (default: every collection's source; without `collections:`, the sample
+    corpus) as batches and materialize them end to end, once no other `seams run`/`seams
+    backfill` works on the same data (see `--no-wait`)."""
+    collections = args.settings.declared_collections()
+    if args.path:
+        paths = [Path(args.path)]
+    elif collections:
+        paths = list(dict.fromkeys(c.source for c in collections.values()))
+    else:
+        paths = [runner.SAMPLE_CORPUS]
+    for path in paths:
+        if not path.expanduser().exists():  # before any expensive work (model, database)
+            raise InputError(
+                f"{path} does not exist: pass a file or a folder of documents "
+                f"(`{runner.seams_command()} run` alone chunks "
+                + ("every collection's source)" if collections else "the bundled sample corpus)")
+            )
     lower_priority(args.settings.execution.niceness)  # readers searching meanwhile come first
     defs = definitions(args)
     runner.check_can_submit(defs, "seams run")
-    command = f"seams run {path.absolute()}" if args.path else "seams run"
+    command = f"seams run {paths[0].absolute()}" if args.path else "seams run"
     with (
         prepare_instance(args.environment).open() as instance,
         runner.hold_data(defs, command, say, wait=not args.no_wait),  # before anything is read
     ):
         runner.ensure_model(instance, say, defs=defs)
-        source = runner.source_of(path)
+        sources = [runner.source_of(path) for path in paths]
         # Whatever its source, a batch readers do not see as built is finished here: a run
         # ends with every current chunk searchable.
         found = runner.unfinished(defs)
@@ -51,18 +60,29 @@ def run(args: argparse.Namespace) -> int:
         if found:
             say(runner.describe_unfinished(found))
         unfinished = [u.batch for u in found]
-        retry = runner.quarantined_batches(source, defs=defs) if args.retry_quarantined else []
+        retry = (
+            [key for source in sources for key in runner.quarantined_batches(source, defs=defs)]
+            if args.retry_quarantined
+            else []
+        )
         if retry:
             say(f"reading the quarantined files of {len(retry)} batch(es) again")
         retired: list[str] = []
-        registered = runner.register_path(path, say, defs=defs, retired=retired)
+        registered = [
+            key
+            for path in paths
+            for key in runner.register_path(
+                path, say, defs=defs, retired=retired, collections=collections or None
+            )
+        ]
         keys = list(dict.fromkeys([*unfinished, *registered, *retry]))
+        where = " and ".join(str(path) for path in paths)
         if not keys:
-            say(f"nothing new under {path}: every file version is already in a batch")
+            say(f"nothing new under {where}: every file version is already in a batch")
             return 0
         resumed = [k for k in unfinished if k not in retry]
         say(
-            f"registered {len(registered)} new batch(es) from {path}"
+            f"registered {len(registered)} new batch(es) from {where}"
             + (f", resuming {len(resumed)} unfinished" if resumed else "")
             + "; materializing..."
         )

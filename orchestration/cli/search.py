@@ -16,12 +16,19 @@ from seams.orchestration.cli.context import definitions
 from seams.orchestration.cli.terminal import printable, printable_json
 from seams.orchestration.runner import seams_command
 from seams.storage.search import SearchHit, SearchResponse, search_response
-from seams.storage.search.query import validate_query
+from seams.storage.search.query import known_collections, validate_query
 
 
 def run(args: argparse.Namespace) -> int:
     """Top-k chunks for a query, with their parent section and neighbouring chunks."""
     query = validate_query(args.query)  # before the definitions, the model and the database
+    per_collection = args.settings.collection_settings()
+    collections = None
+    if getattr(args, "collection", None) is not None:
+        collections = known_collections(args.collection, per_collection, option="--collection")
+    # One collection searched: its own retrieval settings; several: the project's.
+    settings = per_collection[collections[0]] if collections and len(collections) == 1 else None
+    retrieval = (settings or args.settings).retrieval
     resources = definitions(args).resources
     try:  # a fresh install has no model and nothing indexed: say what to run
         load_manifest(resources["embedder"].resolved_model_dir())
@@ -30,7 +37,6 @@ def run(args: argparse.Namespace) -> int:
             f"nothing to search yet: chunk some documents first with `{seams_command()} run "
             "PATH` (a file or a folder; without PATH, the bundled sample corpus)"
         ) from exc
-    retrieval = args.settings.retrieval
     response = search_response(
         resources["postgres"],
         resources["embedder"],
@@ -40,19 +46,23 @@ def run(args: argparse.Namespace) -> int:
         lexical_weight=retrieval.lexical_weight,
         sentence_weight=retrieval.sentence_weight,
         budget=args.budget,
+        collections=collections,
     )
     if args.json:
         print(printable_json(json.dumps(response.to_dict(), ensure_ascii=False)))
     else:
-        print(format_response(response))
+        print(format_response(response, collections=len(per_collection) > 1))
     return 0
 
 
-def format_response(response: SearchResponse, *, width: int = 100) -> str:
+def format_response(
+    response: SearchResponse, *, width: int = 100, collections: bool = False
+) -> str:
     """Human-readable hits for `seams search` (the --json output is `response.to_dict()`): each
     hit says which parts matched it (dense, lexical and the query words it contains) with both
     component scores and its best passage (with a budget: the part of it given); with a budget,
-    the merged spans follow. Text from the documents (file names, section titles, chunk text)
+    the merged spans follow. `collections` (a project with several): each hit names its
+    collection. Text from the documents (file names, section titles, chunk text)
     and the query shows its control characters escaped."""
     lines = [f"note: {printable(n)}" for n in response.notes]
     for hit in response.hits:
@@ -62,8 +72,9 @@ def format_response(response: SearchResponse, *, width: int = 100) -> str:
             pages = f"  p.{first}" if first == last else f"  pp.{first}-{last}"
         parent = hit.context.parent
         where = f"{parent.kind} '{parent.title}'" if parent.title else parent.kind
+        collection = f"{hit.collection}: " if collections else ""
         lines.append(
-            f"{hit.rank}. {hit.score:.3f}  {printable(hit.file_name)}{pages}  "
+            f"{hit.rank}. {hit.score:.3f}  {collection}{printable(hit.file_name)}{pages}  "
             f"[chunk {hit.chunk_index + 1}/{hit.total_chunks}, {printable(where)}, "
             f"chunks {parent.first_chunk_index + 1}-{parent.last_chunk_index + 1}]"
         )
