@@ -49,7 +49,7 @@ def check_result(
 
 
 def batch_check_specs(
-    asset: str,
+    asset: dg.AssetKey,
     described: Mapping[str, str],
     partitions_def: dg.PartitionsDefinition,
     *,

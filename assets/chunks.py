@@ -74,7 +74,9 @@ def build_chunks_asset(
         **asset_attributes("chunks", stage="assemble"),
         code_version=chunks_code_version,
         automation_condition=automation_condition,
-        check_specs=checks.batch_check_specs("chunks", CHECKS, lineage.partitions, blocking=True),
+        check_specs=checks.batch_check_specs(
+            lineage.key("chunks"), CHECKS, lineage.partitions, blocking=True
+        ),
         description="The chunks a RAG system reads, each with offsets, sizes, pages, section, "
         "cohesion, boundary method and lineage (run, config, model, file version, code version).",
     )

@@ -73,7 +73,7 @@ def build_embeddings_asset(
         code_version=code_version(EMBEDDING_VERSION, *parts.embedding),
         automation_condition=automation_condition,
         check_specs=checks.batch_check_specs(
-            "candidate_embeddings", CHECKS, lineage.partitions, blocking=True
+            lineage.key("candidate_embeddings"), CHECKS, lineage.partitions, blocking=True
         ),
         description="Every candidate with its L2-normalised embedding (in text-window mode also "
         "the window ending at it), through the embedding cache.",

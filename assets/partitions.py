@@ -98,13 +98,15 @@ class Lineage:
         """The `@dg.asset` arguments every per-batch asset of this lineage shares."""
         return {
             **BATCH_ASSET_DEFAULTS,
+            "key_prefix": self.key_prefix,  # and so the op's name: `handbook__chunks`
             "partitions_def": self.partitions,
             "group_name": self.group(stage_group),
         }
 
     def placed(self, asset: dg.AssetsDefinition) -> dg.AssetsDefinition:
-        """`asset` (made under the unprefixed names) with its keys, its inputs' keys and its
-        checks' keys moved under this lineage's prefix; shared assets (the model) stay put."""
+        """`asset` (made with `asset_defaults`, so under this lineage's prefix) with the inputs
+        its parameters name (`chunks`) moved under the prefix too; shared assets (the model)
+        stay put."""
         if self.is_default:
             return asset
         named = {dg.AssetKey(name): self.key(name) for name in BATCH_ASSETS}

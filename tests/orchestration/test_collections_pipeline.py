@@ -1,0 +1,169 @@
+"""Two collections in one code location, against real PostgreSQL, the packaged ONNX model and a
+PostgreSQL-backed Dagster instance: each chunks its files by its own settings, and a change to
+one makes only its assets unsynced and its backfill rewrite only its rows."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import dagster as dg
+import psycopg
+import pytest
+
+from seams.environment import SeamsEnvironment
+from seams.errors import ConfigError, SeamsError
+from seams.orchestration import runner
+from seams.orchestration.definitions import build_definitions
+from seams.settings import SeamsSettings, load_settings
+
+HANDBOOK = {
+    "deploys.md": "# Deploys\n\nEvery deploy starts with a green build. The release manager tags "
+    "the commit and the pipeline promotes it to staging.\n\nRollbacks restore the previous tag. "
+    "They take about four minutes and need no approval.\n",
+    "oncall.md": "# On call\n\nThe on-call engineer answers pages within fifteen minutes. Pages "
+    "that fire twice in an hour open an incident.\n\nHandover happens on Mondays at ten.\n",
+}
+NOTES = {
+    "kitchen.txt": "Bread rises because yeast makes carbon dioxide. Warm water speeds it up; "
+    "salt slows it down.\n\nA sourdough starter is flour and water that caught wild yeast. It "
+    "needs feeding once a day.\n",
+}
+
+
+def _write(folder: Path, files: dict[str, str]) -> Path:
+    folder.mkdir(parents=True)
+    for name, text in files.items():
+        (folder / name).write_text(text, encoding="utf-8")
+    return folder
+
+
+def _settings(tmp_path: Path, handbook_overrides: str) -> SeamsSettings:
+    path = tmp_path / "seams.yaml"
+    path.write_text(
+        "collections:\n"
+        "  handbook:\n"
+        "    source: docs/handbook\n"
+        f"    chunking: {{preset: technical_docs, overrides: {handbook_overrides}}}\n"
+        "  notes:\n"
+        "    source: docs/notes\n"
+        "    chunking: {preset: narrative}\n",
+        encoding="utf-8",
+    )
+    return load_settings(path)
+
+
+def _chunks(database_url: str) -> dict[str, list[tuple[str, str, str, str]]]:
+    """Per collection: (chunk_id, run_id, config_hash, batch_key) of its current chunks."""
+    found: dict[str, list[tuple[str, str, str, str]]] = {}
+    with psycopg.connect(database_url) as conn:
+        for collection, chunk, run, config, batch in conn.execute(
+            "SELECT collection, chunk_id, run_id, config_hash, batch_key FROM seams.current_chunks"
+            " ORDER BY collection, chunk_id"
+        ):
+            found.setdefault(collection, []).append((chunk, run, config, batch))
+    return found
+
+
+def _versions(defs: dg.Definitions) -> dict[str, str | None]:
+    graph = defs.resolve_asset_graph()
+    return {
+        key.to_user_string(): graph.get(key).code_version for key in graph.materializable_asset_keys
+    }
+
+
+def test_each_collection_is_a_lineage_of_its_own(tmp_path: Path) -> None:
+    environment = SeamsEnvironment.from_os()
+    defs = build_definitions(_settings(tmp_path, "{}"), environment=environment)
+    graph = defs.resolve_asset_graph()
+    for name in ("handbook", "notes"):
+        chunks = graph.get(dg.AssetKey([name, "chunks"]))
+        assert chunks.group_name == name
+        assert chunks.partitions_def.name == f"{name}__document_batches"
+        assert {key.to_user_string() for key in chunks.parent_keys} == {
+            f"{name}/semantic_boundaries"
+        }
+        job = defs.resolve_job_def(f"{name}__chunk_batches")
+        assert {key.path[0] for key in job.asset_layer.executable_asset_keys} == {name}
+    embeddings = graph.get(dg.AssetKey(["notes", "candidate_embeddings"]))
+    assert dg.AssetKey("embedding_model") in embeddings.parent_keys  # one model for all
+    assert not graph.has(dg.AssetKey("chunks"))  # no `default` collection declared
+    names = {sensor.name for sensor in defs.sensors} | {s.name for s in defs.schedules}
+    assert {"handbook__inbox_sensor", "notes__seal_inbox_schedule"} <= names
+
+    # A change to one collection's settings changes only its assets' code versions.
+    changed = build_definitions(_settings(tmp_path, "{cut_cost: 3.0}"), environment=environment)
+    before, after = _versions(defs), _versions(changed)
+    moved = {key for key in before if before[key] != after[key]}
+    assert moved == {"handbook/semantic_boundaries", "handbook/chunks", "handbook/chunk_index"}
+
+
+@pytest.mark.slow
+def test_two_collections_chunk_by_their_own_settings_and_backfill_alone(
+    instance: dg.DagsterInstance, database_url: str, tmp_path: Path
+) -> None:
+    docs = tmp_path / "docs"
+    _write(docs / "handbook", HANDBOOK)
+    _write(docs / "notes", NOTES)
+    environment = SeamsEnvironment.from_os()
+    settings = _settings(tmp_path, "{}")
+    defs = build_definitions(settings, environment=environment)
+    collections = settings.declared_collections()
+
+    # One `seams run` over the parent folder: every file goes to its collection.
+    keys = runner.register_path(docs, print, defs=defs, collections=collections)
+    assert len(keys) == 2
+    summary = runner.RunSummary(batches=keys)
+    runner.materialize_batches(instance, keys, print, summary, defs=defs)
+    assert len(summary.backfill_ids) == 2  # one backfill per collection, each by its own job
+
+    before = _chunks(database_url)
+    assert set(before) == {"handbook", "notes"}
+    per = settings.collection_settings()
+    for name, rows in before.items():  # each collection's chunks were made by its own config
+        assert {config for _, _, config, _ in rows} == {per[name].chunking_config().fingerprint()}
+    assert per["handbook"].chunking_config() != per["notes"].chunking_config()
+    handbook_batch = before["handbook"][0][3]
+    notes_batch = before["notes"][0][3]
+    assert instance.has_dynamic_partition("handbook__document_batches", handbook_batch)
+    assert instance.has_dynamic_partition("notes__document_batches", notes_batch)
+    assert not instance.has_dynamic_partition("document_batches", handbook_batch)
+
+    # A change to the handbook's settings marks only the handbook's assets unsynced.
+    changed = _settings(tmp_path, "{cut_cost: 3.0}")
+    changed_defs = build_definitions(changed, environment=environment)
+    stale = runner.unsynced_assets(instance, keys, defs=changed_defs)
+    assert dg.AssetKey(["handbook", "chunks"]) in stale[handbook_batch]
+    assert all(key.path[0] == "handbook" for key in stale[handbook_batch])
+    assert stale[notes_batch] == []
+
+    with pytest.raises(SeamsError, match=r"collection 'nope' is not in seams.yaml"):
+        runner.backfill(instance, print, defs=changed_defs, collection="nope")
+    again = runner.backfill(instance, print, defs=changed_defs, collection="handbook")
+    assert again.batches == [handbook_batch]
+    after = _chunks(database_url)
+    assert after["notes"] == before["notes"]  # chunk ids and run ids untouched
+    assert {run for _, run, _, _ in after["handbook"]} == set(again.run_ids)
+    assert {config for _, _, config, _ in after["handbook"]} == {
+        changed.collection_settings()["handbook"].chunking_config().fingerprint()
+    }
+    assert runner.unsynced_assets(instance, keys, defs=changed_defs) == {
+        handbook_batch: [],
+        notes_batch: [],
+    }
+
+
+def test_a_file_two_collections_take_is_a_one_line_error(tmp_path: Path) -> None:
+    docs = _write(tmp_path / "docs", {"plan.md": "# Plan\n\nShip it.\n"})
+    path = tmp_path / "seams.yaml"
+    path.write_text(
+        "collections:\n"
+        f"  plans: {{source: {docs}, match: ['*.md']}}\n"
+        f"  everything: {{source: {docs}, match: ['*.md', '*.txt']}}\n",
+        encoding="utf-8",
+    )
+    collections = load_settings(path).declared_collections()
+    with pytest.raises(ConfigError) as raised:
+        runner.register_path(docs, print, defs=dg.Definitions(), collections=collections)
+    message = str(raised.value)
+    assert "\n" not in message
+    assert "collections.everything" in message and "collections.plans" in message
