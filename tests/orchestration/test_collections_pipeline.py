@@ -167,3 +167,43 @@ def test_a_file_two_collections_take_is_a_one_line_error(tmp_path: Path) -> None
     message = str(raised.value)
     assert "\n" not in message
     assert "collections.everything" in message and "collections.plans" in message
+
+
+def test_each_collections_sensor_batches_only_its_files(
+    instance: dg.DagsterInstance, database_url: str, tmp_path: Path
+) -> None:
+    """Nested sources: `handbook` reads docs/, `notes` reads docs/notes/ inside it. Each sensor
+    registers batches of its own collection, with only the files routed to it."""
+    docs = _write(tmp_path / "docs", HANDBOOK)
+    _write(docs / "notes", NOTES)
+    path = tmp_path / "seams.yaml"
+    path.write_text(
+        "inbox: {max_wait_minutes: 0}\n"
+        "collections:\n"
+        "  handbook: {source: docs}\n"
+        "  notes: {source: docs/notes}\n",
+        encoding="utf-8",
+    )
+    settings = load_settings(path)
+    defs = build_definitions(settings, environment=SeamsEnvironment.from_os())
+    resources = {"postgres": defs.resources["postgres"]}
+    requested: dict[str, dg.RunRequest] = {}
+    for name in ("notes", "handbook"):
+        sensor = next(s for s in defs.sensors if s.name == f"{name}__inbox_sensor")
+        with dg.build_sensor_context(instance=instance, resources=resources) as context:
+            result = sensor(context)
+        assert isinstance(result, dg.SensorResult), result
+        (requested[name],) = result.run_requests
+        (add,) = result.dynamic_partitions_requests
+        assert add.partitions_def_name == f"{name}__document_batches"
+        assert sensor.job_name == f"{name}__chunk_batches"
+    with psycopg.connect(database_url) as conn:
+        files = conn.execute(
+            "SELECT b.collection, d.source_uri FROM seams.batches AS b"
+            " JOIN seams.batch_documents AS d USING (batch_key) ORDER BY 2"
+        ).fetchall()
+    assert {(c, Path(uri).name) for c, uri in files} == {
+        ("handbook", "deploys.md"),
+        ("handbook", "oncall.md"),
+        ("notes", "kitchen.txt"),
+    }
