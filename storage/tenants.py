@@ -18,8 +18,9 @@ What a tenant role can do, and why:
   readable view without it.
 - **Nothing else.** No privilege at all on the shared embedding cache (it would tell one tenant
   which texts another has embedded), the stored file bytes, tombstones, extraction attempts,
-  and the BM25 term statistics, which are counted over every collection today (`PRIVATE`;
-  these have RLS too, denying tenants every row, in case someone grants them later). No
+  and BM25 term statistics counted over every collection, if any (`PRIVATE`; these have RLS
+  too, denying tenants every row, in case someone grants them later). Statistics kept per
+  collection are protected like the postings: a tenant's search scores with its own. No
   INSERT/UPDATE/DELETE anywhere, no CREATE, no sequence, nothing in Dagster's tables. The
   tenant role is NOINHERIT and a member of `seams_tenants` only, with INHERIT (to use its
   SELECT grants) but without SET: it cannot `SET ROLE` to the group, another tenant or the
@@ -49,6 +50,7 @@ from __future__ import annotations
 import re
 import secrets
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
@@ -76,16 +78,22 @@ COLLECTION_TENANTS = schema.COLLECTION_TENANTS
 PROTECTED: tuple[schema.Table, ...] = tuple(t for t in schema.TABLES if t.has_collection)
 """Tables tenants read, each row tied to its collection by its own `collection` column (a
 batch belongs to one collection, so every row of a batch carries the batch's)."""
-PRIVATE: tuple[schema.Table, ...] = (
-    schema.SOURCE_FILES,
-    schema.EMBEDDING_CACHE,
-    schema.DOCUMENT_TOMBSTONES,
-    schema.EXTRACTION_ATTEMPTS,
-    schema.LEXICAL_TERMS,
-    schema.LEXICAL_TOTALS,
+PRIVATE: tuple[schema.Table, ...] = tuple(
+    t
+    for t in (
+        schema.SOURCE_FILES,
+        schema.EMBEDDING_CACHE,
+        schema.DOCUMENT_TOMBSTONES,
+        schema.EXTRACTION_ATTEMPTS,
+        schema.LEXICAL_TERMS,
+        schema.LEXICAL_TOTALS,
+    )
+    if not t.has_collection
 )
 """Tables no tenant reads: shared across collections (cache, file bytes by hash), operational,
-or statistics over every collection (BM25 document frequencies and lengths)."""
+or statistics over every collection. The BM25 statistics (document frequencies and lengths)
+are private while they count every collection's chunks together, and protected, like the
+postings, once they are kept per collection (a `collection` column)."""
 SHARED: tuple[schema.Table, ...] = (schema.SCHEMA_VERSION,)
 """Tables every tenant reads whole: they hold no document data (a reader checks the version)."""
 VIEWS: tuple[str, ...] = (
@@ -244,11 +252,15 @@ def _grants() -> list[sql.Composable]:
     readable = [t.identifier() for t in (*PROTECTED, COLLECTION_TENANTS, *SHARED)]
     readable += [sql.Identifier(schema.SCHEMA, view) for view in VIEWS]
     private = [t.identifier() for t in PRIVATE]
-    return [
+    statements = [
         sql.SQL("GRANT USAGE ON SCHEMA {} TO {}").format(sql.Identifier(schema.SCHEMA), group),
         sql.SQL("GRANT SELECT ON {} TO {}").format(sql.SQL(", ").join(readable), group),
-        sql.SQL("REVOKE ALL ON {} FROM {}").format(sql.SQL(", ").join(private), group),
     ]
+    if private:
+        statements.append(
+            sql.SQL("REVOKE ALL ON {} FROM {}").format(sql.SQL(", ").join(private), group)
+        )
+    return statements
 
 
 LOCK = "seams:tenants"
@@ -355,6 +367,7 @@ def drop_tenant(conn: psycopg.Connection[Any], tenant: str) -> None:
     role that was given privileges of its own somewhere stays: one line)."""
     name = tenant_role(tenant)
     with conn.transaction():
+        _lock(conn)
         conn.execute(
             sql.SQL("DELETE FROM {} WHERE tenant = %s").format(COLLECTION_TENANTS.identifier()),
             (tenant,),
@@ -377,11 +390,15 @@ def drop_tenant(conn: psycopg.Connection[Any], tenant: str) -> None:
             ) from None
 
 
-def sync_tenants(conn: psycopg.Connection[Any], assignments: Mapping[str, str | None]) -> None:
+def sync_tenants(conn: psycopg.Connection[Any], assignments: Mapping[str, str | None]) -> list[str]:
     """Make `seams.collection_tenants` say exactly `assignments` (collection -> tenant, None:
-    no tenant), creating missing tenant roles; a collection not named loses its tenant."""
-    for tenant in sorted({t for t in assignments.values() if t is not None}):
-        ensure_tenant(conn, tenant)
+    no tenant), creating missing tenant roles; a collection not named loses its tenant. The
+    tenants whose roles were created now, sorted."""
+    created = [
+        tenant
+        for tenant in sorted({t for t in assignments.values() if t is not None})
+        if ensure_tenant(conn, tenant)
+    ]
     rows = [(c, t, tenant_role(t)) for c, t in sorted(assignments.items()) if t is not None]
     table = COLLECTION_TENANTS.identifier()
     with conn.transaction():
@@ -399,6 +416,63 @@ def sync_tenants(conn: psycopg.Connection[Any], assignments: Mapping[str, str | 
                 ).format(table),
                 rows,
             )
+    return created
+
+
+@dataclass(frozen=True)
+class TenantChanges:
+    """What `sync_project` found and did: who reads what now, whose roles it made or removed."""
+
+    reads: Mapping[str, tuple[str, ...]]
+    """Tenant -> its collections, sorted, as the database now says."""
+    created: tuple[str, ...] = ()
+    removed: tuple[str, ...] = ()
+
+    def describe(self) -> str:
+        """`tenants: acme reads contracts, handbook; beta reads tickets (created
+        seams_tenant_beta; removed seams_tenant_old: no collection names it any more)`, or ""
+        for a project that has no tenants and had none."""
+        if not self.reads and not self.removed:
+            return ""
+        reads = "; ".join(
+            f"{tenant} reads {', '.join(collections)}"
+            for tenant, collections in sorted(self.reads.items())
+        )
+        done = []
+        if self.created:
+            done.append(f"created {', '.join(tenant_role(t) for t in self.created)}")
+        if self.removed:
+            roles = ", ".join(tenant_role(t) for t in self.removed)
+            done.append(f"removed {roles}: no collection names it any more")
+        return "tenants: " + (reads or "none") + (f" ({'; '.join(done)})" if done else "")
+
+
+def sync_project(conn: psycopg.Connection[Any], wanted: Mapping[str, str | None]) -> TenantChanges:
+    """Make this database's tenants what the project's settings say (`wanted`: collection ->
+    tenant or None, every collection the settings declare): `sync_tenants`, then the roles of
+    the tenants this database assigned before and no collection names any more are dropped, so
+    a tenant taken out of seams.yaml can no longer log in.
+
+    Roles are per server: a dropped tenant also stops reading another Seams database on the
+    same server that still names it, until a sync there creates its role again (without the
+    password it had). Costs one read when the project has no tenants and had none."""
+    before = assignments(conn)
+    if not before and not any(wanted.values()):
+        return TenantChanges(reads={})
+    created = sync_tenants(conn, wanted)
+    named = {t for t in wanted.values() if t is not None}
+    removed = sorted(set(before.values()) - named)
+    for tenant in removed:
+        drop_tenant(conn, tenant)
+    reads: dict[str, list[str]] = {}
+    for collection, tenant in sorted(wanted.items()):
+        if tenant is not None:
+            reads.setdefault(tenant, []).append(collection)
+    return TenantChanges(
+        reads={t: tuple(c) for t, c in reads.items()},
+        created=tuple(created),
+        removed=tuple(removed),
+    )
 
 
 # --- the tenant's URL --------------------------------------------------------------------------

@@ -96,11 +96,12 @@ def tenancy_report(
     postgres: PostgresResource, declared: Mapping[str, str | None] | None = None
 ) -> tuple[str, int]:
     """The `Tenants:` lines and their exit status: nothing for a database without tenant
-    roles whose settings name none; else how many tenants read which collections, the tenants
-    of `declared` (collection -> tenant, from the settings) that have no role yet or read other
-    collections than the settings say (`seams db upgrade` syncs them; exit 1 when the database
-    lets a tenant read a collection the settings do not give it), and every way one could read
-    past them (`seams.storage.tenants.isolation_problems`), each with its fix (exit 1)."""
+    roles whose settings name none; else how many tenants read which collections, and what
+    differs from `declared` (collection -> tenant, from the settings; None: not compared): a
+    tenant without a role yet, a collection its tenant does not read yet, a collection read by
+    a tenant the settings do not give it (exit 1); `seams db upgrade` syncs them. Then every
+    way a tenant could read past its collections (`tenants.isolation_problems`), each with its
+    fix (exit 1)."""
     wanted = {c: t for c, t in (declared or {}).items() if t is not None}
     try:
         with postgres.connection() as conn:
@@ -129,7 +130,9 @@ def tenancy_report(
             f"Tenants: {', '.join(missing)} named in the settings, without a role yet: "
             f"{upgrade} creates it"
         )
-    extra = sorted(c for c, t in assigned.items() if wanted.get(c) != t)
+    extra = (
+        sorted(c for c, t in assigned.items() if wanted.get(c) != t) if declared is not None else []
+    )
     if extra:
         lines.append(
             "Tenants: "
