@@ -154,11 +154,17 @@ def build_index_asset(
         vectors, keep, embedded = _chunk_vectors(
             mode, chunks, candidates, embedder, postgres, model_id, late_overlap_tokens
         )
+        # Where a slow run's time went: the vectors, or the model's HNSW index (built over
+        # every stored row of a new model the first time; the write's own time is the IO
+        # manager's `write_seconds`).
+        phases = {"vectors_seconds": rounded(time.perf_counter() - started, 2)}
         indexed = chunks[keep]
         if keep.any():  # the model's HNSW index is there before its first vectors are
+            index_started = time.perf_counter()
             with postgres.connection() as conn:
                 ensure_model_index(conn, model_id, vectors.shape[1])
                 drop_unused_model_indexes(conn, keep=(model_id,))
+            phases["vector_index_seconds"] = rounded(time.perf_counter() - index_started, 2)
             _remember(context, embedder)
         df = frame(
             "chunk_index",
@@ -202,7 +208,7 @@ def build_index_asset(
             if mode != "pooled"  # pooled vectors come from the candidates' embeddings
         }
         context.add_output_metadata(
-            {"run_seconds": rounded(time.perf_counter() - started, 2), **whole}
+            {"run_seconds": rounded(time.perf_counter() - started, 2), **phases, **whole}
         )
         return df
 

@@ -162,6 +162,10 @@ def _assert_pages_describe_their_batch(
         assert (of["chunks"]["chunks"], of["chunks"]["documents_chunked"]) == (rows, documents)
         assert of["chunk_index"]["chunks_indexed"] == stored["chunk_index"][key][0]
         assert of["chunk_index"]["chunks_skipped"] == 0
+        phases = ("vectors_seconds", "vector_index_seconds")  # where a slow index run's time went
+        assert all(
+            0 <= of["chunk_index"][phase] <= of["chunk_index"]["run_seconds"] for phase in phases
+        )
         for asset in ("candidate_embeddings", "chunk_index"):
             cache = of[asset]
             assert cache["cache_hits"] + cache["texts_embedded"] <= cache["texts"], asset
