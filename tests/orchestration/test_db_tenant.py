@@ -10,6 +10,7 @@ tenant roles on its socket, so the printed password is the one that logs in.
 
 from __future__ import annotations
 
+import shutil
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,10 +20,13 @@ import psycopg.errors
 import pytest
 from psycopg import sql
 
+from seams.environment import SeamsEnvironment
 from seams.orchestration import cli
 from seams.orchestration.cli import check
 from seams.orchestration.runner import seams_command
 from seams.resources import database
+from seams.resources.database import EmbeddedPostgres, database_url_for
+from seams.resources.embedded_server import server_tempdir
 from seams.resources.postgres import PostgresResource, close_pool
 from seams.storage import schema, tenants
 from tests.storage.test_tenants import _insert
@@ -281,3 +285,92 @@ def test_check_names_the_settings_tenants_without_a_role_and_what_differs(
         "Tenants: 0 tenant(s) reading 0 collection(s); each reads only its collections' rows",
         0,
     )
+
+
+# --- servers of their own -----------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_on_the_embedded_server_the_url_is_the_role_alone(
+    names: tuple[str, str],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The data dir's own embedded server (the session's): trust on its private socket, so the
+    URL carries no password, and the role it names reads what a tenant may."""
+    a, _ = names
+    settings = write_settings(tmp_path, {"alpha": a})
+    argv = ["db", "url", "--tenant", a]
+    status, out, err = seams(argv, capsys, monkeypatch, settings=settings, database_url=None)
+    assert status == 0 and err == "", err
+    owner_url = resolve_owner_url()
+    try:
+        params = psycopg.conninfo.conninfo_to_dict(out.strip())
+        assert params["user"] == tenants.tenant_role(a) and "password" not in params
+        assert params["host"] == psycopg.conninfo.conninfo_to_dict(owner_url)["host"]
+        with psycopg.connect(out.strip()) as mine:
+            assert mine.execute("SELECT current_user").fetchone() == (tenants.tenant_role(a),)
+            assert mine.execute("SELECT count(*) FROM seams.current_chunks").fetchone() == (0,)
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                mine.execute("SELECT 1 FROM seams.embedding_cache")
+    finally:
+        with psycopg.connect(owner_url, autocommit=True) as conn:
+            tenants.sync_project(conn, {})
+
+
+def resolve_owner_url() -> str:
+    """The owner's URL of the data dir's embedded server (the one `seams db url` used)."""
+    return database.resolve(SeamsEnvironment.from_os()).data
+
+
+HBA_TENANTS = "local all /^seams_tenant_ scram-sha-256\n"
+"""pg_hba.conf's first line on the password server: tenant roles authenticate with SCRAM on
+the socket (the embedded server listens on no TCP port); the owner keeps trust."""
+
+
+@pytest.mark.slow
+def test_on_a_server_that_demands_passwords_the_printed_one_logs_in_and_is_never_logged(
+    names: tuple[str, str],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    a, _ = names
+    root = server_tempdir("seams-pw-")
+    server = EmbeddedPostgres(root / "pgdata")
+    try:
+        server_url = server.start()
+        hba = server.pgdata / "pg_hba.conf"
+        hba.write_text(HBA_TENANTS + hba.read_text())
+        with psycopg.connect(server_url, autocommit=True) as admin:
+            admin.execute("ALTER SYSTEM SET log_statement = 'all'")
+            admin.execute("SELECT pg_reload_conf()")
+        data_url = database_url_for(server_url, database.DATA_DATABASE)
+        monkeypatch.setenv("SEAMS_DATA_DIR", str(tmp_path / "data"))
+        settings = write_settings(tmp_path, {"alpha": a})
+        argv = ["db", "url", "--tenant", a]
+        printed = []
+        for _ in range(2):
+            status, out, err = seams(
+                argv, capsys, monkeypatch, settings=settings, database_url=data_url
+            )
+            assert status == 0 and err == "", err
+            printed.append(out.strip())
+        old, new = printed
+        password = psycopg.conninfo.conninfo_to_dict(new)["password"]
+        with psycopg.connect(new) as mine:
+            assert mine.execute("SELECT current_user").fetchone() == (tenants.tenant_role(a),)
+        for refused in (old, psycopg.conninfo.make_conninfo(new, password="")):
+            with pytest.raises(psycopg.OperationalError, match="password"):
+                psycopg.connect(refused).close()
+        # Neither the server's statement log nor anything Seams wrote holds the password.
+        written = [p for p in (server.pgdata / "log", tmp_path / "data") if p.exists()]
+        for folder in written:
+            files = [folder] if folder.is_file() else [f for f in folder.rglob("*") if f.is_file()]
+            for file in files:
+                assert password.encode() not in file.read_bytes(), file
+        assert "ALTER ROLE" in (server.pgdata / "log").read_text(errors="replace")
+    finally:
+        server.stop()
+        shutil.rmtree(root, ignore_errors=True)
