@@ -10,6 +10,7 @@ import dagster as dg
 import psycopg
 import pytest
 
+from seams.assets.partitions import BATCH_ASSETS
 from seams.environment import SeamsEnvironment
 from seams.errors import ConfigError, SeamsError
 from seams.orchestration import runner
@@ -22,6 +23,10 @@ HANDBOOK = {
     "They take about four minutes and need no approval.\n",
     "oncall.md": "# On call\n\nThe on-call engineer answers pages within fifteen minutes. Pages "
     "that fire twice in an hour open an incident.\n\nHandover happens on Mondays at ten.\n",
+}
+SHARED = {
+    "glossary.md": "# Glossary\n\nA runbook is a checklist for one kind of incident. A pager is "
+    "the phone that wakes the on-call engineer.\n",
 }
 NOTES = {
     "kitchen.txt": "Bread rises because yeast makes carbon dioxide. Warm water speeds it up; "
@@ -97,13 +102,40 @@ def test_each_collection_is_a_lineage_of_its_own(tmp_path: Path) -> None:
     assert moved == {"handbook/semantic_boundaries", "handbook/chunks", "handbook/chunk_index"}
 
 
+def test_a_project_without_collections_keeps_its_keys_partitions_groups_and_job() -> None:
+    defs = build_definitions(SeamsSettings(), environment=SeamsEnvironment.from_os())
+    graph = defs.resolve_asset_graph()
+    groups = {
+        key.to_user_string(): (
+            graph.get(key).group_name,
+            getattr(graph.get(key).partitions_def, "name", None),
+        )
+        for key in graph.materializable_asset_keys
+    }
+    assert groups == {
+        "embedding_model": ("model", None),
+        "extracted_text": ("chunking", "document_batches"),
+        "sentence_candidates": ("chunking", "document_batches"),
+        "candidate_embeddings": ("chunking", "document_batches"),
+        "semantic_boundaries": ("chunking", "document_batches"),
+        "chunks": ("chunking", "document_batches"),
+        "chunk_index": ("retrieval", "document_batches"),
+    }
+    assert {job.name for job in defs.jobs} == {"chunk_batches", "backfill_unsynced"}
+    assert {s.name for s in defs.sensors} >= {"inbox_sensor", "settings_sync"}
+    assert {s.name for s in defs.schedules} == {"seal_inbox_schedule"}
+    assert set(defs.resolve_job_def("chunk_batches").asset_layer.executable_asset_keys) == {
+        dg.AssetKey(name) for name in BATCH_ASSETS
+    }
+
+
 @pytest.mark.slow
 def test_two_collections_chunk_by_their_own_settings_and_backfill_alone(
     instance: dg.DagsterInstance, database_url: str, tmp_path: Path
 ) -> None:
     docs = tmp_path / "docs"
-    _write(docs / "handbook", HANDBOOK)
-    _write(docs / "notes", NOTES)
+    _write(docs / "handbook", {**HANDBOOK, **SHARED})
+    _write(docs / "notes", {**NOTES, **SHARED})
     environment = SeamsEnvironment.from_os()
     settings = _settings(tmp_path, "{}")
     defs = build_definitions(settings, environment=environment)
@@ -115,6 +147,7 @@ def test_two_collections_chunk_by_their_own_settings_and_backfill_alone(
     summary = runner.RunSummary(batches=keys)
     runner.materialize_batches(instance, keys, print, summary, defs=defs)
     assert len(summary.backfill_ids) == 2  # one backfill per collection, each by its own job
+    assert summary.cache_hits > 0  # the glossary's sentences, embedded once for both
 
     before = _chunks(database_url)
     assert set(before) == {"handbook", "notes"}
