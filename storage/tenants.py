@@ -428,6 +428,11 @@ class TenantChanges:
     created: tuple[str, ...] = ()
     removed: tuple[str, ...] = ()
 
+    @property
+    def changed(self) -> bool:
+        """Whether a role was created or removed (what a run reports; `describe` says all)."""
+        return bool(self.created or self.removed)
+
     def describe(self) -> str:
         """`tenants: acme reads contracts, handbook; beta reads tickets (created
         seams_tenant_beta; removed seams_tenant_old: no collection names it any more)`, or ""

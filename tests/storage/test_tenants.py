@@ -561,3 +561,21 @@ def test_an_owner_that_is_not_a_superuser_runs_it_all(pg_server_url: str) -> Non
                 )
             )
             admin.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(owner)))
+
+
+def test_tenant_changes_say_who_reads_what_and_which_roles_came_and_went() -> None:
+    assert tenants.TenantChanges(reads={}).describe() == ""
+    assert not tenants.TenantChanges(reads={"acme": ("a",)}).changed
+    changes = tenants.TenantChanges(
+        reads={"zeta": ("tickets",), "acme": ("contracts", "handbook")},
+        created=("zeta",),
+        removed=("old",),
+    )
+    assert changes.changed
+    assert changes.describe() == (
+        "tenants: acme reads contracts, handbook; zeta reads tickets (created seams_tenant_zeta;"
+        " removed seams_tenant_old: no collection names it any more)"
+    )
+    assert tenants.TenantChanges(reads={}, removed=("old",)).describe() == (
+        "tenants: none (removed seams_tenant_old: no collection names it any more)"
+    )
