@@ -10,7 +10,9 @@ from pathlib import Path
 import dagster as dg
 import numpy as np
 
+from seams.assets.partitions import PIPELINE_GROUP
 from seams.orchestration import ownership
+from seams.orchestration.lineages import batch_lineages
 from seams.orchestration.shell_commands import python_command, seams_command
 from seams.resources.postgres import PostgresResource
 from seams.storage.batches import batch_sources
@@ -41,6 +43,8 @@ class RunSummary:
     backfill_ids: list[str] = field(default_factory=list)
     sources: dict[str, str] = field(default_factory=dict)
     """Per batch, where it came from (`/data/in, 3 file(s)`): batch keys are only stamps."""
+    groups: list[str] = field(default_factory=lambda: [PIPELINE_GROUP])
+    """The UI's asset groups of the batches' collections (`chunking` without collections)."""
 
     @property
     def words_per_second(self) -> float:
@@ -58,6 +62,10 @@ def summarize(summary: RunSummary, *, defs: dg.Definitions) -> RunSummary:
     if not summary.batches:
         return summary
     keys = summary.batches
+    lineages = batch_lineages(defs, keys).values()
+    summary.groups = list(dict.fromkeys(lin.group(PIPELINE_GROUP) for lin in lineages)) or [
+        PIPELINE_GROUP
+    ]
     with _postgres(defs=defs).connection() as conn:
         docs = conn.execute(
             "SELECT count(*), count(error), coalesce(sum(array_length("
@@ -97,10 +105,10 @@ def format_summary(summary: RunSummary, *, home: Path) -> str:
         f"p95 {summary.tokens_p95:.0f})",
         f"embeddings:     {summary.texts_embedded} texts embedded, {summary.cache_hits} from cache",
         _throughput(summary),
-        f"look at them:   the Dagster UI at {ui} (asset group 'chunking')"
+        f"look at them:   the Dagster UI at {ui} ({_groups(summary.groups)})"
         if ui
-        else f"look at them:   {seams_command()} dev  (UI: http://127.0.0.1:3000, asset group "
-        "'chunking')",
+        else f"look at them:   {seams_command()} dev  (UI: http://127.0.0.1:3000, "
+        f"{_groups(summary.groups)})",
         f'                {seams_command()} search "your question"',
         f'                {python_command()} -c "import psycopg, sys; '
         "print(*psycopg.connect(sys.argv[1]).execute('SELECT document_id, chunk_index, "
@@ -110,6 +118,12 @@ def format_summary(summary: RunSummary, *, home: Path) -> str:
     if not summary.retired:
         lines.pop(2)
     return "\n".join(lines)
+
+
+def _groups(groups: Sequence[str]) -> str:
+    """`asset group 'chunking'`, or `asset groups 'handbook', 'notes'`."""
+    named = ", ".join(f"'{group}'" for group in groups)
+    return f"asset group{'s' if len(groups) > 1 else ''} {named}"
 
 
 def _throughput(summary: RunSummary) -> str:

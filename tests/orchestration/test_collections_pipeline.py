@@ -148,6 +148,8 @@ def test_two_collections_chunk_by_their_own_settings_and_backfill_alone(
     runner.materialize_batches(instance, keys, print, summary, defs=defs)
     assert len(summary.backfill_ids) == 2  # one backfill per collection, each by its own job
     assert summary.cache_hits > 0  # the glossary's sentences, embedded once for both
+    shown = runner.format_summary(runner.summarize(summary, defs=defs), home=tmp_path)
+    assert "asset groups 'handbook', 'notes'" in shown
 
     before = _chunks(database_url)
     assert set(before) == {"handbook", "notes"}
