@@ -307,9 +307,28 @@ def test_no_role_change_and_no_function_reaches_other_rows(project: Project) -> 
 
 
 def test_the_cache_dagster_and_statistics_are_closed(
-    project: Project, dagster_template: str
+    project: Project, pg_server_url: str, dagster_template: str
 ) -> None:
+    """Dagster's tables beside Seams' (one database, as with `SEAMS_DATABASE_URL`) or in a
+    database of their own (the embedded server's `dagster`): not one is readable."""
     a = next(iter(project.reads))
+    with (
+        fresh_database(pg_server_url, template=dagster_template) as dagster_url,
+        psycopg.connect(
+            psycopg.conninfo.make_conninfo(
+                project.urls[a], dbname=psycopg.conninfo.conninfo_to_dict(dagster_url)["dbname"]
+            ),
+            autocommit=True,
+        ) as elsewhere,
+    ):
+        names = elsewhere.execute(
+            "SELECT c.oid::regclass::text FROM pg_class AS c JOIN pg_namespace AS n"
+            " ON n.oid = c.relnamespace WHERE n.nspname = 'public' AND c.relkind = 'r'"
+        ).fetchall()
+        assert len(names) > 10
+        for (table,) in names:
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                elsewhere.execute(f"SELECT 1 FROM {table} LIMIT 1")
     with psycopg.connect(project.url) as owner:
         dagster_tables = [
             r[0]
