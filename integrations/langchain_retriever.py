@@ -8,6 +8,7 @@ merged span (`seams.storage.search.context_budget`). Settings default to seams.y
     from seams.integrations.langchain_retriever import SeamsRetriever
 
     retriever = SeamsRetriever(k=5)                  # or SeamsRetriever(budget=1000)
+    handbook = SeamsRetriever(collections=["handbook"])  # one collection's chunks
     docs = retriever.invoke("how do bees choose a new queen?")
 """
 
@@ -45,6 +46,8 @@ class SeamsRetriever(BaseRetriever):
     lexical_weight: float | None = None
     sentence_weight: float | None = None
     budget: int | None = None
+    collections: list[str] | None = None
+    """Only these collections' chunks (None: every collection the database user may read)."""
     settings: SeamsSettings | None = None
     postgres: Any = None
     embedder: Any = None
@@ -62,6 +65,7 @@ class SeamsRetriever(BaseRetriever):
             embedder=self.embedder,
             k=self.k,
             budget=self.budget,
+            collections=self.collections,
             **overrides,
         )
 

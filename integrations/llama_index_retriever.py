@@ -35,7 +35,8 @@ class SeamsLlamaIndexRetriever(BaseRetriever):
     """Top-`k` hits (or hits until `budget` tokens) of `seams search` as LlamaIndex nodes.
 
     Arguments left None take seams.yaml's values; `postgres` and `embedder` default to those
-    `seams search` uses."""
+    `seams search` uses; `collections` keeps only those collections' chunks (None: every
+    collection the database user may read)."""
 
     def __init__(
         self,
@@ -45,6 +46,7 @@ class SeamsLlamaIndexRetriever(BaseRetriever):
         lexical_weight: float | None = None,
         sentence_weight: float | None = None,
         budget: int | None = None,
+        collections: list[str] | None = None,
         settings: SeamsSettings | None = None,
         postgres: Any = None,
         embedder: Any = None,
@@ -60,7 +62,13 @@ class SeamsLlamaIndexRetriever(BaseRetriever):
             if value is not None
         }
         self._search = SeamsSearch.from_settings(
-            settings, postgres=postgres, embedder=embedder, k=k, budget=budget, **overrides
+            settings,
+            postgres=postgres,
+            embedder=embedder,
+            k=k,
+            budget=budget,
+            collections=collections,
+            **overrides,
         )
         super().__init__(**kwargs)
 

@@ -9,6 +9,7 @@ being written meanwhile is never seen half-way). No framework is imported here.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,6 +26,7 @@ from seams.storage.search import (
     SearchResponse,
 )
 from seams.storage.search import search_response as _search_response
+from seams.storage.search.query import known_collections
 
 
 @dataclass
@@ -38,6 +40,8 @@ class SeamsSearch:
     lexical_weight: float = LEXICAL_WEIGHT
     sentence_weight: float = SENTENCE_WEIGHT
     budget: int | None = None
+    collections: tuple[str, ...] | None = None
+    """Only these collections' chunks (None: every collection the database user may read)."""
 
     @classmethod
     def from_settings(
@@ -47,10 +51,15 @@ class SeamsSearch:
         postgres: ConnectionSource | None = None,
         embedder: QueryEmbedder | None = None,
         environment: SeamsEnvironment | None = None,
+        collections: Sequence[str] | None = None,
         **overrides: Any,
     ) -> SeamsSearch:
         """Defaults from `settings` (seams.yaml when None) and the database `seams search` uses
         (`SEAMS_DATABASE_URL`, else the embedded server); `overrides` set k, search, budget...
+
+        `collections`: only those collections' chunks, names the settings declare (an unknown
+        one is an `InputError` naming the known ones); with one, that collection's own
+        `retrieval` settings are the defaults, as `seams search --collection` takes them.
 
         A library entry point: `environment` (where seams.yaml, the data and the model are)
         defaults to this process's, resolved once here and passed to everything built."""
@@ -65,13 +74,17 @@ class SeamsSearch:
 
             packaged = OnnxEmbedderResource.for_environment(environment, settings.embedder)
             embedder = PipelineModels.of(settings, environment).retrieval_resource(packaged)
-        retrieval = settings.retrieval
+        per_collection = settings.collection_settings()
+        names = None
+        if collections is not None:
+            names = known_collections(collections, per_collection, option="collections")
+        retrieval = (per_collection[names[0]] if names and len(names) == 1 else settings).retrieval
         defaults: dict[str, Any] = {
             "search": retrieval.search,
             "lexical_weight": retrieval.lexical_weight,
             "sentence_weight": retrieval.sentence_weight,
         }
-        return cls(postgres, embedder, **{**defaults, **overrides})
+        return cls(postgres, embedder, **{**defaults, **overrides, "collections": names})
 
     def response(self, query: str) -> SearchResponse:
         return _search_response(
@@ -83,6 +96,7 @@ class SeamsSearch:
             lexical_weight=self.lexical_weight,
             sentence_weight=self.sentence_weight,
             budget=self.budget,
+            collections=self.collections,
         )
 
 
@@ -96,6 +110,7 @@ def hit_metadata(hit: SearchHit) -> dict[str, Any]:
         "chunk_id": hit.chunk_id,
         "document_id": hit.document_id,
         "batch_key": hit.batch_key,
+        "collection": hit.collection,
         "source_uri": hit.source_uri,
         "file_name": hit.file_name,
         "title": hit.title,
@@ -123,6 +138,7 @@ def span_metadata(span: ContextSpan, hits: dict[str, SearchHit]) -> dict[str, An
     return {
         "document_id": span.document_id,
         "batch_key": span.batch_key,
+        "collection": first.collection,
         "source_uri": first.source_uri,
         "file_name": first.file_name,
         "start_char": span.start_char,

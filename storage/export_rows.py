@@ -45,12 +45,14 @@ class ExportColumn:
 
 @dataclass(frozen=True)
 class ExportRequest:
-    """What to export: every batch or one (`batch_key`), all versions or only the current ones
-    (`seams.current_chunks`), with or without vectors, in batches of `batch_rows` rows."""
+    """What to export: every batch or one (`batch_key`), every collection or one
+    (`collection`), all versions or only the current ones (`seams.current_chunks`), with or
+    without vectors, in batches of `batch_rows` rows."""
 
     out: Path
     format: ExportFormat
     batch_key: str | None = None
+    collection: str | None = None
     current: bool = False
     vectors: bool = False
     batch_rows: int = DEFAULT_BATCH_ROWS
@@ -62,6 +64,8 @@ class ExportRequest:
             raise ConfigError(f"batch_rows: must be a positive integer, got {self.batch_rows!r}")
         if self.batch_key is not None and not self.batch_key:
             raise ConfigError("batch_key: give a batch key, or None for every batch")
+        if self.collection is not None and not self.collection:
+            raise ConfigError("collection: give a collection name, or None for every one")
 
 
 # --- the schema ------------------------------------------------------------------------------
@@ -123,7 +127,8 @@ def export_columns(vectors: bool = False) -> list[ExportColumn]:
 
 
 def export_query(request: ExportRequest) -> tuple[sql.Composed, dict[str, Any]]:
-    """The SELECT that yields the export rows in a stable order (batch, document, chunk).
+    """The SELECT that yields the export rows in a stable order (batch, document, chunk), of
+    one batch and one collection where the request names them.
 
     Only published rows: every version's chunks as its batch's published build holds them
     (`seams.published_chunks`; `current`: each document's current version only,
@@ -152,7 +157,12 @@ def export_query(request: ExportRequest) -> tuple[sql.Composed, dict[str, Any]]:
             ).format(schema.CHUNK_INDEX.identifier())
         )
         order += [sql.SQL("i.model_id"), sql.SQL("i.mode")]
-    where = sql.SQL("WHERE c.batch_key = %(batch_key)s") if request.batch_key else sql.SQL("")
+    filters = []
+    if request.batch_key:
+        filters.append(sql.SQL("c.batch_key = %(batch_key)s"))
+    if request.collection is not None:
+        filters.append(sql.SQL("c.collection = %(collection)s"))
+    where = sql.SQL("WHERE ") + sql.SQL(" AND ").join(filters) if filters else sql.SQL("")
     query = sql.SQL("SELECT {} FROM {} {} {} ORDER BY {}").format(
         sql.SQL(", ").join(selected),
         source,
@@ -160,7 +170,7 @@ def export_query(request: ExportRequest) -> tuple[sql.Composed, dict[str, Any]]:
         where,
         sql.SQL(", ").join(order),
     )
-    return query, {"batch_key": request.batch_key}
+    return query, {"batch_key": request.batch_key, "collection": request.collection}
 
 
 def stream_rows(

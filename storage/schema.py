@@ -647,7 +647,7 @@ PUBLICATIONS = Table(
 
 PUBLICATION_SEQ = "publication_seq"
 
-# --- the BM25 index over current chunks (kept by seams.storage.search.lexical_index's triggers)
+# --- the BM25 index over current chunks, statistics per collection (search.lexical_index) ---
 
 LEXICAL_CHUNKS = Table(
     "lexical_chunks",
@@ -682,8 +682,9 @@ LEXICAL_POSTINGS = Table(
         ),
         collection_column("the chunk's collection"),
     ),
-    # Read backwards: a lexeme's postings, highest impact first.
-    key=("text_search_config", "lexeme", "impact", "batch_key", "chunk_id"),
+    # Read backwards: a collection's postings of a lexeme, highest impact first (each
+    # collection is scored with its own statistics, so it reads its own postings).
+    key=("collection", "text_search_config", "lexeme", "impact", "batch_key", "chunk_id"),
     partitioned=False,
     indexes=(("batch_key", "chunk_id"),),
     description="The inverted index of lexical_chunks: one row per (current chunk, lexeme).",
@@ -691,28 +692,35 @@ LEXICAL_POSTINGS = Table(
 
 LEXICAL_TERMS = Table(
     "lexical_terms",
-    _cols(
-        ("text_search_config", "text", "the configuration"),
-        ("lexeme", "text", "a lexeme"),
-        ("df", "integer", "current chunks containing it (BM25's document frequency)"),
+    (
+        *_cols(
+            ("text_search_config", "text", "the configuration"),
+            ("lexeme", "text", "a lexeme"),
+            ("df", "integer", "the collection's current chunks containing it (BM25's df)"),
+        ),
+        collection_column("the collection whose chunks are counted"),
     ),
-    key=("text_search_config", "lexeme"),
+    key=("collection", "text_search_config", "lexeme"),
     partitioned=False,
-    primary_key=("text_search_config", "lexeme"),
-    description="Document frequency of every lexeme over the current chunks.",
+    primary_key=("collection", "text_search_config", "lexeme"),
+    description="Document frequency of every lexeme over each collection's current chunks.",
 )
 
 LEXICAL_TOTALS = Table(
     "lexical_totals",
-    _cols(
-        ("text_search_config", "text", "the configuration"),
-        ("chunks", "bigint", "current chunks indexed under it"),
-        ("length_sum", "bigint", "their total length (avgdl = length_sum / chunks)"),
+    (
+        *_cols(
+            ("text_search_config", "text", "the configuration"),
+            ("chunks", "bigint", "the collection's current chunks indexed under it"),
+            ("length_sum", "bigint", "their total length (avgdl = length_sum / chunks)"),
+        ),
+        collection_column("the collection whose chunks are counted"),
     ),
-    key=("text_search_config",),
+    key=("collection", "text_search_config"),
     partitioned=False,
-    primary_key=("text_search_config",),
-    description="Chunk count and total length of the current chunks, per configuration.",
+    primary_key=("collection", "text_search_config"),
+    description="Chunk count and total length of each collection's current chunks, per "
+    "configuration.",
 )
 
 LEXICAL_TABLES = (LEXICAL_CHUNKS, LEXICAL_POSTINGS, LEXICAL_TERMS, LEXICAL_TOTALS)

@@ -60,7 +60,7 @@ CROSS JOIN LATERAL (
     WHERE i.batch_key = b.batch_key AND i.generation <= b.generation {filters}
     LIMIT 1
 ) AS i
-WHERE b.state = 'published'
+WHERE b.state = 'published' {among}
   AND EXISTS (SELECT 1 FROM {current} AS d WHERE d.batch_key = b.batch_key)
 ORDER BY b.batch_key DESC
 LIMIT 1
@@ -68,7 +68,11 @@ LIMIT 1
 
 
 def index_target(
-    conn: psycopg.Connection[Any], *, mode: str | None = None, model_id: str | None = None
+    conn: psycopg.Connection[Any],
+    *,
+    mode: str | None = None,
+    model_id: str | None = None,
+    collections: Sequence[str] | None = None,
 ) -> IndexTarget | None:
     """The mode, model and text search configuration of the published index: those of the
     newest published batch that holds current documents (batch keys sort by registration time),
@@ -79,7 +83,8 @@ def index_target(
     at once (`publication`'s model switch), so every current chunk has a vector of it and the
     BM25 side, which reads the same published chunks, never brings in a chunk of another
     model. A build not yet published never decides it, and neither does a batch none of whose
-    documents is current (its leftover vectors are not searched)."""
+    documents is current (its leftover vectors are not searched). `collections`: among their
+    batches only (a collection may index in another mode than the newest batch's)."""
     query = sql.SQL(_TARGET).format(
         builds=schema.BATCH_BUILDS.identifier(),
         index=schema.CHUNK_INDEX.identifier(),
@@ -90,8 +95,12 @@ def index_target(
                 sql.SQL("AND i.model_id = %(model)s") if model_id else sql.SQL(""),
             ]
         ),
+        among=sql.SQL("AND b.collection = ANY(%(collections)s::text[])")
+        if collections is not None
+        else sql.SQL(""),
     )
-    row = conn.execute(query, {"mode": mode, "model": model_id}).fetchone()
+    params = {"mode": mode, "model": model_id, "collections": list(collections or ())}
+    row = conn.execute(query, params).fetchone()
     return IndexTarget(*row) if row else None
 
 
@@ -123,15 +132,16 @@ the index order). NULL, so false, for a batch or version that is not current."""
 _NEAREST = """
 SELECT i.batch_key, i.document_id, i.chunk_id, {vector} <=> {query} AS distance
 FROM {index} AS i
-WHERE i.model_id = {model} AND i.mode = %(mode)s AND {visible}
+WHERE i.model_id = {model} AND i.mode = %(mode)s AND {visible}{among}
 ORDER BY {vector} <=> {query}
 LIMIT %(fetch)s
 """
 
 
-def nearest_statement(model_id: str, dimension: int) -> sql.Composed:
+def nearest_statement(model_id: str, dimension: int, *, among: bool = False) -> sql.Composed:
     """The dense pool's statement over `model_id`'s vectors of `dimension` (params q, mode,
-    fetch), for EXPLAIN as well.
+    fetch; `among`: only the rows of the collections of param `collections`), for EXPLAIN as
+    well.
 
     The model id is a literal, not a parameter: the planner must prove the model's partial
     index applies, which a generic plan of a prepared statement could not do with `$1`. One
@@ -143,6 +153,7 @@ def nearest_statement(model_id: str, dimension: int) -> sql.Composed:
         index=schema.CHUNK_INDEX.identifier(),
         model=sql.Literal(model_id),
         visible=visible,
+        among=sql.SQL(" AND i.collection = ANY(%(collections)s::text[])" if among else ""),
     )
 
 
@@ -158,16 +169,27 @@ def configure_scan(conn: psycopg.Connection[Any], fetch: int) -> None:
 
 
 def nearest_vectors(
-    conn: psycopg.Connection[Any], vector: np.ndarray, target: IndexTarget, fetch: int
+    conn: psycopg.Connection[Any],
+    vector: np.ndarray,
+    target: IndexTarget,
+    fetch: int,
+    collections: Sequence[str] | None = None,
 ) -> list[tuple[str, str, str, float]]:
     """The `fetch` nearest visible index entries of the target's model and mode by cosine
     distance, via the model's HNSW index (nearest first, up to the iterative scan's relaxed
-    order). The query vector's length is the dimension read: a vector of another dimension than
-    the model's is an `InputError` naming both."""
+    order), among the rows of `collections` (None: every row the connection may read; a filter
+    of the scan, so the iterative scan walks on past other collections' rows). The query
+    vector's length is the dimension read: a vector of another dimension than the model's is an
+    `InputError` naming both."""
     dimension = int(np.shape(vector)[-1])
     configure_scan(conn, fetch)
-    params = {"q": vector, "mode": target.mode, "fetch": fetch}
-    statement = nearest_statement(target.model_id, dimension)
+    params = {
+        "q": vector,
+        "mode": target.mode,
+        "fetch": fetch,
+        "collections": list(collections or ()),
+    }
+    statement = nearest_statement(target.model_id, dimension, among=collections is not None)
     try:
         return conn.execute(statement, params, prepare=True).fetchall()
     except psycopg.errors.DataException as exc:

@@ -35,6 +35,7 @@ several.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -77,6 +78,7 @@ from seams.storage.search.query import (
     QueryEmbedder,
     SearchKind,
     check_kind,
+    checked_collections,
     prepare_query,
 )
 from seams.storage.search.sentence_rerank import (
@@ -108,6 +110,7 @@ def candidates(
     mode: str | None = None,
     model_id: str | None = None,
     sentence_weight: float = SENTENCE_WEIGHT,
+    collections: Sequence[str] | None = None,
 ) -> CandidatePool:
     """The candidate pool of `query`: the visible chunks among the `pool` nearest by dense score
     (`dense.nearest_vectors`) and the `pool` best by BM25 (hybrid; only one side for "dense" or
@@ -119,19 +122,21 @@ def candidates(
     so a caller can fuse them with any weight: `fuse_scores(dense, lexical, w)` reproduces
     `search_response`'s hybrid order (sorted by fused score, then chunk_id). The dense score
     re-scores by the best sentence as `search_response` does (`sentence_weight`, 0 to turn off);
-    `mode` and `model_id` pick the index's vectors as in `search_response`. The query is embedded
-    only when the search uses vectors.
+    `mode` and `model_id` pick the index's vectors as in `search_response`, and `collections`
+    the collections searched. The query is embedded only when the search uses vectors.
     """
     check_kind(search)
     checked_weight(sentence_weight)
+    among = checked_collections(collections)
     if isinstance(pool, bool) or not isinstance(pool, int) or not 1 <= pool <= MAX_FETCH:
         raise InputError(f"pool must be an integer from 1 to {MAX_FETCH}, got {pool!r}")
     prepared = prepare_query(query)
     try:
         with postgres.connection() as conn, published_snapshot(conn) as snapshot:
             return _pool(
-                snapshot, embedder, prepared, pool, search, mode, model_id, sentence_weight
-            )[0]
+                snapshot, embedder, prepared, pool, search, mode, model_id, sentence_weight,
+                among,
+            )[0]  # fmt: skip
     except psycopg.OperationalError as exc:
         raise connection_lost(postgres.redacted_url, "searching the chunk index", exc) from exc
 
@@ -145,16 +150,18 @@ def _pool(
     mode: str | None,
     model_id: str | None,
     sentence_weight: float,
+    collections: tuple[str, ...] | None,
 ) -> tuple[CandidatePool, np.ndarray | None]:
     """The pool of a checked query, inside the answer's snapshot, and the query's vector (None
     when the search uses none): the published target decides the model that embeds the query,
     so both are read from the same publication."""
     conn = snapshot.conn
-    target = index_target(conn, mode=mode, model_id=model_id)
+    target = index_target(conn, mode=mode, model_id=model_id, collections=collections)
     result = CandidatePool(prepared.text, search, target, (), [], list(prepared.notes))
     result.published_seq = snapshot.published_seq
+    result.collections = collections
     if target is None:
-        result.notes.append(_nothing_indexed(conn, mode, model_id))
+        result.notes.append(_nothing_indexed(conn, mode, model_id, collections))
         return result, None
     started = time.perf_counter()
     vector = None
@@ -168,12 +175,19 @@ def _pool(
     return result, vector
 
 
-def _nothing_indexed(conn: psycopg.Connection[Any], mode: str | None, model_id: str | None) -> str:
+def _nothing_indexed(
+    conn: psycopg.Connection[Any],
+    mode: str | None,
+    model_id: str | None,
+    collections: tuple[str, ...] | None,
+) -> str:
     """The note of a search that found no published vectors to read: nothing published at all
-    (or in `mode`) needs a run; vectors of other models only need the batches re-indexed with
-    the model asked for."""
+    (or in `mode`, or in `collections`) needs a run; vectors of other models only need the
+    batches re-indexed with the model asked for."""
     wanted = f" in mode {mode!r}" if mode else ""
-    if model_id is not None and index_target(conn, mode=mode) is not None:
+    if collections is not None:
+        wanted += f" in collection(s) {', '.join(collections)}"
+    if model_id is not None and index_target(conn, mode=mode, collections=collections):
         return (
             f"nothing is indexed{wanted} with model {model_id[:12]}: `seams backfill` re-indexes "
             "every batch with the current settings' model"
@@ -223,6 +237,7 @@ def read_search(
     sentence_weight: float = SENTENCE_WEIGHT,
     parent_chars: int = PARENT_CHARS,
     passages: bool = True,
+    collections: Sequence[str] | None = None,
 ) -> SearchReading:
     """The reading of a top-`k` search of `query` (the pool `search_response` builds, the same
     options), with the rows and sentences of every candidate, all in one snapshot:
@@ -231,12 +246,13 @@ def read_search(
     _check_k(k)
     check_kind(search)
     checked_weight(sentence_weight)
+    among = checked_collections(collections)
     prepared = prepare_query(query)
     try:
         with postgres.connection() as conn, published_snapshot(conn) as snapshot:
             pool, vector = _pool(
                 snapshot, embedder, prepared, pool_size(k), search, mode, model_id,
-                sentence_weight,
+                sentence_weight, among,
             )  # fmt: skip
             reading = _read_hits(conn, pool, vector, mode, pool.candidates, parent_chars, passages)
             if pool.target is not None:
@@ -261,9 +277,14 @@ def search_response(
     budget: int | None = None,
     count_tokens: TokenCounter | None = None,
     passages: bool = True,
+    collections: Sequence[str] | None = None,
 ) -> SearchResponse:
     """The top-`k` current chunks for `query` with their context, plus notes (e.g. truncation)
     and the time spent embedding and searching.
+
+    `collections`: only the chunks of these collections (None: every collection the connection
+    may read; a tenant's connection reads only its own, by row-level security). Each chunk's
+    BM25 score uses its own collection's statistics; each hit names its `collection`.
 
     `search`: "hybrid" (default) ranks the union of the dense and BM25 candidate pools by
     `fuse_scores` with `lexical_weight`; "dense" by the dense score alone (cosine with the chunk
@@ -307,12 +328,13 @@ def search_response(
     if budget is not None:
         check_budget(budget)
         count_tokens = _token_counter(count_tokens or getattr(embedder, "count_tokens", None))
+    among = checked_collections(collections)
     prepared = prepare_query(query)
     try:
         with postgres.connection() as conn, published_snapshot(conn) as snapshot:
             pool, vector = _pool(
                 snapshot, embedder, prepared, pool_size(k), search, mode, model_id,
-                sentence_weight,
+                sentence_weight, among,
             )  # fmt: skip
             wanted = [e for e, _ in ranked_candidates(pool, lexical_weight)] if pool.target else []
             if budget is None:
@@ -377,21 +399,46 @@ def _hit_sentences(
     hits: list[SearchHit],
 ) -> list[list[SentenceRow]]:
     """Per hit, its sentences with their raw scores for the query: the cosine where the search
-    embeds the query, the IDF of the query lexemes they hold where it uses BM25."""
+    embeds the query, the IDF of the query lexemes they hold where it uses BM25, with the
+    statistics of the hit's own BM25 group (its collection and configuration)."""
     target = pool.target
     assert target is not None
-    terms = None
-    if pool.search != "dense":
-        terms = lexical.query_terms(conn, target.text_search_config, pool.query)
-    return sentence_rows(
-        conn,
-        hits,
-        vector=vector,
-        model_id=target.model_id,
-        config=terms.config if terms else None,
-        lexemes=terms.lexemes if terms else (),
-        idf=terms.idf if terms else (),
-    )
+    entries = {(e.batch_key, e.document_id, e.chunk_id): e for e in pool.candidates}
+    groups = {(g.collection, g.config): g for g in pool.terms}
+    by_terms: dict[lexical.QueryTerms | None, list[int]] = {}
+    for i, hit in enumerate(hits):
+        entry = entries.get((hit.batch_key, hit.document_id, hit.chunk_id))
+        terms = _hit_terms(groups, entry.lexical_group if entry else None, hit, target)
+        by_terms.setdefault(terms, []).append(i)
+    out: list[list[SentenceRow]] = [[] for _ in hits]
+    for terms, positions in by_terms.items():
+        rows = sentence_rows(
+            conn,
+            [hits[i] for i in positions],
+            vector=vector,
+            model_id=target.model_id,
+            config=terms.config if terms else None,
+            lexemes=terms.lexemes if terms else (),
+            idf=terms.idf if terms else (),
+        )
+        for i, found in zip(positions, rows, strict=True):
+            out[i] = found
+    return out
+
+
+def _hit_terms(
+    groups: dict[tuple[str, str], lexical.QueryTerms],
+    group: tuple[str, str] | None,
+    hit: SearchHit,
+    target: IndexTarget,
+) -> lexical.QueryTerms | None:
+    """The query terms a hit's sentences are weighed with: its BM25 entry's group, else its
+    collection's group under the index's configuration, else its collection's first group."""
+    if group in groups:
+        return groups[group]
+    if (hit.collection, target.text_search_config) in groups:
+        return groups[(hit.collection, target.text_search_config)]
+    return next((g for (c, _), g in groups.items() if c == hit.collection), None)
 
 
 def ranked_response(
@@ -432,6 +479,7 @@ def ranked_response(
         search=search,
         lexemes=pool.lexemes,
         published_seq=pool.published_seq,
+        collections=pool.collections,
     )
     if pool.target is None:
         return response

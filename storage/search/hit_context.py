@@ -22,7 +22,7 @@ WITH nearest AS (
 ), hits AS (
     SELECT n.distance, c.batch_key, c.document_id, c.chunk_id, c.chunk_index, c.total_chunks,
            c.text, c.start_char, c.end_char, c.page_start, c.page_end, c.section, c.source_sha256,
-           c.generation, cur.generation AS published_generation
+           c.generation, cur.generation AS published_generation, c.collection
     FROM nearest AS n
     -- Visible: the document's published current version is in this batch, and each table is
     -- read at the one generation that build sees (never a build still being written).
@@ -43,7 +43,7 @@ SELECT h.distance, h.batch_key, h.document_id, h.chunk_id, h.chunk_index, h.tota
        coalesce(prev.start_char, h.start_char), coalesce(nxt.end_char, h.end_char),
        substr(e.text, coalesce(prev.start_char, h.start_char) + 1,
               coalesce(nxt.end_char, h.end_char) - coalesce(prev.start_char, h.start_char)),
-       h.published_generation
+       h.published_generation, h.collection
 FROM hits AS h
 JOIN {documents} AS d ON d.batch_key = h.batch_key AND d.document_id = h.document_id
 JOIN {extracted} AS e ON e.batch_key = h.batch_key AND e.document_id = h.document_id
@@ -135,6 +135,7 @@ def hit_from_row(rank: int, row: tuple[Any, ...]) -> SearchHit:
     previous, following = _neighbour(row[23:28]), _neighbour(row[28:33])
     window_start, window_end, window_text = row[33:36]
     generation = int(row[36])
+    collection = str(row[37])
     if parent_kind == "section":
         parent_title = section.rsplit(" > ", 1)[-1]
     else:
@@ -172,6 +173,7 @@ def hit_from_row(rank: int, row: tuple[Any, ...]) -> SearchHit:
             parent, previous, following, window_start, window_end, window_text or ""
         ),
         generation=generation,
+        collection=collection,
     )
 
 

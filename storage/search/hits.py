@@ -95,6 +95,8 @@ class SearchHit:
     """The published build of its batch that it was read from (`seams.publications`)."""
     published_seq: int | None = None
     """The publication its answer saw (`SearchResponse.published_seq`)."""
+    collection: str = "default"
+    """The collection of its batch (`seams.chunks.collection`; "default" without collections)."""
     passage_start: int | None = None
     """Start of its best passage in the source: whole sentences of the hit around its
     best-scoring sentence (by the fused lexical + dense evidence of each sentence). With a token
@@ -154,6 +156,8 @@ class SearchResponse:
     published_seq: int | None = None
     """The newest publication (`seams.publications.seq`) the answer's snapshot saw: every hit
     comes from the corpus as published at it; None when nothing is published yet."""
+    collections: tuple[str, ...] | None = None
+    """The collections searched; None: every collection the connection may read."""
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -164,6 +168,7 @@ class SearchResponse:
             "model_id": self.model_id,
             "lexemes": list(self.lexemes),
             "published_seq": self.published_seq,
+            "collections": None if self.collections is None else list(self.collections),
             "notes": self.notes,
             "embed_ms": round(self.embed_ms, 3),
             "search_ms": round(self.search_ms, 3),

@@ -12,7 +12,9 @@ below, never by hand):
   *impact* at a reference length (see `REFERENCE_LENGTH`), ordered by impact within a lexeme so a
   query reads each term's best chunks first.
 - `seams.lexical_terms` (document frequency per lexeme) and `seams.lexical_totals` (chunk count
-  and total length per configuration): the statistics of IDF and average length.
+  and total length per configuration), both per collection: the statistics of IDF and average
+  length. A collection's chunks are scored with its own statistics, so documents added to one
+  collection never change another's scores.
 
 Why "current only", kept at publication: IDF must count exactly the chunks search can return
 (`seams.current_chunks`: each document's published current version), and what is current
@@ -22,8 +24,10 @@ entries of just those documents: it removes what is no longer current (and subtr
 the statistics) and adds the current version's chunks (and adds them). So the index is exact
 after every commit, never counts a chunk of a build in progress, a failed publication leaves it
 as it was, and no change rebuilds it whole. Writes of builds in progress and registrations do
-not touch it. It takes the publication lock (`seams.storage.publication.PUBLISH_LOCK`): the
-statistics are shared counters, and publication holds that lock already.
+not touch it. It takes the publication lock of every collection whose counters it changes
+(`seams.storage.publication.publish_lock_name`; publication holds its own collection's
+already), in the order `lock_collections` takes them, so two collections' publications update
+their counters side by side and never deadlock.
 
 Queries read it in `lexical` (the scores, and the formula the impacts come from).
 """
@@ -36,24 +40,40 @@ import psycopg
 from psycopg import sql
 
 from seams.storage import schema
+from seams.storage.publication import lock_collections, publish_lock_name
 from seams.storage.search.lexical import K1, B
 
 REFERENCE_LENGTH = 64
 """The chunk length at which postings' stored impacts are computed (lexeme occurrences of a chunk
 of ~150-200 model tokens). Impacts only order a lexeme's postings; scores use the live average."""
-LOCK = "seams.publish:default"
-"""The advisory lock `lexical_sync` takes: the publication lock of the default collection,
-reentrant within the publishing transaction that holds it already; a publication of another
-collection takes it here too, since the statistics are shared by every collection."""
+LOCK_PREFIX = publish_lock_name("")
+"""The publication lock of collection `c` is `LOCK_PREFIX || c` (`publish_lock_name`)."""
+
+# The collections whose counters a sync of `docs` changes (their current one, and those of
+# their indexed entries), in `lock_collections`' order: the others sorted, the default's last.
+_LOCKS = """
+    FOR c IN
+        SELECT x.collection FROM (
+            SELECT v.collection FROM {current} AS v WHERE v.document_id = ANY(docs)
+            UNION
+            SELECT l.collection FROM {chunks} AS l WHERE l.document_id = ANY(docs)
+        ) AS x
+        ORDER BY x.collection = {default}, x.collection
+    LOOP
+        PERFORM pg_advisory_xact_lock(hashtextextended({prefix} || c, 0));
+    END LOOP;
+"""
 
 _SYNC = """
 CREATE OR REPLACE FUNCTION {schema}.lexical_sync(docs text[], batches text[])
 RETURNS void LANGUAGE plpgsql AS $fn$
+DECLARE
+    c text;
 BEGIN
     IF docs IS NULL OR cardinality(docs) = 0 THEN
         RETURN;
     END IF;
-    PERFORM pg_advisory_xact_lock(hashtextextended({lock}, 0));
+    {locks}
     -- 1. Entries that are no longer current, or belong to a batch being rewritten, go; the
     --    statistics lose what they counted.
     WITH target AS (
@@ -64,22 +84,24 @@ BEGIN
           AND (c.batch_key = ANY(batches) OR NOT EXISTS (
                 SELECT 1 FROM target AS t
                 WHERE t.document_id = c.document_id AND t.batch_key = c.batch_key))
-        RETURNING c.text_search_config, c.batch_key, c.chunk_id, c.length, c.lexemes
+        RETURNING c.text_search_config, c.batch_key, c.chunk_id, c.length, c.lexemes,
+                  c.collection
     ), gone_postings AS (
         DELETE FROM {postings} AS p USING gone AS g
         WHERE p.batch_key = g.batch_key AND p.chunk_id = g.chunk_id
     ), gone_terms AS (
         UPDATE {terms} AS t SET df = t.df - d.n
-        FROM (SELECT g.text_search_config, u.lexeme, count(*) AS n
+        FROM (SELECT g.collection, g.text_search_config, u.lexeme, count(*) AS n
               FROM gone AS g CROSS JOIN LATERAL unnest(g.lexemes) AS u
-              GROUP BY 1, 2 ORDER BY 1, 2) AS d
-        WHERE t.text_search_config = d.text_search_config AND t.lexeme = d.lexeme
+              GROUP BY 1, 2, 3 ORDER BY 1, 2, 3) AS d
+        WHERE t.collection = d.collection AND t.text_search_config = d.text_search_config
+          AND t.lexeme = d.lexeme
     )
     UPDATE {totals} AS o
     SET chunks = o.chunks - d.n, length_sum = o.length_sum - d.len
-    FROM (SELECT text_search_config, count(*) AS n, sum(length) AS len
-          FROM gone GROUP BY 1) AS d
-    WHERE o.text_search_config = d.text_search_config;
+    FROM (SELECT collection, text_search_config, count(*) AS n, sum(length) AS len
+          FROM gone GROUP BY 1, 2) AS d
+    WHERE o.collection = d.collection AND o.text_search_config = d.text_search_config;
 
     -- 2. The current version's indexed chunks that have no entry yet are analysed and counted:
     --    those of its batch's published build (one generation at or below it: publication
@@ -124,17 +146,17 @@ BEGIN
         -- In the postings key's order: a batch's postings of one lexeme reach the key's leaf
         -- pages one after another, so each page is read and dirtied once per batch rather than
         -- once per posting (the key outgrows the buffers long before the corpus is large).
-        ORDER BY 1, 2, 3, 4, 6
+        ORDER BY 7, 1, 2, 3, 4, 6
     ), added_terms AS (
-        INSERT INTO {terms} AS t (text_search_config, lexeme, df)
-        SELECT a.text_search_config, u.lexeme, count(*)
+        INSERT INTO {terms} AS t (collection, text_search_config, lexeme, df)
+        SELECT a.collection, a.text_search_config, u.lexeme, count(*)
         FROM added AS a CROSS JOIN LATERAL unnest(a.lexemes) AS u
-        GROUP BY 1, 2 ORDER BY 1, 2
-        ON CONFLICT (text_search_config, lexeme) DO UPDATE SET df = t.df + excluded.df
+        GROUP BY 1, 2, 3 ORDER BY 1, 2, 3
+        ON CONFLICT (collection, text_search_config, lexeme) DO UPDATE SET df = t.df + excluded.df
     )
-    INSERT INTO {totals} AS o (text_search_config, chunks, length_sum)
-    SELECT text_search_config, count(*), sum(length) FROM added GROUP BY 1
-    ON CONFLICT (text_search_config) DO UPDATE
+    INSERT INTO {totals} AS o (collection, text_search_config, chunks, length_sum)
+    SELECT collection, text_search_config, count(*), sum(length) FROM added GROUP BY 1, 2
+    ON CONFLICT (collection, text_search_config) DO UPDATE
     SET chunks = o.chunks + excluded.chunks, length_sum = o.length_sum + excluded.length_sum;
 END
 $fn$
@@ -151,8 +173,9 @@ _OLD_TRIGGER_FUNCTIONS = ("lexical_rows_added", "lexical_rows_removed", "lexical
 
 
 def maintenance_ddl() -> list[sql.Composable]:
-    """The sync function, and the triggers of an older schema dropped (idempotent; after the
-    tables and `seams.current_documents`)."""
+    """The sync function, the triggers of an older schema dropped and its shared statistics
+    made per collection (`adoption_ddl`) (idempotent; after the tables and
+    `seams.current_documents`)."""
     schema_id = sql.Identifier(schema.SCHEMA)
     statements: list[sql.Composable] = []
     for table, trigger in _OLD_TRIGGERS:
@@ -165,10 +188,11 @@ def maintenance_ddl() -> list[sql.Composable]:
         statements.append(
             sql.SQL("DROP FUNCTION IF EXISTS {}()").format(sql.Identifier(schema.SCHEMA, function))
         )
+    statements.extend(adoption_ddl())
     statements.append(
         sql.SQL(_SYNC).format(
             schema=schema_id,
-            lock=sql.Literal(LOCK),
+            locks=_locks(),
             current=schema.CURRENT_DOCUMENTS.identifier(),
             chunks=schema.LEXICAL_CHUNKS.identifier(),
             postings=schema.LEXICAL_POSTINGS.identifier(),
@@ -196,10 +220,29 @@ def sync(conn: psycopg.Connection[Any], documents: list[str], batches: list[str]
     )
 
 
+def _locks() -> sql.Composable:
+    return sql.SQL(_LOCKS).format(
+        current=schema.CURRENT_DOCUMENTS.identifier(),
+        chunks=schema.LEXICAL_CHUNKS.identifier(),
+        default=sql.Literal(schema.DEFAULT_COLLECTION),
+        prefix=sql.Literal(LOCK_PREFIX),
+    )
+
+
+def _indexed_collections(conn: psycopg.Connection[Any]) -> list[str]:
+    """Every collection with BM25 entries or current documents."""
+    rows = conn.execute(
+        sql.SQL("SELECT collection FROM {} UNION SELECT collection FROM {}").format(
+            schema.LEXICAL_CHUNKS.identifier(), schema.CURRENT_DOCUMENTS.identifier()
+        )
+    ).fetchall()
+    return [r[0] for r in rows]
+
+
 def rebuild(conn: psycopg.Connection[Any]) -> None:
     """The BM25 index and statistics derived from scratch from what is current, in the
     caller's transaction: what `sync` keeps them equal to, publication after publication."""
-    conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (LOCK,))
+    lock_collections(conn, _indexed_collections(conn))
     for table in schema.LEXICAL_TABLES:
         conn.execute(sql.SQL("DELETE FROM {}").format(table.identifier()))
     conn.execute(
@@ -207,3 +250,87 @@ def rebuild(conn: psycopg.Connection[Any]) -> None:
             sql.Identifier(schema.SCHEMA, "lexical_sync"), schema.CURRENT_DOCUMENTS.identifier()
         )
     )
+
+
+_ADOPT = """
+DO $adopt$
+DECLARE
+    changed boolean := false;
+BEGIN
+    IF NOT {terms_ok} THEN
+        ALTER TABLE {terms} DROP CONSTRAINT IF EXISTS {terms_key},
+            ADD PRIMARY KEY ({terms_cols});
+        changed := true;
+    END IF;
+    IF NOT {totals_ok} THEN
+        ALTER TABLE {totals} DROP CONSTRAINT IF EXISTS {totals_key},
+            ADD PRIMARY KEY ({totals_cols});
+        changed := true;
+    END IF;
+    IF NOT {postings_ok} THEN
+        DROP INDEX IF EXISTS {postings_key_qualified};
+        CREATE UNIQUE INDEX {postings_key} ON {postings} ({postings_cols});
+    END IF;
+    IF changed THEN
+        DELETE FROM {terms};
+        DELETE FROM {totals};
+        INSERT INTO {terms} (collection, text_search_config, lexeme, df)
+        SELECT c.collection, c.text_search_config, u.lexeme, count(*)
+        FROM {chunks} AS c CROSS JOIN LATERAL unnest(c.lexemes) AS u
+        GROUP BY 1, 2, 3 ORDER BY 1, 2, 3;
+        INSERT INTO {totals} (collection, text_search_config, chunks, length_sum)
+        SELECT collection, text_search_config, count(*), sum(length) FROM {chunks} GROUP BY 1, 2;
+    END IF;
+END
+$adopt$
+"""
+
+_KEYED_BY_COLLECTION = """EXISTS (
+        SELECT 1 FROM pg_index AS i
+        JOIN pg_class AS c ON c.oid = i.indexrelid
+        JOIN pg_namespace AS n ON n.oid = c.relnamespace
+        JOIN pg_attribute AS a ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey)
+        WHERE n.nspname = {schema} AND c.relname = {index} AND a.attname = {column})"""
+
+
+def _keyed_by_collection(index: str) -> sql.Composable:
+    """Whether index `seams.<index>` exists and covers `collection`, in SQL."""
+    return sql.SQL(_KEYED_BY_COLLECTION).format(
+        schema=sql.Literal(schema.SCHEMA),
+        index=sql.Literal(index),
+        column=sql.Literal(schema.COLLECTION),
+    )
+
+
+def adoption_ddl() -> list[sql.Composable]:
+    """BM25 statistics counted over every collection (an older schema) become per-collection
+    ones: the statistics tables keyed by collection and re-derived from the index's own entries
+    (each names its chunk's collection; in a database made before collections, the default
+    one, so its scores stay exactly what they were), and the postings keyed by collection
+    first. Idempotent, catalog lookups when there is nothing to do; after the tables (which
+    gained `collection` by ADD COLUMN) and before anything calls `lexical_sync`."""
+    terms, totals, postings = schema.LEXICAL_TERMS, schema.LEXICAL_TOTALS, schema.LEXICAL_POSTINGS
+    terms_key, totals_key = f"{terms.name}_pkey", f"{totals.name}_pkey"
+    postings_key = f"{postings.name}_key"
+
+    def cols(names: tuple[str, ...]) -> sql.Composable:
+        return sql.SQL(", ").join(sql.Identifier(n) for n in names)
+
+    return [
+        sql.SQL(_ADOPT).format(
+            terms_ok=_keyed_by_collection(terms_key),
+            terms=terms.identifier(),
+            terms_key=sql.Identifier(terms_key),
+            terms_cols=cols(terms.primary_key),
+            totals_ok=_keyed_by_collection(totals_key),
+            totals=totals.identifier(),
+            totals_key=sql.Identifier(totals_key),
+            totals_cols=cols(totals.primary_key),
+            postings_ok=_keyed_by_collection(postings_key),
+            postings=postings.identifier(),
+            postings_key=sql.Identifier(postings_key),
+            postings_key_qualified=sql.Identifier(schema.SCHEMA, postings_key),
+            postings_cols=cols(postings.key),
+            chunks=schema.LEXICAL_CHUNKS.identifier(),
+        ),
+    ]

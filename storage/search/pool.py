@@ -46,6 +46,9 @@ class PoolEntry:
     """Rank (1-based) among the `pool` nearest current chunk vectors; None if not among them."""
     lexical_rank: int | None
     """Rank (1-based) among the `pool` best current chunks by BM25; None if not among them."""
+    lexical_group: tuple[str, str] | None = None
+    """(collection, text search configuration) of its BM25 entry, whose statistics scored it;
+    None when it has none (or the search is dense)."""
 
 
 @dataclass
@@ -64,6 +67,10 @@ class CandidatePool:
     scanned: int = 0
     published_seq: int | None = None
     """The publication the pool's snapshot saw (see `SearchResponse.published_seq`)."""
+    collections: tuple[str, ...] | None = None
+    """The collections searched (None: every collection the connection may read)."""
+    terms: tuple[lexical.QueryTerms, ...] = ()
+    """The query's terms in each BM25 group searched (empty for a dense search)."""
 
 
 def fill_pool(
@@ -77,25 +84,30 @@ def fill_pool(
     the answer's snapshot, so both sides read one published state."""
     target = result.target
     assert target is not None
-    terms = None
+    groups: list[lexical.QueryTerms] | None = None
     if result.search != "dense":
-        terms = lexical.query_terms(conn, target.text_search_config, result.query)
-        if terms is None:
+        groups = lexical.group_terms(conn, result.query, result.collections)
+        result.terms = tuple(groups)
+        if not groups:
+            among = (
+                f" in collection(s) {', '.join(result.collections)}"
+                if result.collections is not None
+                else ""
+            )
             result.notes.append(
-                f"no chunk is indexed for BM25 under text search configuration "
-                f"{target.text_search_config!r}: `seams backfill` re-indexes every batch"
+                f"no chunk is indexed for BM25{among}: `seams backfill` re-indexes every batch"
             )
         else:
-            result.lexemes = terms.lexemes
-            if not terms.lexemes:
+            result.lexemes = tuple(sorted({t for g in groups for t in g.lexemes}))
+            if not result.lexemes:
                 result.notes.append("the query has no searchable words (only stop words?)")
-            elif not terms.known:
+            elif not any(g.known for g in groups):
                 result.notes.append("no query word occurs in the indexed chunks")
     dense: list[tuple[str, str, str, float]] = []
     if vector is not None:
-        dense = nearest_vectors(conn, vector, target, pool)
+        dense = nearest_vectors(conn, vector, target, pool, result.collections)
         result.scanned = len(dense)
-    found = lexical.top_chunks(conn, terms, pool) if terms is not None else []
+    found = lexical.top_chunks_of(conn, groups, pool) if groups else []
     keys = {(b, d, c): None for b, d, c, _ in dense}
     keys.update({(h.batch_key, h.document_id, h.chunk_id): None for h in found})
     dense_scores: dict[tuple[str, str, str], float] = {}
@@ -111,10 +123,10 @@ def fill_pool(
         dense_ranks = {r[:3]: rank for rank, r in enumerate(ranked, 1)}
     lexical_scores: dict[tuple[str, str], lexical.LexicalScore] = {}
     lexical_ranks: dict[tuple[str, str, str], int] = {}
-    if terms is not None:
+    if groups is not None:
         lexical_scores = {(h.batch_key, h.chunk_id): h for h in found}
         missing = [(b, c) for b, _, c in keys if (b, c) not in lexical_scores]
-        lexical_scores.update(lexical.score_chunks(conn, terms, missing))
+        lexical_scores.update(lexical.score_chunks_of(conn, groups, missing))
         lexical_ranks = {
             (h.batch_key, h.document_id, h.chunk_id): r
             for r, h in enumerate(found, 1)
@@ -126,10 +138,11 @@ def fill_pool(
             PoolEntry(
                 *key,
                 dense_score=dense_scores.get(key) if vector is not None else None,
-                lexical_score=(hit.score if hit else 0.0) if terms is not None else None,
+                lexical_score=(hit.score if hit else 0.0) if groups is not None else None,
                 matched_terms=hit.matched_terms if hit else (),
                 dense_rank=dense_ranks.get(key),
                 lexical_rank=lexical_ranks.get(key),
+                lexical_group=(hit.collection, hit.text_search_config) if hit else None,
             )
         )
 

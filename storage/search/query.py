@@ -7,6 +7,7 @@ that ranks it, and the embedder that turns it into a vector.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal, Protocol, get_args
 
@@ -86,3 +87,34 @@ def prepare_query(query: object, max_chars: int = MAX_QUERY_CHARS) -> PreparedQu
             f"query truncated from {original:,} to {len(text):,} characters (max {max_chars:,})"
         )
     return PreparedQuery(text, original, tuple(notes))
+
+
+def checked_collections(collections: object) -> tuple[str, ...] | None:
+    """The collections a search reads, sorted and without repeats; None (every collection the
+    connection may read) stays None. An `InputError` for an empty list (which would search
+    nothing) or a name that is not a string."""
+    if collections is None:
+        return None
+    if isinstance(collections, str):
+        collections = [collections]
+    names = list(collections)  # type: ignore[call-overload]
+    if not names:
+        raise InputError("collections: name at least one collection, or None for every one")
+    bad = [n for n in names if not isinstance(n, str) or not n]
+    if bad:
+        raise InputError(f"collections: {bad[0]!r} is not a collection name")
+    return tuple(sorted(set(names)))
+
+
+def known_collections(requested: object, known: Iterable[str], *, option: str) -> tuple[str, ...]:
+    """`requested` checked (`checked_collections`) against the collections the settings
+    declare: an `InputError` naming the first unknown one and the known ones."""
+    names = checked_collections(requested) or ()
+    declared = list(known)
+    for name in names:
+        if name not in declared:
+            raise InputError(
+                f"{option} {name!r}: no such collection; the settings declare "
+                f"{', '.join(repr(n) for n in declared)}"
+            )
+    return names
