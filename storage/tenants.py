@@ -17,10 +17,10 @@ What a tenant role can do, and why:
   that replaces a view (the schema migration runs it last), and `isolation_problems` reports a
   readable view without it.
 - **Nothing else.** No privilege at all on the shared embedding cache (it would tell one tenant
-  which texts another has embedded), the stored file bytes, tombstones, extraction attempts,
-  and BM25 term statistics counted over every collection, if any (`PRIVATE`; these have RLS
-  too, denying tenants every row, in case someone grants them later). Statistics kept per
-  collection are protected like the postings: a tenant's search scores with its own. No
+  which texts another has embedded), the stored file bytes, tombstones and extraction attempts
+  (`PRIVATE`; these have RLS too, denying tenants every row, in case someone grants them
+  later). The BM25 statistics are per collection, hence protected: a tenant's search scores
+  with its own collections' statistics and learns nothing of another's vocabulary. No
   INSERT/UPDATE/DELETE anywhere, no CREATE, no sequence, nothing in Dagster's tables. The
   tenant role is NOINHERIT and a member of `seams_tenants` only, with INHERIT (to use its
   SELECT grants) but without SET: it cannot `SET ROLE` to the group, another tenant or the
@@ -78,22 +78,16 @@ COLLECTION_TENANTS = schema.COLLECTION_TENANTS
 PROTECTED: tuple[schema.Table, ...] = tuple(t for t in schema.TABLES if t.has_collection)
 """Tables tenants read, each row tied to its collection by its own `collection` column (a
 batch belongs to one collection, so every row of a batch carries the batch's)."""
-PRIVATE: tuple[schema.Table, ...] = tuple(
-    t
-    for t in (
-        schema.SOURCE_FILES,
-        schema.EMBEDDING_CACHE,
-        schema.DOCUMENT_TOMBSTONES,
-        schema.EXTRACTION_ATTEMPTS,
-        schema.LEXICAL_TERMS,
-        schema.LEXICAL_TOTALS,
-    )
-    if not t.has_collection
+PRIVATE: tuple[schema.Table, ...] = (
+    schema.SOURCE_FILES,
+    schema.EMBEDDING_CACHE,
+    schema.DOCUMENT_TOMBSTONES,
+    schema.EXTRACTION_ATTEMPTS,
 )
-"""Tables no tenant reads: shared across collections (cache, file bytes by hash), operational,
-or statistics over every collection. The BM25 statistics (document frequencies and lengths)
-are private while they count every collection's chunks together, and protected, like the
-postings, once they are kept per collection (a `collection` column)."""
+"""Tables no tenant reads: shared across collections (the embedding cache, file bytes by
+hash) or operational (tombstones, extraction attempts). The BM25 statistics are kept per
+collection, so they are protected like the postings: a tenant's search scores with its own
+collections' document frequencies and lengths."""
 SHARED: tuple[schema.Table, ...] = (schema.SCHEMA_VERSION,)
 """Tables every tenant reads whole: they hold no document data (a reader checks the version)."""
 VIEWS: tuple[str, ...] = (

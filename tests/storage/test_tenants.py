@@ -459,6 +459,11 @@ def test_two_writers_syncing_at_once_both_succeed(tenancy: Tenancy) -> None:
 
 def test_every_table_has_a_decision() -> None:
     assert tenants.tables_without_a_decision() == []
+    # One decision each: a table with a `collection` column is read per collection, never
+    # closed (the BM25 statistics are per collection, so protected).
+    assert not {t.name for t in tenants.PROTECTED} & {t.name for t in tenants.PRIVATE}
+    assert not [t.name for t in tenants.PRIVATE if t.has_collection]
+    assert {schema.LEXICAL_TERMS, schema.LEXICAL_TOTALS} <= set(tenants.PROTECTED)
     extra = schema.Table("new_table", (schema.Column("x", "text"),), key=("x",), partitioned=False)
     assert tenants.tables_without_a_decision((*schema.TABLES, extra)) == ["new_table"]
 
