@@ -5,7 +5,8 @@
 
 Types, defaults, bounds, the presets and the packaged seams.yaml come from the code:
 `seams.settings.SeamsSettings` and its sections, `seams.extraction.ExtractionLimits` (the
-`extraction:` keys) and `seams.chunking.ChunkingConfig` (the `chunking.overrides:` keys). A
+`extraction:` keys) and `seams.chunking.ChunkingConfig` (the `chunking.overrides:` keys), and
+`seams.collections.CollectionSettings` (one entry of `collections:`). A
 field's meaning is its attribute docstring in the code, else its entry in `MEANINGS` below, else
 the `#` comment right above it in the code. A field with none of them, or an entry here for a
 field that no longer exists or already has a docstring, stops the generator.
@@ -30,6 +31,13 @@ from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
 from seams.chunking.config import ChunkingConfig
+from seams.collections import (
+    NAME_RULE,
+    OVERRIDABLE,
+    PROJECT_WIDE,
+    PROJECT_WIDE_FIELDS,
+    CollectionSettings,
+)
 from seams.extraction.limits import ExtractionLimits
 from seams.settings import SeamsSettings
 
@@ -72,6 +80,23 @@ MEANINGS: dict[str, str] = {
     "backfills the assets the change made unsynced by itself.",
     "backfill.max_batches_per_run": "null: a backfill is one run over all its batches; k: runs "
     "of k batches each (`BackfillPolicy.multi_run(k)`), so N workers get N runs.",
+    "collections.NAME.source": "The folder `seams run` (without a path) and the collection's "
+    "inbox sensor read; relative: from the settings file's folder. Sources may nest: a file "
+    "goes to the collection whose source is nearest above it.",
+    "collections.NAME.match": "Which files of the source are the collection's: globs on the "
+    "path relative to the source (`*.pdf` matches a file name at any depth, `signed/**/*.pdf` "
+    "the whole path); null: every file the extractor reads.",
+    "collections.NAME.tenant": "The tenant that may read the collection: `seams db url "
+    "--tenant NAME` prints the URL of a read-only PostgreSQL role that sees only its "
+    "collections' rows.",
+    "collections.NAME.chunking": "Merged field by field into the top-level `chunking` "
+    "(`overrides` key by key), e.g. `{preset: technical_docs}`.",
+    "collections.NAME.extraction": "Merged key by key into the top-level `extraction` limits.",
+    "collections.NAME.retrieval": "Merged field by field into the top-level `retrieval`, "
+    "except `model`, `query_prompt` and `document_prompt` (one vector space for every "
+    "collection).",
+    "collections.NAME.inbox": "Merged field by field into the top-level `inbox`, except "
+    "`path` (the collection's `source` is its inbox).",
     "chunking.overrides.size_unit": "What chunk sizes count: `tokens` (of `tokenizer`), "
     "`chars` or `sentences`.",
     "chunking.overrides.chunk_size_min": "Smallest chunk, in `size_unit`: shorter pieces merge "
@@ -276,7 +301,8 @@ def _model_table(model: type[BaseModel], prefix: str, meaning: _Meanings) -> lis
     for name, info in model.model_fields.items():
         kind = _type_name(info.annotation) + _bounds(info)
         text = meaning(f"{prefix}{name}", docs.get(name), comments.get(name))
-        rows.append(f"| `{name}` | {_cell(kind)} | {_value(_default(info))} | {_cell(text)} |")
+        default = "required" if info.is_required() else _value(_default(info))
+        rows.append(f"| `{name}` | {_cell(kind)} | {default} | {_cell(text)} |")
     return rows
 
 
@@ -304,6 +330,39 @@ def _presets_table() -> list[str]:
     return rows
 
 
+def _listed(names: typing.Iterable[str]) -> str:
+    """`a`, `b` and `c`."""
+    quoted = [f"`{name}`" for name in names]
+    return ", ".join(quoted[:-1]) + f" and {quoted[-1]}" if len(quoted) > 1 else "".join(quoted)
+
+
+def _collections_section(meaning: _Meanings) -> list[str]:
+    """The `collections:` block: where it goes, what a collection may set, the fields of one
+    entry (`CollectionSettings`), and the page that explains routing and tenants."""
+    blocks = _listed(OVERRIDABLE)
+    wide = _listed(
+        [
+            *PROJECT_WIDE,
+            *(f"{key}.{f}" for key, names in PROJECT_WIDE_FIELDS.items() for f in names),
+        ]
+    )
+    return [
+        "Several sources in one project, each with its own settings and, optionally, a tenant. "
+        "The block goes at the top level of `seams.yaml`, beside `chunking:`; each key is a "
+        f"collection name ({NAME_RULE}), each value a mapping with the fields below. Without "
+        "it the project is one collection, `default`, that reads `inbox.path`.\n",
+        "```yaml\ncollections:\n  handbook:\n    source: docs/handbook\n"
+        "    chunking: {preset: technical_docs}\n  contracts:\n    source: docs/contracts\n"
+        '    match: ["*.pdf", "*.docx"]\n    tenant: acme\n'
+        "    chunking: {overrides: {chunk_size_max: 512}}\n```\n",
+        f"A collection's {blocks} blocks override the top-level ones field by field; {wide} "
+        "are set at the top level only. Routing, the lineage each collection gets in "
+        "Dagster, and tenants: [Collections](collections.md).\n",
+        *_model_table(CollectionSettings, "collections.NAME.", meaning),
+        "",
+    ]
+
+
 def render() -> str:
     """The whole page, as the models define it today."""
     meaning = _Meanings()
@@ -313,6 +372,9 @@ def render() -> str:
     for section, info in SeamsSettings.model_fields.items():
         model = info.annotation
         out.append(f"## {section}\n")
+        if section == "collections":
+            out.extend(_collections_section(meaning))
+            continue
         if section == "extraction":
             out.append(
                 f"{meaning('extraction', None)} Keys (all optional, e.g. "
