@@ -400,21 +400,31 @@ def test_the_retrievers_on_a_tenant_url_return_only_its_chunks(project: Project)
     settings = load_settings(project.settings_file)
     embedder = project.resources["embedder"]
 
-    def collections_found(url: str, query: str) -> set[str]:
+    def collections_found(url: str, query: str, collections: list[str] | None = None) -> set[str]:
         postgres = PostgresResource(url=url)
-        langchain = SeamsRetriever(k=10, settings=settings, postgres=postgres, embedder=embedder)
-        llama = SeamsLlamaIndexRetriever(
-            k=10, settings=settings, postgres=postgres, embedder=embedder
-        )
-        documents = langchain.invoke(query)
-        nodes = llama.retrieve(query)
-        assert documents and nodes, (url, query)
-        found = {d.metadata["file_name"] for d in documents}
-        assert found == {n.node.metadata["file_name"] for n in nodes}
-        return {name.removesuffix(".md") for name in found}
+        found = []
+        for retriever in (SeamsRetriever, SeamsLlamaIndexRetriever):
+            search = retriever(
+                k=10,
+                settings=settings,
+                postgres=postgres,
+                embedder=embedder,
+                collections=collections,
+            )
+            if retriever is SeamsRetriever:
+                metadata = [d.metadata for d in search.invoke(query)]
+            else:
+                metadata = [n.node.metadata for n in search.retrieve(query)]
+            # Each hit's collection, checked against its file (each collection has one).
+            assert all(m["file_name"] == f"{m['collection']}.md" for m in metadata), metadata
+            found.append({m["collection"] for m in metadata})
+        assert found[0] == found[1], found
+        return found[0]
 
     for collection, query in QUERIES.items():  # the owner finds each document
         assert collection in collections_found(project.url, query)
-    for tenant, reads, _ in tenant_pairs(project):
+    for tenant, reads, others in tenant_pairs(project):
         for query in QUERIES.values():
             assert collections_found(project.urls[tenant], query) == set(reads), (tenant, query)
+            # Asking for another collection by name finds nothing, not an error that tells.
+            assert collections_found(project.urls[tenant], query, others) == set(), tenant
