@@ -9,6 +9,7 @@ import time
 
 from seams.orchestration import ownership, recovered, runner
 from seams.orchestration.cli.context import definitions
+from seams.orchestration.cli.db import sync_before_writing
 from seams.orchestration.cli.failures import print_err
 from seams.orchestration.cli.terminal import printable, say
 from seams.orchestration.instance import prepare_instance
@@ -34,6 +35,7 @@ def run(args: argparse.Namespace) -> int:
         # The models the settings name exist before any batch needs them (a switch to the
         # `static` model distils it here, as `seams run` does).
         runner.ensure_model(instance, report, defs=defs, started_by="seams backfill")
+        sync_before_writing(defs.resources["postgres"], args.settings, report)  # tenants
         # What a killed run published but Dagster never recorded is recorded, not recomputed.
         ownership.reap_orphans(instance, report)
         recovered.record_unrecorded(

@@ -5,6 +5,7 @@ other actions work when seams.yaml is broken."""
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from typing import Any
 
 import psycopg
@@ -13,7 +14,7 @@ from seams.collections import tenants as declared_tenants
 from seams.environment import SeamsEnvironment
 from seams.errors import ConfigError, InputError
 from seams.resources.database import URL_ENV, EmbeddedPostgres, psycopg_url, redact, resolve
-from seams.resources.postgres import create_schema
+from seams.resources.postgres import PostgresResource, create_schema
 from seams.settings import SeamsSettings, load_settings
 from seams.storage import tenants
 from seams.storage.connections import CONNECT_TIMEOUT_S
@@ -85,6 +86,18 @@ def sync_from_settings(
     on a connection as the schema's owner, after the schema is migrated; one read when the
     project has no tenants and had none."""
     return tenants.sync_project(conn, declared_tenants(settings.declared_collections()))
+
+
+def sync_before_writing(
+    postgres: PostgresResource, settings: SeamsSettings, report: Callable[[str], None]
+) -> None:
+    """What `seams run` and `seams backfill` do first: the tenants as the settings declare
+    them (`sync_from_settings`), one line when a role was created or removed."""
+    postgres.ensure_schema()
+    with postgres.connection() as conn:
+        changes = sync_from_settings(conn, settings)
+    if changes.changed:
+        report(changes.describe())
 
 
 def tenant_url(url: str, settings: SeamsSettings, tenant: str, *, password: bool) -> str:

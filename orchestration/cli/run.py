@@ -9,6 +9,7 @@ from pathlib import Path
 from seams.errors import InputError
 from seams.orchestration import recovered, runner
 from seams.orchestration.cli.context import definitions
+from seams.orchestration.cli.db import sync_before_writing
 from seams.orchestration.cli.terminal import printable, say
 from seams.orchestration.instance import prepare_instance
 from seams.orchestration.priority import lower_priority
@@ -42,6 +43,7 @@ def run(args: argparse.Namespace) -> int:
         runner.hold_data(defs, command, say, wait=not args.no_wait),  # before anything is read
     ):
         runner.ensure_model(instance, say, defs=defs)
+        sync_before_writing(defs.resources["postgres"], args.settings, say)  # tenants
         sources = [runner.source_of(path) for path in paths]
         # Whatever its source, a batch readers do not see as built is finished here: a run
         # ends with every current chunk searchable.

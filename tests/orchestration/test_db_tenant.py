@@ -374,3 +374,22 @@ def test_on_a_server_that_demands_passwords_the_printed_one_logs_in_and_is_never
     finally:
         server.stop()
         shutil.rmtree(root, ignore_errors=True)
+
+
+def test_a_run_syncs_the_tenants_first_and_says_so_only_when_a_role_changes(
+    server: str, names: tuple[str, str], tmp_path: Path
+) -> None:
+    """What `seams run` and `seams backfill` call before any batch is written."""
+    from seams.orchestration.cli.db import sync_before_writing
+    from seams.settings import load_settings
+
+    a, _ = names
+    postgres = PostgresResource(url=server)
+    said: list[str] = []
+    settings = load_settings(write_settings(tmp_path, {"alpha": a, "gamma": None}))
+    sync_before_writing(postgres, settings, said.append)
+    assert said == [f"tenants: {a} reads alpha (created {tenants.tenant_role(a)})"]
+    sync_before_writing(postgres, settings, said.append)  # nothing changed: nothing said
+    assert len(said) == 1
+    with psycopg.connect(server) as conn:
+        assert tenants.assignments(conn) == {"alpha": a}
