@@ -18,6 +18,7 @@ from seams.orchestration.runner import seams_command
 from seams.resources.database import redact
 from seams.resources.postgres import PostgresResource
 from seams.storage import publication, tenants
+from seams.storage.schema import DEFAULT_COLLECTION
 
 EXIT_UNPUBLISHED = 1
 """A batch is not published and no command is building it: search misses it until it is."""
@@ -40,6 +41,8 @@ def run(args: argparse.Namespace) -> int:
     where = "embedded" if urls.embedded else "external"
     settings = args.environment.describe_settings().removeprefix("settings: ")
     index, status = index_report(defs.resources["postgres"])
+    named = list(args.settings.declared_collections())
+    collections = collections_report(defs.resources["postgres"], named)
     declared = declared_tenants(args.settings.declared_collections())
     tenancy, isolation = tenancy_report(defs.resources["postgres"], declared)
     if tenancy:
@@ -51,11 +54,41 @@ def run(args: argparse.Namespace) -> int:
         f"Dagster instance: {seams_instance.home} ({storage})\n"
         f"Definitions: {len(repo.assets_defs_by_key)} assets, {len(repo.get_all_jobs())} jobs, "
         f"{len(repo.sensor_defs)} sensors, {len(repo.schedule_defs)} schedules\n"
+        + "".join(f"{line}\n" for line in collections)
         + printable(index, keep="\n")  # batch sources are the user's folder names
         + "".join(f"\n{line}" for line in records)
         + "\nNext: `seams dev` and open the UI."
     )
     return status
+
+
+def collections_report(postgres: PostgresResource, named: list[str]) -> list[str]:
+    """The `Collections:` lines: each collection the settings name with its batches, and the
+    collections the data holds batches of that the settings no longer name (their published
+    chunks stay searchable; no job builds their batches). Nothing for a project that never
+    had collections."""
+    try:
+        with postgres.connection() as conn:
+            counts = dict(
+                conn.execute("SELECT collection, count(*) FROM seams.batches GROUP BY collection")
+            )
+    except psycopg.errors.UndefinedTable:
+        counts = {}
+    gone = sorted(set(counts) - set(named) - ({DEFAULT_COLLECTION} if not named else set()))
+    if not named and not gone:
+        return []
+    lines = []
+    if named:
+        lines.append(
+            "Collections: " + ", ".join(f"{c} ({counts.get(c, 0)} batch(es))" for c in named)
+        )
+    lines += [
+        f"Collections: {c} holds {counts[c]} batch(es) but is not in the settings: its published "
+        "chunks stay searchable and no job builds its batches (name it under `collections:` "
+        "again to build them)"
+        for c in gone
+    ]
+    return lines
 
 
 def index_report(postgres: PostgresResource) -> tuple[str, int]:

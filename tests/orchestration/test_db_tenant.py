@@ -393,3 +393,38 @@ def test_a_run_syncs_the_tenants_first_and_says_so_only_when_a_role_changes(
     assert len(said) == 1
     with psycopg.connect(server) as conn:
         assert tenants.assignments(conn) == {"alpha": a}
+
+
+def test_check_names_each_collection_and_the_ones_the_settings_dropped(
+    pg_server_url: str,
+) -> None:
+    with fresh_database(pg_server_url) as url:
+        postgres = PostgresResource(url=url)
+        try:
+            assert check.collections_report(postgres, []) == []  # no schema, no collections
+            postgres.ensure_schema()
+            with psycopg.connect(url) as owner:
+                for key, collection in [("b1", "alpha"), ("b2", "alpha"), ("b3", "old"),
+                                        ("b4", "default")]:  # fmt: skip
+                    owner.execute(
+                        "INSERT INTO seams.batches (batch_key, source, document_count, collection)"
+                        " VALUES (%s, 'cli:/x', 1, %s)",
+                        (key, collection),
+                    )
+            dropped = (
+                " holds 1 batch(es) but is not in the settings: its published chunks stay "
+                "searchable and no job builds its batches (name it under `collections:` again "
+                "to build them)"
+            )
+            assert check.collections_report(postgres, ["alpha", "beta"]) == [
+                "Collections: alpha (2 batch(es)), beta (0 batch(es))",
+                f"Collections: default{dropped}",
+                f"Collections: old{dropped}",
+            ]
+            # Without `collections:` the project is the default collection: others are named.
+            assert check.collections_report(postgres, []) == [
+                f"Collections: alpha{dropped}".replace("holds 1", "holds 2"),
+                f"Collections: old{dropped}",
+            ]
+        finally:
+            close_pool(url)
