@@ -227,7 +227,6 @@ class SeamsSettings(Section):
 
     _base: Path | None = PrivateAttr(None)
     """The folder relative collection sources count from: the settings file's."""
-    _per_collection: dict[str, SeamsSettings] | None = PrivateAttr(None)
 
     def declared_collections(self) -> dict[str, Collection]:
         """The `collections:` block validated, sources absolute; {} without one."""
@@ -235,12 +234,10 @@ class SeamsSettings(Section):
 
     def collection_settings(self) -> dict[str, SeamsSettings]:
         """Each collection's own settings (the top level with its blocks merged in), in the
-        order written; `{"default": self}` without `collections:`."""
-        if self._per_collection is None:
-            self._per_collection = effective_settings(
-                self, self.declared_collections() or None, base=self._base
-            )
-        return self._per_collection
+        order written; `{"default": self}` without `collections:`. Derived anew on every
+        call (a few milliseconds), never cached: a `model_copy` with changed fields would
+        carry a cache of the fields it replaced."""
+        return effective_settings(self, self.declared_collections() or None, base=self._base)
 
     def chunking_config(self) -> ChunkingConfig:
         """The chunking config the pipeline runs: the preset and overrides, with

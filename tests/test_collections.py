@@ -335,3 +335,10 @@ def test_settings_without_a_file_refuse_a_relative_source() -> None:
     settings = SeamsSettings.model_validate({"collections": {"notes": {"source": "docs"}}})
     with pytest.raises(ConfigError, match=r"^collections.notes.source='docs': .*absolute"):
         settings.collection_settings()
+
+
+def test_a_copy_with_other_fields_has_its_own_collection_settings() -> None:
+    top = top_settings()
+    assert top.collection_settings()["default"].retrieval.mode == "pooled"
+    copy = top.model_copy(update={"retrieval": top.retrieval.model_copy(update={"mode": "text"})})
+    assert copy.collection_settings()["default"].retrieval.mode == "text"
