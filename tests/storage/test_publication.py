@@ -110,8 +110,14 @@ def generations(postgres: PostgresResource, table: str) -> dict[str, list[int]]:
 def lexical_state(conn: psycopg.Connection[Any]) -> tuple[Any, ...]:
     """Everything BM25 reads: totals, document frequencies, chunk entries and postings."""
     return (
-        conn.execute("SELECT * FROM seams.lexical_totals WHERE chunks > 0 ORDER BY 1").fetchall(),
-        conn.execute("SELECT * FROM seams.lexical_terms WHERE df > 0 ORDER BY 1, 2").fetchall(),
+        conn.execute(
+            "SELECT text_search_config, chunks, length_sum FROM seams.lexical_totals"
+            " WHERE chunks > 0 ORDER BY 1"
+        ).fetchall(),
+        conn.execute(
+            "SELECT text_search_config, lexeme, df FROM seams.lexical_terms WHERE df > 0"
+            " ORDER BY 1, 2"
+        ).fetchall(),
         conn.execute(
             "SELECT text_search_config, batch_key, document_id, chunk_id, length,"
             " lexemes::text FROM seams.lexical_chunks ORDER BY 2, 4"
