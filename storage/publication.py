@@ -65,8 +65,7 @@ from seams.storage import schema, vector_indexes
 
 COLLECTION = schema.DEFAULT_COLLECTION
 PUBLISH_LOCK = f"seams.publish:{COLLECTION}"
-"""The publication lock of the default collection (`publish_lock_name`); `lexical_sync` takes
-the same lock (`seams.storage.search.lexical_index.LOCK`)."""
+"""The publication lock of the default collection (`publish_lock_name`)."""
 ASSET_ORDER: tuple[str, ...] = tuple(schema.ASSET_TABLES)
 """The per-batch asset tables in pipeline order: each is computed from those before it."""
 OPEN_STATES = ("building", "complete")
@@ -277,8 +276,8 @@ def publish_lock_name(collection: str) -> str:
 
 def lock_collections(conn: psycopg.Connection[Any], collections: Iterable[str]) -> None:
     """Take the publication locks of `collections` (transaction-scoped, reentrant), in one
-    order every writer uses: the others sorted, the default collection's last, which is the
-    one `lexical_sync` takes after them."""
+    order every writer uses, `lexical_sync` too (for the collections whose BM25 counters it
+    changes): the others sorted, the default collection's last."""
     names = sorted(set(collections) - {COLLECTION})
     if COLLECTION in set(collections):
         names.append(COLLECTION)
