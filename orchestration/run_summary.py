@@ -62,10 +62,10 @@ def summarize(summary: RunSummary, *, defs: dg.Definitions) -> RunSummary:
     if not summary.batches:
         return summary
     keys = summary.batches
-    lineages = batch_lineages(defs, keys).values()
-    summary.groups = list(dict.fromkeys(lin.group(PIPELINE_GROUP) for lin in lineages)) or [
-        PIPELINE_GROUP
-    ]
+    lineages = batch_lineages(defs, keys)
+    summary.groups = list(
+        dict.fromkeys(lin.group(PIPELINE_GROUP) for lin in lineages.values())
+    ) or [PIPELINE_GROUP]
     with _postgres(defs=defs).connection() as conn:
         docs = conn.execute(
             "SELECT count(*), count(error), coalesce(sum(array_length("
@@ -80,6 +80,10 @@ def summarize(summary: RunSummary, *, defs: dg.Definitions) -> RunSummary:
             )
         ]
         summary.sources = {k: str(v) for k, v in batch_sources(conn, keys).items()}
+    if any(not lin.is_default for lin in lineages.values()):  # say whose batch each is
+        for key, lin in lineages.items():
+            if key in summary.sources:
+                summary.sources[key] += f", collection {lin.collection}"
     summary.documents, summary.failed_documents, summary.words = docs[0], docs[1], int(docs[2])
     fresh = [k for k in keys if k not in summary.resumed]
     if summary.resumed:

@@ -171,6 +171,11 @@ def register_path(
     for item in refused:
         report(f"skipped {item.path}: {item.reason}")
     grouped = _by_collection(files, collections, report)
+    if files and not grouped:
+        raise InputError(
+            f"{path}: no collection takes any of its {len(files)} file(s): add a collection "
+            "whose `source` holds them under `collections:`, or widen its `match`"
+        )
     postgres = _postgres(defs=defs)
     postgres.ensure_schema()
     keys = []
@@ -368,9 +373,7 @@ def _by_collection(
     for f in files:
         name = route(f.path, collections)
         if name is None:
-            report(
-                f"skipped {f.path}: no collection in seams.yaml takes it (its `source` and `match`)"
-            )
+            report(f"skipped {f.path}: no collection takes it (their `source` and `match`)")
             continue
         grouped.setdefault(name, []).append(f)
     return grouped

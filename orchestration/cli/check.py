@@ -156,7 +156,7 @@ def tenancy_report(
     readers = sorted(set(assigned.values()))
     lines = [
         f"Tenants: {len(readers)} tenant(s) reading {len(assigned)} collection(s)"
-        + ("; each reads only its collections' rows" if set_up and not problems else "")
+        + ("; each reads only its collections' rows" if readers and not problems else "")
     ]
     if missing:
         lines.append(

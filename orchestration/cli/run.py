@@ -43,7 +43,6 @@ def run(args: argparse.Namespace) -> int:
         runner.hold_data(defs, command, say, wait=not args.no_wait),  # before anything is read
     ):
         runner.ensure_model(instance, say, defs=defs)
-        sync_before_writing(defs.resources["postgres"], args.settings, say)  # tenants
         sources = [runner.source_of(path) for path in paths]
         # Whatever its source, a batch readers do not see as built is finished here: a run
         # ends with every current chunk searchable.
@@ -77,6 +76,9 @@ def run(args: argparse.Namespace) -> int:
                 path, say, defs=defs, retired=retired, collections=collections or None
             )
         ]
+        # Tenants as the settings say, once the files are routed (an ambiguous file stops the
+        # run before any role changes).
+        sync_before_writing(defs.resources["postgres"], args.settings, say)
         keys = list(dict.fromkeys([*unfinished, *registered, *retry]))
         where = " and ".join(str(path) for path in paths)
         if not keys:

@@ -12,7 +12,7 @@ import pytest
 
 from seams.assets.partitions import BATCH_ASSETS
 from seams.environment import SeamsEnvironment
-from seams.errors import ConfigError, SeamsError
+from seams.errors import ConfigError, InputError, SeamsError
 from seams.orchestration import runner
 from seams.orchestration.definitions import build_definitions
 from seams.settings import SeamsSettings, load_settings
@@ -150,6 +150,7 @@ def test_two_collections_chunk_by_their_own_settings_and_backfill_alone(
     assert summary.cache_hits > 0  # the glossary's sentences, embedded once for both
     shown = runner.format_summary(runner.summarize(summary, defs=defs), home=tmp_path)
     assert "asset groups 'handbook', 'notes'" in shown
+    assert shown.count(", collection handbook)") == shown.count(", collection notes)") == 1
 
     before = _chunks(database_url)
     assert set(before) == {"handbook", "notes"}
@@ -202,6 +203,19 @@ def test_a_file_two_collections_take_is_a_one_line_error(tmp_path: Path) -> None
     message = str(raised.value)
     assert "\n" not in message
     assert "collections.everything" in message and "collections.plans" in message
+
+
+def test_a_folder_no_collection_takes_is_a_one_line_error(tmp_path: Path) -> None:
+    docs = _write(tmp_path / "docs", {"plan.md": "# Plan\n\nShip it.\n"})
+    path = tmp_path / "seams.yaml"
+    path.write_text(f"collections:\n  pdfs: {{source: {docs}, match: ['*.pdf']}}\n")
+    collections = load_settings(path).declared_collections()
+    said: list[str] = []
+    with pytest.raises(InputError, match=r"no collection takes any of its 1 file\(s\)"):
+        runner.register_path(docs, said.append, defs=dg.Definitions(), collections=collections)
+    assert said == [
+        f"skipped {docs / 'plan.md'}: no collection takes it (their `source` and `match`)"
+    ]
 
 
 def test_each_collections_sensor_batches_only_its_files(
