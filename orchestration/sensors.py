@@ -58,7 +58,7 @@ def look_at_inbox(
     with postgres.connection() as conn:
         mine = all_batch_keys(conn, collection=lineage.collection)
         orphaned = [k for k in mine if k not in known_partitions]
-        pending = unregistered(conn, files)
+        pending = unregistered(conn, files, lineage.collection)
         if not pending:
             return InboxTick(None, orphaned, "no new or changed files")
         waited_min = (now - min(f.mtime for f in pending)) / 60

@@ -20,7 +20,6 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
-    PrivateAttr,
     ValidationError,
     field_validator,
     model_validator,
@@ -225,19 +224,16 @@ class SeamsSettings(Section):
     """Several sources, each with its own settings and tenant (`seams.collections`), as
     written; None: one collection, `default`, read from `inbox`."""
 
-    _base: Path | None = PrivateAttr(None)
-    """The folder relative collection sources count from: the settings file's."""
-
     def declared_collections(self) -> dict[str, Collection]:
         """The `collections:` block validated, sources absolute; {} without one."""
-        return parse_collections(self.collections, base=self._base)
+        return parse_collections(self.collections, base=None)
 
     def collection_settings(self) -> dict[str, SeamsSettings]:
         """Each collection's own settings (the top level with its blocks merged in), in the
         order written; `{"default": self}` without `collections:`. Derived anew on every
         call (a few milliseconds), never cached: a `model_copy` with changed fields would
         carry a cache of the fields it replaced."""
-        return effective_settings(self, self.declared_collections() or None, base=self._base)
+        return effective_settings(self, self.declared_collections() or None, base=None)
 
     def chunking_config(self) -> ChunkingConfig:
         """The chunking config the pipeline runs: the preset and overrides, with
@@ -305,6 +301,10 @@ def _parse(text: str, source: str, *, base: Path | None = None) -> SeamsSettings
         raise ConfigError(f"{source}: not valid YAML{_where(exc)}") from None
     if not isinstance(raw, dict):
         raise ConfigError(f"{source}: expected a mapping at the top level")
+    if base is not None:  # relative collection sources count from the settings file's folder
+        raw = {**raw, "collections": _sources_from(raw.get("collections"), base)}
+        if raw["collections"] is None:
+            del raw["collections"]
     try:
         settings = SeamsSettings.model_validate(raw)
     except ValidationError as exc:
@@ -313,12 +313,25 @@ def _parse(text: str, source: str, *, base: Path | None = None) -> SeamsSettings
         settings.chunking_config()
     except ConfigError as exc:
         raise ConfigError(f"{source}: chunking: {exc}") from None
-    settings._base = base
     try:
         settings.collection_settings()
     except ConfigError as exc:
         raise ConfigError(f"{source}: {exc}") from None
     return settings
+
+
+def _sources_from(collections: Any, base: Path) -> Any:
+    """The `collections:` block with each relative `source` made absolute against `base` (what
+    is not a well-formed block is left for `seams.collections` to refuse)."""
+    if not isinstance(collections, dict):
+        return collections
+    resolved = {}
+    for name, block in collections.items():
+        source = block.get("source") if isinstance(block, dict) else None
+        if isinstance(source, str) and source and not Path(source).expanduser().is_absolute():
+            block = {**block, "source": str(base / source)}
+        resolved[name] = block
+    return resolved
 
 
 _NAMED_PROBLEM = re.compile(r"^([A-Za-z_]\w*)=")

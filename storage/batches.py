@@ -123,19 +123,25 @@ def _source_file(path: Path, target: Path) -> SourceFile:
     return SourceFile(path, uri, document_id_for(uri), digest, stat.st_size, stat.st_mtime)
 
 
-def unregistered(conn: psycopg.Connection, files: Sequence[SourceFile]) -> list[SourceFile]:
-    """The files that are not their document's newest registered version, in input order.
+def unregistered(
+    conn: psycopg.Connection, files: Sequence[SourceFile], collection: str | None = None
+) -> list[SourceFile]:
+    """The files that are not their document's newest registered version (of `collection`,
+    when given), in input order.
 
     A file never registered is new; so is one that changed, one reverted to an older version
-    (A -> B -> A: A is again newer than B, as `current_chunks` must then show), and one that
-    comes back after it was retired (its file had disappeared).
+    (A -> B -> A: A is again newer than B, as `current_chunks` must then show), one that
+    comes back after it was retired (its file had disappeared), and one whose newest version
+    is another collection's (the settings now route it here: a renamed collection, a new
+    nested one), so it moves, and its old collection's search stops showing it.
     """
     if not files:
         return []
     latest = {
-        document_id: None if retired else sha256
-        for document_id, sha256, retired in conn.execute(
-            "SELECT DISTINCT ON (d.document_id) d.document_id, d.source_sha256, EXISTS ("
+        document_id: None if retired else (sha256, owner if collection is not None else None)
+        for document_id, sha256, owner, retired in conn.execute(
+            "SELECT DISTINCT ON (d.document_id) d.document_id, d.source_sha256, d.collection,"
+            " EXISTS ("
             "  SELECT 1 FROM seams.document_tombstones AS t"
             "  WHERE t.document_id = d.document_id AND t.retired_at >= d.registered_at)"
             " FROM seams.batch_documents AS d WHERE d.document_id = ANY(%s)"
@@ -146,7 +152,7 @@ def unregistered(conn: psycopg.Connection, files: Sequence[SourceFile]) -> list[
     seen: set[str] = set()
     fresh = []
     for f in files:
-        if latest.get(f.document_id) != f.sha256 and f.document_id not in seen:
+        if latest.get(f.document_id) != (f.sha256, collection) and f.document_id not in seen:
             seen.add(f.document_id)
             fresh.append(f)
     return fresh
@@ -227,7 +233,7 @@ def _register_batch_once(
     """
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (REGISTER_LOCK,))
-        fresh = unregistered(conn, files)
+        fresh = unregistered(conn, files, collection)
         if not fresh:
             return None
         key = batch_key_for(fresh, source=source)
