@@ -77,8 +77,14 @@ class SeamsSearch:
         per_collection = settings.collection_settings()
         names = None
         if collections is not None:
-            names = known_collections(collections, per_collection, option="collections")
-        retrieval = (per_collection[names[0]] if names and len(names) == 1 else settings).retrieval
+            names = known_collections(
+                collections,
+                per_collection,
+                option="collections",
+                stored=lambda: _stored(postgres),
+            )
+        own = per_collection.get(names[0]) if names and len(names) == 1 else None
+        retrieval = (own or settings).retrieval
         defaults: dict[str, Any] = {
             "search": retrieval.search,
             "lexical_weight": retrieval.lexical_weight,
@@ -150,3 +156,11 @@ def span_metadata(span: ContextSpan, hits: dict[str, SearchHit]) -> dict[str, An
         "score": first.score,
         "published_seq": first.published_seq,
     }
+
+
+def _stored(postgres: ConnectionSource) -> list[str]:
+    """The collections the data holds (one the settings dropped may still be searched)."""
+    from seams.storage.batches import stored_collections
+
+    with postgres.connection() as conn:
+        return stored_collections(conn)

@@ -338,6 +338,12 @@ def all_batch_keys(conn: psycopg.Connection, *, collection: str | None = None) -
     return [r[0] for r in rows]
 
 
+def stored_collections(conn: psycopg.Connection) -> list[str]:
+    """The collections the data holds batches of (those the connection may read), sorted."""
+    rows = conn.execute("SELECT DISTINCT collection FROM seams.batches ORDER BY 1")
+    return [r[0] for r in rows]
+
+
 def batch_collections(conn: psycopg.Connection, batch_keys: Sequence[str]) -> dict[str, str]:
     """Per batch key, the collection it was registered for (unknown keys are left out)."""
     rows = conn.execute(

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from seams.orchestration.cli.terminal import printable
 from seams.resources.postgres import PostgresResource
+from seams.storage.batches import stored_collections
 from seams.storage.export_files import export_chunks, format_for
 from seams.storage.export_rows import ExportRequest
 from seams.storage.search.query import known_collections
@@ -25,7 +26,9 @@ def run(args: argparse.Namespace) -> int:
     collection = None
     if getattr(args, "collection", None) is not None:
         declared = args.settings.collection_settings()
-        (collection,) = known_collections([args.collection], declared, option="--collection")
+        (collection,) = known_collections(
+            [args.collection], declared, option="--collection", stored=lambda: _stored(args)
+        )
     request = ExportRequest(
         out=out,
         format=format_for(out, args.format),
@@ -35,7 +38,7 @@ def run(args: argparse.Namespace) -> int:
         vectors=args.vectors,
         batch_rows=args.batch_rows,
     )
-    summary = export_chunks(PostgresResource.for_environment(args.environment), request)
+    summary = export_chunks(_postgres(args), request)
     where = printable(str(summary.path))  # OUT as typed: it may hold anything
     print(
         f"seams: wrote {summary.rows} chunk rows to {where} ({summary.format}, "
@@ -43,3 +46,13 @@ def run(args: argparse.Namespace) -> int:
         flush=True,
     )
     return 0
+
+
+def _postgres(args: argparse.Namespace) -> PostgresResource:
+    return PostgresResource.for_environment(args.environment)
+
+
+def _stored(args: argparse.Namespace) -> list[str]:
+    """The collections the data holds (one the settings dropped may still be exported)."""
+    with _postgres(args).connection() as conn:
+        return stored_collections(conn)

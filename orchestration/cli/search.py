@@ -15,6 +15,8 @@ from seams.models.model_store import load_manifest
 from seams.orchestration.cli.context import definitions
 from seams.orchestration.cli.terminal import printable, printable_json
 from seams.orchestration.runner import seams_command
+from seams.resources.postgres import PostgresResource
+from seams.storage.batches import stored_collections
 from seams.storage.search import SearchHit, SearchResponse, search_response
 from seams.storage.search.query import known_collections, validate_query
 
@@ -23,13 +25,19 @@ def run(args: argparse.Namespace) -> int:
     """Top-k chunks for a query, with their parent section and neighbouring chunks."""
     query = validate_query(args.query)  # before the definitions, the model and the database
     per_collection = args.settings.collection_settings()
+    resources = definitions(args).resources
     collections = None
     if getattr(args, "collection", None) is not None:
-        collections = known_collections(args.collection, per_collection, option="--collection")
-    # One collection searched: its own retrieval settings; several: the project's.
-    settings = per_collection[collections[0]] if collections and len(collections) == 1 else None
+        collections = known_collections(
+            args.collection,
+            per_collection,
+            option="--collection",
+            stored=lambda: _stored(resources["postgres"]),
+        )
+    # One collection searched: its own retrieval settings; several (or one the settings no
+    # longer declare): the project's.
+    settings = per_collection.get(collections[0]) if collections and len(collections) == 1 else None
     retrieval = (settings or args.settings).retrieval
-    resources = definitions(args).resources
     try:  # a fresh install has no model and nothing indexed: say what to run
         load_manifest(resources["embedder"].resolved_model_dir())
     except SeamsError as exc:
@@ -120,3 +128,8 @@ def _snippet(text: str, width: int) -> str:
         cut = snippet.rfind(" ", 0, width - 6)
         snippet = snippet[: cut if cut > 0 else width - 6] + "..."
     return printable(snippet)
+
+
+def _stored(postgres: PostgresResource) -> list[str]:
+    with postgres.connection() as conn:
+        return stored_collections(conn)

@@ -7,7 +7,7 @@ that ranks it, and the embedder that turns it into a vector.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Literal, Protocol, get_args
 
@@ -106,15 +106,30 @@ def checked_collections(collections: object) -> tuple[str, ...] | None:
     return tuple(sorted(set(names)))
 
 
-def known_collections(requested: object, known: Iterable[str], *, option: str) -> tuple[str, ...]:
+def known_collections(
+    requested: object,
+    known: Iterable[str],
+    *,
+    option: str,
+    stored: Callable[[], Iterable[str]] | None = None,
+) -> tuple[str, ...]:
     """`requested` checked (`checked_collections`) against the collections the settings
-    declare: an `InputError` naming the first unknown one and the known ones."""
+    declare and, for a name they do not, those the data holds (`stored`: a collection removed
+    from the settings stays searchable, so it can be named): an `InputError` naming the first
+    unknown one and the known ones."""
     names = checked_collections(requested) or ()
     declared = list(known)
+    held: list[str] | None = None
     for name in names:
-        if name not in declared:
+        if name in declared:
+            continue
+        if held is None:
+            held = sorted(stored()) if stored is not None else []
+        if name not in held:
+            others = [n for n in held if n not in declared]
+            also = f" (and in the data: {', '.join(repr(n) for n in others)})" if others else ""
             raise InputError(
                 f"{option} {name!r}: no such collection; the settings declare "
-                f"{', '.join(repr(n) for n in declared)}"
+                f"{', '.join(repr(n) for n in declared)}{also}"
             )
     return names
