@@ -100,6 +100,31 @@ def exit_status(
     return EXIT_ERROR
 
 
+INSUFFICIENT_PRIVILEGE = "42501"
+
+
+def _privilege_fault(exc: BaseException) -> str | None:
+    """One line for PostgreSQL refusing Seams' role what a command needs (creating Dagster's
+    tables, writing chunks): most often a tenant's read-only URL given to `seams` itself."""
+    from seams.resources.database import URL_ENV, redact
+
+    seen: set[int] = set()
+    error: BaseException | None = exc
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        driver = getattr(error, "orig", None) or error  # SQLAlchemy keeps the driver's error
+        code = getattr(driver, "sqlstate", None) or getattr(driver, "pgcode", None)
+        if code == INSUFFICIENT_PRIVILEGE:
+            reason = redact(str(driver).strip().splitlines()[0])
+            return (
+                f"PostgreSQL refused this role what the command needs ({reason}): {URL_ENV} "
+                "must name the role that owns Seams' databases; a tenant's URL (`seams db url "
+                "--tenant`) is for your application's reads, not for `seams` commands"
+            )
+        error = error.__cause__ or error.__context__
+    return None
+
+
 def storage_fault(exc: BaseException, environment: SeamsEnvironment) -> str | None:
     """One line for a database failure that escaped a command (a server stopped mid-run, a URL
     that stopped answering), naming what failed and what to do; None for any other error.
@@ -122,6 +147,9 @@ def storage_fault(exc: BaseException, environment: SeamsEnvironment) -> str | No
             psycopg2.OperationalError,
             psycopg2.InterfaceError,
         )
+    refused = _privilege_fault(exc)
+    if refused is not None:
+        return refused
     seen: set[int] = set()
     error: BaseException | None = exc
     while error is not None and id(error) not in seen:

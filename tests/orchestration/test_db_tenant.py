@@ -176,6 +176,12 @@ def test_db_url_tenant_syncs_the_settings_and_prints_a_working_url(
                 _insert(owner, schema.CHUNKS, collection, seq)
     with psycopg.connect(again) as mine:
         assert mine.execute("SELECT collection FROM seams.chunks").fetchall() == [("alpha",)]
+    # The tenant's URL given to `seams` itself: one line saying whose URL it needs.
+    monkeypatch.setenv(database.DAGSTER_URL_ENV, again)
+    status, out, err = seams(["check"], capsys, monkeypatch, settings=settings, database_url=again)
+    assert status == cli.EXIT_ERROR and err.count("\n") == 1, err
+    assert "refused this role what the command needs (permission denied" in err
+    assert "a tenant's URL (`seams db url --tenant`) is for your application's reads" in err
 
 
 def test_db_upgrade_follows_the_settings_and_says_so(
