@@ -221,6 +221,12 @@ def effective_settings(
     )
     if not collections:
         return {DEFAULT_COLLECTION: top}
+    inbox_path = getattr(getattr(top, "inbox", None), "path", None)
+    if inbox_path:
+        raise ConfigError(
+            f"inbox.path={inbox_path!r}: with `collections:` each collection's inbox is its "
+            "`source`: remove inbox.path (or make it a collection's source)"
+        )
     return {name: _merged(top, c) for name, c in collections.items()}
 
 

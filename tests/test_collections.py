@@ -342,3 +342,9 @@ def test_a_copy_with_other_fields_has_its_own_collection_settings() -> None:
     assert top.collection_settings()["default"].retrieval.mode == "pooled"
     copy = top.model_copy(update={"retrieval": top.retrieval.model_copy(update={"mode": "text"})})
     assert copy.collection_settings()["default"].retrieval.mode == "text"
+
+
+def test_a_top_level_inbox_path_beside_collections_is_refused() -> None:
+    top = SeamsSettings.model_validate({"inbox": {"path": "/srv/inbox"}})
+    with pytest.raises(ConfigError, match=r"^inbox.path='/srv/inbox': with `collections:` each"):
+        effective_settings(top, {"c": {"source": "/d"}}, base=BASE)

@@ -161,7 +161,7 @@ def tenancy_report(
     if missing:
         lines.append(
             f"Tenants: {', '.join(missing)} named in the settings, without a role yet: "
-            f"{upgrade} creates it"
+            f"{upgrade} creates {'them' if len(missing) > 1 else 'it'}"
         )
     extra = (
         sorted(c for c, t in assigned.items() if wanted.get(c) != t) if declared is not None else []

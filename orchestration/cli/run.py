@@ -24,6 +24,12 @@ def run(args: argparse.Namespace) -> int:
     if args.path:
         paths = [Path(args.path)]
     elif collections:
+        for c in collections.values():
+            if not c.source.is_dir():
+                raise InputError(
+                    f"collections.{c.name}.source: {c.source} is not a folder: create it or "
+                    "point `source` at the folder of the collection's documents"
+                )
         paths = list(dict.fromkeys(c.source for c in collections.values()))
     else:
         paths = [runner.SAMPLE_CORPUS]
