@@ -72,8 +72,11 @@ def collections_report(postgres: PostgresResource, named: list[str]) -> list[str
             counts = dict(
                 conn.execute("SELECT collection, count(*) FROM seams.batches GROUP BY collection")
             )
+            current = dict(
+                conn.execute("SELECT collection, count(*) FROM seams.current_chunks GROUP BY 1")
+            )
     except psycopg.errors.UndefinedTable:
-        counts = {}
+        counts, current = {}, {}
     gone = sorted(set(counts) - set(named) - ({DEFAULT_COLLECTION} if not named else set()))
     if not named and not gone:
         return []
@@ -83,9 +86,9 @@ def collections_report(postgres: PostgresResource, named: list[str]) -> list[str
             "Collections: " + ", ".join(f"{c} ({counts.get(c, 0)} batch(es))" for c in named)
         )
     lines += [
-        f"Collections: {c} holds {counts[c]} batch(es) but is not in the settings: its published "
-        "chunks stay searchable and no job builds its batches (name it under `collections:` "
-        "again to build them)"
+        f"Collections: {c} is not in the settings but holds {counts[c]} batch(es) and "
+        f"{current.get(c, 0)} searchable chunk(s); no job builds its batches (name it under "
+        "`collections:` again to build them)"
         for c in gone
     ]
     return lines

@@ -178,7 +178,7 @@ def test_db_url_tenant_syncs_the_settings_and_prints_a_working_url(
         assert mine.execute("SELECT collection FROM seams.chunks").fetchall() == [("alpha",)]
     # The tenant's URL given to `seams` itself: one line saying whose URL it needs.
     monkeypatch.setenv(database.DAGSTER_URL_ENV, again)
-    status, out, err = seams(["check"], capsys, monkeypatch, settings=settings, database_url=again)
+    status, _, err = seams(["check"], capsys, monkeypatch, settings=settings, database_url=again)
     assert status == cli.EXIT_ERROR and err.count("\n") == 1, err
     assert "refused this role what the command needs (permission denied" in err
     assert "a tenant's URL (`seams db url --tenant`) is for your application's reads" in err
@@ -418,19 +418,18 @@ def test_check_names_each_collection_and_the_ones_the_settings_dropped(
                         (key, collection),
                     )
             dropped = (
-                " holds 1 batch(es) but is not in the settings: its published chunks stay "
-                "searchable and no job builds its batches (name it under `collections:` again "
-                "to build them)"
+                " is not in the settings but holds {} batch(es) and 0 searchable chunk(s); no job "
+                "builds its batches (name it under `collections:` again to build them)"
             )
             assert check.collections_report(postgres, ["alpha", "beta"]) == [
                 "Collections: alpha (2 batch(es)), beta (0 batch(es))",
-                f"Collections: default{dropped}",
-                f"Collections: old{dropped}",
+                "Collections: default" + dropped.format(1),
+                "Collections: old" + dropped.format(1),
             ]
             # Without `collections:` the project is the default collection: others are named.
             assert check.collections_report(postgres, []) == [
-                f"Collections: alpha{dropped}".replace("holds 1", "holds 2"),
-                f"Collections: old{dropped}",
+                "Collections: alpha" + dropped.format(2),
+                "Collections: old" + dropped.format(1),
             ]
         finally:
             close_pool(url)
