@@ -266,7 +266,7 @@ def test_check_names_the_settings_tenants_without_a_role_and_what_differs(
     assert status == 0
     assert report.splitlines() == [
         "Tenants: 0 tenant(s) reading 0 collection(s)",
-        f"Tenants: {a}, {b} named in the settings, without a role yet: {upgrade} creates it",
+        f"Tenants: {a}, {b} named in the settings, without a role yet: {upgrade} creates them",
     ]
     with psycopg.connect(server, autocommit=True) as conn:
         tenants.sync_project(conn, {"alpha": a, "gamma": a})
