@@ -162,7 +162,8 @@ def build_index_asset(
         if keep.any():  # the model's HNSW index is there before its first vectors are
             index_started = time.perf_counter()
             with postgres.connection() as conn:
-                ensure_model_index(conn, model_id, vectors.shape[1])
+                # A collection's searches walk its own index (`default`'s: the model's).
+                ensure_model_index(conn, model_id, vectors.shape[1], collection=lineage.collection)
                 drop_unused_model_indexes(conn, keep=(model_id,))
             phases["vector_index_seconds"] = rounded(time.perf_counter() - index_started, 2)
             _remember(context, embedder)

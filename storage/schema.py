@@ -836,7 +836,8 @@ def published_chunks_view() -> sql.Composable:
 
 CHUNK_PARENTS_VIEW = "chunk_parents"
 CHUNK_INDEX_HNSW_PREFIX = "chunk_index_hnsw_"
-"""Every model's HNSW index over `seams.chunk_index` is named `<prefix><dimension>_<hash>`."""
+"""Every model's HNSW index over `seams.chunk_index` is named `<prefix><dimension>_<hash>`
+(`_<hash of the collection>` after it: the model's index over one collection's rows)."""
 LEGACY_CHUNK_INDEX_HNSW = "chunk_index_embedding_hnsw"
 """The one HNSW index of a `chunk_index` whose vectors had one fixed dimension (`vector(384)`)."""
 MAX_HNSW_DIMENSIONS = 2000
@@ -844,11 +845,16 @@ MAX_HNSW_DIMENSIONS = 2000
 exactly (a sequential scan of its rows), never approximately."""
 
 
-def chunk_index_hnsw_name(model_id: str, dimension: int) -> str:
-    """The name of `model_id`'s HNSW index: deterministic, any model id fits PostgreSQL's 63
-    bytes (a hash of it, not the id itself), and the dimension is visible to people."""
+def chunk_index_hnsw_name(model_id: str, dimension: int, collection: str | None = None) -> str:
+    """The name of `model_id`'s HNSW index (with `collection`: of its index over that
+    collection's rows alone): deterministic, any model id and collection name fit PostgreSQL's
+    63 bytes (hashes of them, not the names themselves), and the dimension is visible to people.
+    """
     digest = hashlib.sha256(model_id.encode()).hexdigest()[:16]
-    return f"{CHUNK_INDEX_HNSW_PREFIX}{checked_dimension(dimension)}_{digest}"
+    name = f"{CHUNK_INDEX_HNSW_PREFIX}{checked_dimension(dimension)}_{digest}"
+    if collection is None:
+        return name
+    return f"{name}_{hashlib.sha256(collection.encode()).hexdigest()[:12]}"
 
 
 def checked_dimension(dimension: int) -> int:
@@ -871,23 +877,35 @@ def model_vector(column: sql.Composable, dimension: int) -> sql.Composable:
     return sql.SQL("({})::vector({})").format(column, sql.Literal(checked_dimension(dimension)))
 
 
-def chunk_index_hnsw(model_id: str, dimension: int) -> sql.Composable:
+def chunk_index_hnsw(
+    model_id: str, dimension: int, collection: str | None = None
+) -> sql.Composable:
     """The HNSW index (cosine distance, pgvector's defaults m=16, ef_construction=64) of one
     model's vectors in `seams.chunk_index`: a partial index (`WHERE model_id = ...`) on the
     vectors cast to the model's dimension, pgvector's way of indexing a `vector` column that
     holds several dimensions. A search of that model (`dense.nearest_statement`) filters by
     the same literal model id and orders by the same cast, so the planner proves the index
     applies, for a generic plan too. Values are literals composed by psycopg, never formatted.
+
+    With `collection`, the index of that collection's rows of the model alone (`AND collection
+    = ...`): a search of that one collection, which names it by the same literal, walks only its
+    rows instead of the whole model's graph filtered afterwards.
     """
+    among = (
+        sql.SQL(" AND {} = {}").format(sql.Identifier("collection"), sql.Literal(collection))
+        if collection is not None
+        else sql.SQL("")
+    )
     return sql.SQL(
         "CREATE INDEX IF NOT EXISTS {name} ON {table} USING hnsw (({vector}) vector_cosine_ops)"
-        " WHERE {model} = {model_id}"
+        " WHERE {model} = {model_id}{among}"
     ).format(
-        name=sql.Identifier(chunk_index_hnsw_name(model_id, dimension)),
+        name=sql.Identifier(chunk_index_hnsw_name(model_id, dimension, collection)),
         table=CHUNK_INDEX.identifier(),
         vector=model_vector(sql.Identifier("embedding"), dimension),
         model=sql.Identifier("model_id"),
         model_id=sql.Literal(model_id),
+        among=among,
     )
 
 

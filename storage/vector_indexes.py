@@ -4,7 +4,10 @@
 side by side (a model switch builds the new index beside the one readers search). pgvector
 indexes such a column per dimension: a partial index on the vectors cast to the model's dimension,
 `WHERE model_id = '<id>'` (`schema.chunk_index_hnsw`). This module keeps one such index per model
-that has vectors:
+that has vectors, and beside it, for every collection but `default` that has written the
+model's vectors, the model's index over that collection's rows alone (`WHERE model_id = '<id>'
+AND collection = '<name>'`): a search of one collection walks its own small graph instead of
+the whole model's filtered afterwards. Each goes with its model:
 
 - `ensure_model_index` before a model's vectors are written (the `chunk_index` asset calls it):
   a catalog lookup when the index is there, else one `CREATE INDEX` in its own short transaction
@@ -24,6 +27,7 @@ the exact cosine, so without the index it is a sequential scan with the same hit
 
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import dataclass
 from typing import Any
@@ -54,6 +58,30 @@ class ModelIndex:
     """The dimension its vectors are cast to (the index column's type modifier)."""
     valid: bool = True
     """False for an index a failed concurrent build or drop left behind: never used."""
+    collection: str | None = None
+    """The collection whose rows alone it indexes; None for the model's index over all rows."""
+
+
+def _comment(model_id: str, collection: str | None) -> str:
+    """The index's comment, which tells its model (and collection): the name holds only hashes.
+    A model's index keeps the bare model id (what indexes made before collection indexes hold);
+    a collection's index holds a JSON object of both."""
+    if collection is None:
+        return model_id
+    return json.dumps({"model_id": model_id, "collection": collection}, sort_keys=True)
+
+
+def _described(comment: str) -> tuple[str, str | None]:
+    """The model id and collection an index's comment (`_comment`) names."""
+    if comment.startswith("{"):
+        try:
+            found = json.loads(comment)
+        except ValueError:
+            found = None
+        if isinstance(found, dict) and isinstance(found.get("model_id"), str):
+            collection = found.get("collection")
+            return found["model_id"], collection if isinstance(collection, str) else None
+    return comment, None
 
 
 _MODEL_INDEXES = """
@@ -69,29 +97,38 @@ ORDER BY c.relname
 
 
 def model_indexes(conn: psycopg.Connection[Any]) -> list[ModelIndex]:
-    """Every model's HNSW index over `seams.chunk_index` (catalog reads, no table lock)."""
+    """Every model's HNSW indexes over `seams.chunk_index`, its collections' included (catalog
+    reads, no table lock)."""
     params = {
         "schema": schema.SCHEMA,
         "table": schema.CHUNK_INDEX.qualified_name,
         "prefix": schema.CHUNK_INDEX_HNSW_PREFIX,
     }
-    return [
-        ModelIndex(name, model_id, int(dimension), bool(valid))
-        for name, model_id, dimension, valid in conn.execute(_MODEL_INDEXES, params).fetchall()
-    ]
+    indexes = []
+    for name, comment, dimension, valid in conn.execute(_MODEL_INDEXES, params).fetchall():
+        model_id, collection = _described(comment)
+        indexes.append(ModelIndex(name, model_id, int(dimension), bool(valid), collection))
+    return indexes
 
 
-def ensure_model_index(conn: psycopg.Connection[Any], model_id: str, dimension: int) -> bool:
-    """Make `model_id`'s HNSW index for vectors of `dimension` unless it exists; True when this
-    call built it. Call it before the model's vectors are written: idempotent, a catalog lookup
-    once the index is there, safe against concurrent callers (one builds, the others find it).
+def ensure_model_index(
+    conn: psycopg.Connection[Any],
+    model_id: str,
+    dimension: int,
+    collection: str | None = None,
+) -> bool:
+    """Make `model_id`'s HNSW index for vectors of `dimension` unless it exists, and with
+    `collection` (any but `schema.DEFAULT_COLLECTION`, whose searches use the model's index) the
+    model's index over that collection's rows too; True when this call built one. Call it
+    before the model's vectors are written: idempotent, a catalog lookup once the indexes are
+    there, safe against concurrent callers (one builds, the others find it).
 
     A model of more than `schema.MAX_HNSW_DIMENSIONS` gets no index (pgvector's HNSW limit): its
     searches scan its rows exactly. Runs its own transaction: call it on a connection outside
     the write's transaction (inside one, the build's SHARE lock on `seams.chunk_index` would be
     held until that transaction ends, queueing every other writer of the table behind it).
     """
-    name = schema.chunk_index_hnsw_name(model_id, dimension)
+    schema.checked_dimension(dimension)
     if dimension > schema.MAX_HNSW_DIMENSIONS:
         log.info(
             "model %s: %d dimensions, more than HNSW indexes (%d): searched exactly",
@@ -100,6 +137,17 @@ def ensure_model_index(conn: psycopg.Connection[Any], model_id: str, dimension: 
             schema.MAX_HNSW_DIMENSIONS,
         )
         return False
+    built = _ensure(conn, model_id, dimension, None)
+    if collection is not None and collection != schema.DEFAULT_COLLECTION:
+        built = _ensure(conn, model_id, dimension, collection) or built
+    return built
+
+
+def _ensure(
+    conn: psycopg.Connection[Any], model_id: str, dimension: int, collection: str | None
+) -> bool:
+    """One index (`ensure_model_index`), in its own transaction under `INDEX_LOCK`."""
+    name = schema.chunk_index_hnsw_name(model_id, dimension, collection)
     if _valid_index(conn, name):
         return False
     with conn.transaction():
@@ -109,18 +157,26 @@ def ensure_model_index(conn: psycopg.Connection[Any], model_id: str, dimension: 
             return False
         if existing is not None:  # an invalid leftover of an interrupted concurrent drop
             conn.execute(sql.SQL("DROP INDEX {}").format(sql.Identifier(schema.SCHEMA, name)))
-        _create(conn, model_id, dimension)
-    log.info("created HNSW index %s for model %s (%d dimensions)", name, model_id[:12], dimension)
+        _create(conn, model_id, dimension, collection)
+    log.info(
+        "created HNSW index %s for model %s (%d dimensions)%s",
+        name,
+        model_id[:12],
+        dimension,
+        f", collection {collection}" if collection is not None else "",
+    )
     return True
 
 
-def _create(conn: psycopg.Connection[Any], model_id: str, dimension: int) -> None:
-    """The index and its comment (the model id, which the name only hashes)."""
-    conn.execute(schema.chunk_index_hnsw(model_id, dimension))
+def _create(
+    conn: psycopg.Connection[Any], model_id: str, dimension: int, collection: str | None = None
+) -> None:
+    """The index and its comment (`_comment`: the model id and collection the name hashes)."""
+    conn.execute(schema.chunk_index_hnsw(model_id, dimension, collection))
+    name = schema.chunk_index_hnsw_name(model_id, dimension, collection)
     conn.execute(
         sql.SQL("COMMENT ON INDEX {} IS {}").format(
-            sql.Identifier(schema.SCHEMA, schema.chunk_index_hnsw_name(model_id, dimension)),
-            sql.Literal(model_id),
+            sql.Identifier(schema.SCHEMA, name), sql.Literal(_comment(model_id, collection))
         )
     )
 
@@ -146,7 +202,8 @@ def has_vectors(conn: psycopg.Connection[Any], model_id: str) -> bool:
 
 
 def drop_model_indexes(conn: psycopg.Connection[Any], model_id: str) -> list[str]:
-    """Drop `model_id`'s HNSW index(es) if none of its vectors is left; the names dropped.
+    """Drop `model_id`'s HNSW indexes (its collections' included) if none of its vectors is
+    left; the names dropped.
 
     On an autocommit connection outside a transaction (the Postgres resource's) the drop is
     `DROP INDEX CONCURRENTLY`: searches and writers never wait for it. Elsewhere it is a plain

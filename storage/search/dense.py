@@ -7,7 +7,9 @@ filters by the target's model id, so vectors of another model (another dimension
 `chunk_index.embedding` is a `vector` of any dimension) never meet the query. The
 nearest-vector probe names the model by a literal and casts to its dimension, exactly as that
 model's HNSW index is declared (`schema.chunk_index_hnsw`), so PostgreSQL uses that index, and
-only that model's rows are walked.
+only that model's rows are walked. A search of exactly one collection names it by a literal
+too, as the model's index over that collection's rows alone is declared (`vector_indexes`), so
+the planner can walk that small graph instead of the whole model's.
 
 Visible = published and current: a `chunk_index` row counts only when its document's current
 version (`seams.current_documents`, written only when a build is published) is in the row's batch
@@ -138,22 +140,32 @@ LIMIT %(fetch)s
 """
 
 
-def nearest_statement(model_id: str, dimension: int, *, among: bool = False) -> sql.Composed:
+def nearest_statement(
+    model_id: str, dimension: int, *, among: bool = False, collection: str | None = None
+) -> sql.Composed:
     """The dense pool's statement over `model_id`'s vectors of `dimension` (params q, mode,
-    fetch; `among`: only the rows of the collections of param `collections`), for EXPLAIN as
-    well.
+    fetch; `among`: only the rows of the collections of param `collections`; `collection`:
+    only that one collection's rows), for EXPLAIN as well.
 
     The model id is a literal, not a parameter: the planner must prove the model's partial
     index applies, which a generic plan of a prepared statement could not do with `$1`. One
-    statement text per model, so each is prepared once."""
+    statement text per model, so each is prepared once. `collection` is a literal for the same
+    reason: the model's index over that collection's rows (`schema.chunk_index_hnsw`) applies
+    only to a statement that names it so (one statement per model and collection)."""
     visible = sql.SQL(VISIBLE).format(current=schema.CURRENT_DOCUMENTS.identifier())
+    if collection is not None:
+        restrict: sql.Composable = sql.SQL(" AND i.collection = {}").format(sql.Literal(collection))
+    elif among:
+        restrict = sql.SQL(" AND i.collection = ANY(%(collections)s::text[])")
+    else:
+        restrict = sql.SQL("")
     return sql.SQL(_NEAREST).format(
         vector=schema.model_vector(sql.SQL("i.embedding"), dimension),
         query=schema.model_vector(sql.Placeholder("q"), dimension),
         index=schema.CHUNK_INDEX.identifier(),
         model=sql.Literal(model_id),
         visible=visible,
-        among=sql.SQL(" AND i.collection = ANY(%(collections)s::text[])" if among else ""),
+        among=restrict,
     )
 
 
@@ -178,7 +190,8 @@ def nearest_vectors(
     """The `fetch` nearest visible index entries of the target's model and mode by cosine
     distance, via the model's HNSW index (nearest first, up to the iterative scan's relaxed
     order), among the rows of `collections` (None: every row the connection may read; a filter
-    of the scan, so the iterative scan walks on past other collections' rows). The query
+    of the scan, so the iterative scan walks on past other collections' rows; exactly one: its
+    own index when it has one, `vector_indexes`). The query
     vector's length is the dimension read: a vector of another dimension than the model's is an
     `InputError` naming both."""
     dimension = int(np.shape(vector)[-1])
@@ -189,7 +202,13 @@ def nearest_vectors(
         "fetch": fetch,
         "collections": list(collections or ()),
     }
-    statement = nearest_statement(target.model_id, dimension, among=collections is not None)
+    named = set(collections) if collections is not None else set()
+    statement = nearest_statement(
+        target.model_id,
+        dimension,
+        among=collections is not None,
+        collection=named.pop() if len(named) == 1 else None,
+    )
     try:
         return conn.execute(statement, params, prepare=True).fetchall()
     except psycopg.errors.DataException as exc:
