@@ -57,9 +57,11 @@ from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 import psycopg
 import psycopg.conninfo
 from psycopg import sql
+from psycopg.pq import TransactionStatus
 
 from seams.errors import StorageError
 from seams.storage import schema
+from seams.storage.connections import describe_connection, retrying
 
 GROUP = "seams_tenants"
 """The NOLOGIN group every tenant role belongs to: it holds the SELECT grants, and membership
@@ -268,8 +270,17 @@ def _lock(conn: psycopg.Connection[Any]) -> None:
 
 def ensure_group(conn: psycopg.Connection[Any]) -> None:
     """The group `seams_tenants`, its grants in this database, and no planner statistics on
-    content columns (`statistics_ddl`); idempotent."""
+    content columns (`statistics_ddl`); idempotent. Outside a transaction, rerun whole when
+    PostgreSQL aborts it: the statistics statements lock each table and its catalog rows, which
+    autovacuum's ANALYZE of the same table can deadlock with."""
     _check_server(conn)
+    if conn.info.transaction_status == TransactionStatus.IDLE:
+        retrying(describe_connection(conn), "setting up tenant grants", lambda: _group(conn))
+    else:
+        _group(conn)
+
+
+def _group(conn: psycopg.Connection[Any]) -> None:
     with conn.transaction():
         _lock(conn)
         conn.execute(
