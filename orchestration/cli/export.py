@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from seams.errors import InputError
 from seams.orchestration.cli.terminal import printable
 from seams.resources.postgres import PostgresResource
 from seams.storage.batches import stored_collections
@@ -25,9 +26,14 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out).expanduser().absolute()
     collection = None
     if getattr(args, "collection", None) is not None:
+        if len(args.collection) > 1:  # argparse keeps every one: never silently the last
+            raise InputError(
+                f"--collection given {len(args.collection)} times: an export holds one "
+                "collection, or every one without --collection"
+            )
         declared = args.settings.collection_settings()
         (collection,) = known_collections(
-            [args.collection], declared, option="--collection", stored=lambda: _stored(args)
+            args.collection, declared, option="--collection", stored=lambda: _stored(args)
         )
     request = ExportRequest(
         out=out,

@@ -208,7 +208,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--format", choices=FORMATS, help="parquet or jsonl (default: from OUT's suffix)"
     )
     export.add_argument("--batch", metavar="KEY", help="only this batch (partition key)")
-    export.add_argument("--collection", metavar="NAME", help="only this collection's chunks")
+    export.add_argument(
+        "--collection", metavar="NAME", action="append", help="only this collection's chunks"
+    )
     export.add_argument(
         "--current", action="store_true", help="only current document versions (current_chunks)"
     )

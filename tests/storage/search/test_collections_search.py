@@ -349,6 +349,10 @@ def test_the_commands_search_and_export_one_collection_and_name_unknown_ones(
     assert cli.main(["export", str(tmp_path / "c.jsonl"), "--collection", "c"]) == 0
     rows = [json.loads(line) for line in (tmp_path / "c.jsonl").read_text().splitlines()]
     assert len(rows) == 2 and {r["collection"] for r in rows} == {"c"}
+    twice = ["export", str(tmp_path / "ab.jsonl"), "--collection", "a", "--collection", "b"]
+    assert cli.main(twice) != 0  # one collection per export, never silently the last
+    assert "--collection given 2 times" in capsys.readouterr().err
+    assert not (tmp_path / "ab.jsonl").exists()
 
 
 def test_statistics_shared_by_every_collection_are_upgraded_and_score_as_before(
