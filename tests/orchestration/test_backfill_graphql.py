@@ -125,6 +125,7 @@ def test_seams_backfill_with_the_ui_open_is_one_backfill_each_batch_reported_alo
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     keys = register_sample_batches(tmp_path, defs=defs)
+    runner.ensure_model(instance, print, defs=defs)  # as `seams run` does before its batches
     runner.materialize_batches(instance, keys, print, runner.RunSummary(batches=keys), defs=defs)
     before = {b.backfill_id for b in instance.get_backfills()}
     settings = tmp_path / "seams.yaml"
