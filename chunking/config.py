@@ -443,6 +443,17 @@ def reject_booleans_as_numbers(model: type[BaseModel], data: Any) -> Any:
     return data
 
 
+class Section(BaseModel):
+    """A block of seams.yaml: unknown keys and booleans-as-numbers are errors, not ignored."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_booleans_as_numbers(cls, data: Any) -> Any:
+        return reject_booleans_as_numbers(cls, data)
+
+
 def describe_validation_error(exc: ValidationError) -> str:
     """One line per problem: `field=value: what is allowed`, for humans and logs."""
     problems = []

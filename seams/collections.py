@@ -53,9 +53,9 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, Field, ValidationError, field_validator
 
-from seams.chunking.config import reject_booleans_as_numbers
+from seams.chunking.config import Section
 from seams.errors import ConfigError
 
 Settings = TypeVar("Settings", bound=BaseModel)
@@ -81,15 +81,8 @@ PROJECT_WIDE_FIELDS = {"retrieval": ("model", "query_prompt", "document_prompt")
 is embedded once and its scores compare across collections."""
 
 
-class CollectionSettings(BaseModel):
+class CollectionSettings(Section):
     """One entry of `collections:` as written (its blocks are partial: validated merged)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    @model_validator(mode="before")
-    @classmethod
-    def _no_booleans_as_numbers(cls, data: Any) -> Any:
-        return reject_booleans_as_numbers(cls, data)
 
     source: str = Field(min_length=1, max_length=4096)
     match: tuple[str, ...] | None = Field(None, min_length=1, max_length=100)

@@ -17,8 +17,6 @@ from typing import Any, Literal
 
 import yaml
 from pydantic import (
-    BaseModel,
-    ConfigDict,
     Field,
     ValidationError,
     field_validator,
@@ -27,7 +25,7 @@ from pydantic import (
 
 from seams.chunking.config import (
     ChunkingConfig,
-    reject_booleans_as_numbers,
+    Section,
 )
 from seams.collections import Collection, effective_settings, parse_collections
 from seams.environment import CONFIG_ENV, PROJECT_SETTINGS, SeamsEnvironment
@@ -40,17 +38,6 @@ PACKAGED_MODEL = "packaged"
 """`embedder.model` / `retrieval.model`: all-MiniLM-L6-v2, exported on first use."""
 STATIC_MODEL = "static"
 """`embedder.model`: the `fast` preset's static model (`boundary_model: static`)."""
-
-
-class Section(BaseModel):
-    """A block of seams.yaml: unknown keys and booleans-as-numbers are errors, not ignored."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    @model_validator(mode="before")
-    @classmethod
-    def _no_booleans_as_numbers(cls, data: Any) -> Any:
-        return reject_booleans_as_numbers(cls, data)
 
 
 class ChunkingSettings(Section):
