@@ -33,9 +33,9 @@ from seams.resources.database import DATA_DATABASE, EmbeddedPostgres, database_u
 from seams.resources.embedded_server import server_tempdir  # noqa: E402
 from seams.resources.postgres import PostgresResource, close_all_pools  # noqa: E402
 from seams.storage import schema, vector_indexes  # noqa: E402
-from seams.storage.partition_tables import write_table  # noqa: E402
 from seams.storage.search.dense import IndexTarget, configure_scan, nearest_vectors  # noqa: E402
-from tests.storage.test_vector_indexes import chunk_rows, index_rows, unit_vectors  # noqa: E402
+from tests.storage.test_collection_vector_indexes import publish_in  # noqa: E402
+from tests.storage.test_vector_indexes import unit_vectors  # noqa: E402
 
 MODEL = "bench-model"
 MODE = "text"
@@ -44,25 +44,10 @@ POOL = 40
 
 
 def publish(postgres: PostgresResource, collection: str, key: str, vectors: np.ndarray) -> None:
-    """Batch `key` of `collection`: its chunks, then their vectors (which publishes it)."""
-    chunks = chunk_rows(key, len(vectors))
-    with postgres.connection() as conn, conn.transaction():
-        conn.execute(
-            "INSERT INTO seams.batches (batch_key, source, document_count, collection)"
-            " VALUES (%s, 'bench', 2, %s)",
-            (key, collection),
-        )
-        for document_id in sorted(set(chunks["document_id"])):
-            conn.execute(
-                "INSERT INTO seams.batch_documents (batch_key, document_id, source_uri,"
-                " source_sha256, size_bytes) VALUES (%s, %s, %s, %s, 0)",
-                (key, document_id, f"file:///{document_id}", f"v-{document_id}"),
-            )
-    write_table(postgres, schema.CHUNKS, chunks, [key], run_id="bench")
-    written = write_table(
-        postgres, schema.CHUNK_INDEX, index_rows(chunks, MODEL, vectors), [key], run_id="bench"
-    )
-    assert key in written.published, written.held
+    """Batch `key` of `collection`: its chunks, then their vectors (which publishes it); no
+    index yet (each is built and timed on its own)."""
+    written = publish_in(postgres, collection, key, MODEL, vectors, make_indexes=False)
+    assert key in written["published"], written["held"]
 
 
 def timed(

@@ -53,11 +53,18 @@ def postgres(database_url: str) -> Iterator[PostgresResource]:
 
 
 def publish_in(
-    postgres: PostgresResource, collection: str, key: str, model_id: str, vectors: np.ndarray
+    postgres: PostgresResource,
+    collection: str,
+    key: str,
+    model_id: str,
+    vectors: np.ndarray,
+    *,
+    make_indexes: bool = True,
 ) -> dict[str, Any]:
     """Register batch `key` for `collection`, then write its chunks and their vectors of
-    `model_id` as the pipeline does (the model's indexes made first, as the `chunk_index` asset
-    does, with the batch's collection); what the index write published or held."""
+    `model_id` as the pipeline does (`make_indexes`: the model's indexes made first, as the
+    `chunk_index` asset does, with the batch's collection); what the index write published or
+    held."""
     chunks = chunk_rows(key, len(vectors))
     with postgres.connection() as conn, conn.transaction():
         conn.execute(
@@ -71,8 +78,11 @@ def publish_in(
                 " source_sha256, size_bytes) VALUES (%s, %s, %s, %s, 0)",
                 (key, document_id, f"file:///{document_id}", f"v-{document_id}"),
             )
-    with postgres.connection() as conn:
-        vector_indexes.ensure_model_index(conn, model_id, vectors.shape[1], collection=collection)
+    if make_indexes:
+        with postgres.connection() as conn:
+            vector_indexes.ensure_model_index(
+                conn, model_id, vectors.shape[1], collection=collection
+            )
     write_table(postgres, schema.CHUNKS, chunks, [key], run_id="r")
     written = write_table(
         postgres, schema.CHUNK_INDEX, index_rows(chunks, model_id, vectors), [key], run_id="r"

@@ -9,8 +9,6 @@ INSERTs (they change nothing until publication), retirements as `retire_missing`
 
 from __future__ import annotations
 
-import math
-from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
@@ -24,6 +22,7 @@ from seams.resources.postgres import PostgresResource
 from seams.storage import publication, schema
 from seams.storage.partition_tables import write_table
 from seams.storage.search import lexical
+from tests.support.bm25 import bm25_scores
 from tests.support.databases import migrated_postgres
 
 DOC_A = [
@@ -104,42 +103,13 @@ def _reference(
 ) -> dict[tuple[str, str], float]:
     """BM25 of every current indexed chunk, computed in Python from `to_tsvector`'s lexemes."""
     rows = conn.execute(
-        "SELECT c.batch_key, c.chunk_id, to_tsvector(%s::regconfig, c.text)::text"
+        "SELECT c.batch_key, c.chunk_id, c.text"
         " FROM seams.current_chunks AS c JOIN seams.chunk_index AS i"
         " ON i.batch_key = c.batch_key AND i.chunk_id = c.chunk_id"
         " WHERE i.text_search_config = %s",
-        (config, config),
+        (config,),
     ).fetchall()
-    tf: dict[tuple[str, str], Counter[str]] = {}
-    for batch_key, chunk_id, _ in rows:
-        tf[(batch_key, chunk_id)] = Counter()
-        for lexeme, positions in conn.execute(
-            "SELECT lexeme, cardinality(positions) FROM unnest(to_tsvector(%s::regconfig, "
-            "(SELECT text FROM seams.chunks WHERE batch_key = %s AND chunk_id = %s)))",
-            (config, batch_key, chunk_id),
-        ):
-            tf[(batch_key, chunk_id)][lexeme] = positions
-    n = len(tf)
-    avgdl = sum(sum(c.values()) for c in tf.values()) / n
-    df = Counter(lexeme for c in tf.values() for lexeme in c)
-    terms = {
-        t
-        for (t,) in conn.execute(
-            "SELECT unnest(tsvector_to_array(to_tsvector(%s::regconfig, %s)))", (config, query)
-        )
-    }
-    scores = {}
-    for key, counts in tf.items():
-        length = sum(counts.values())
-        score = 0.0
-        for t in terms:
-            f = counts.get(t, 0)
-            if f:
-                idf = math.log(1 + (n - df[t] + 0.5) / (df[t] + 0.5))
-                norm = f + lexical.K1 * (1 - lexical.B + lexical.B * length / avgdl)
-                score += idf * f * (lexical.K1 + 1) / norm
-        scores[key] = score
-    return scores
+    return bm25_scores(conn, config, query, {(b, c): text for b, c, text in rows})
 
 
 def _check_against_reference(postgres: PostgresResource, config: str = "english") -> None:

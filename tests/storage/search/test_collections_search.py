@@ -11,8 +11,6 @@ lexemes), so documents published in `b` leave every score of `a` bit for bit as 
 from __future__ import annotations
 
 import json
-import math
-from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -36,6 +34,7 @@ from seams.storage.partition_tables import write_table
 from seams.storage.search import lexical, search_response
 from seams.storage.search.lexical_index import LOCK_PREFIX
 from tests.storage.test_publication import chunks_frame, index_frame
+from tests.support.bm25 import bm25_scores
 from tests.support.databases import fresh_database, migrated_postgres
 from tests.support.instances import keep_environment
 
@@ -127,45 +126,11 @@ def corpus(postgres: PostgresResource, tmp_path_factory: pytest.TempPathFactory)
 
 def reference(conn: psycopg.Connection[Any], collection: str, query: str) -> dict[Any, float]:
     """BM25 of every current chunk of `collection`, from its chunks alone, in Python."""
-    config = CONFIGS[collection]
-    tf: dict[tuple[str, str], Counter[str]] = {}
-    for batch_key, chunk_id, text in conn.execute(
+    rows = conn.execute(
         "SELECT batch_key, chunk_id, text FROM seams.current_chunks WHERE collection = %s",
         (collection,),
-    ):
-        tf[(batch_key, chunk_id)] = Counter(
-            dict(
-                conn.execute(
-                    "SELECT lexeme, cardinality(positions) FROM unnest(to_tsvector(%s::regconfig,"
-                    " %s))",
-                    (config, text),
-                ).fetchall()
-            )
-        )
-    n = len(tf)
-    avgdl = sum(sum(c.values()) for c in tf.values()) / n
-    df = Counter(t for c in tf.values() for t in c)
-    terms = {
-        t
-        for (t,) in conn.execute(
-            "SELECT unnest(tsvector_to_array(to_tsvector(%s::regconfig, %s)))", (config, query)
-        )
-    }
-    scores = {}
-    for key, counts in tf.items():
-        length = sum(counts.values())
-        score = 0.0
-        for t in terms & set(counts):
-            idf = math.log(1 + (n - df[t] + 0.5) / (df[t] + 0.5))
-            f = counts[t]
-            score += (
-                idf
-                * f
-                * (lexical.K1 + 1)
-                / (f + lexical.K1 * (1 - lexical.B + lexical.B * length / avgdl))
-            )
-        scores[key] = score
-    return scores
+    ).fetchall()
+    return bm25_scores(conn, CONFIGS[collection], query, {(b, c): text for b, c, text in rows})
 
 
 def collection_scores(conn: psycopg.Connection[Any], collection: str) -> list[Any]:
