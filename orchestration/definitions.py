@@ -14,8 +14,6 @@ laptop, in CI and on Kubernetes; the embedded server is started at first use, ne
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import dagster as dg
 
 from seams.assets.automation import settings_changed_condition
@@ -218,20 +216,7 @@ def build_evaluation_definitions(
     evaluation = settings.evaluation
     if evaluation.questions is None:
         return [], [], []
-    base = (
-        environment.config_path.parent
-        if environment.config_path is not None
-        else environment.project_dir
-    )
-    questions = Path(evaluation.questions).expanduser()
-    if not questions.is_absolute():
-        if base is None:
-            raise ConfigError(
-                f"evaluation.questions: {questions} is relative and there is no settings file "
-                "or project folder to count from: give an absolute path"
-            )
-        questions = base / questions
-    questions = questions.resolve()
+    questions = environment.settings_relative(evaluation.questions, "evaluation.questions")
     retrieval = settings.retrieval
     setup = EvalSetup.of(
         questions,

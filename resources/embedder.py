@@ -69,20 +69,7 @@ def resolve_model_setting(value: str, field: str, environment: SeamsEnvironment)
         return ModelSetting("packaged")
     if value == STATIC_MODEL:
         return ModelSetting("static")
-    folder = Path(value).expanduser()
-    if not folder.is_absolute():
-        base = (
-            environment.config_path.parent
-            if environment.config_path is not None
-            else environment.project_dir
-        )
-        if base is None:
-            raise ConfigError(
-                f"{field}: {value!r} is relative and there is no settings file or project "
-                "folder to count from: give an absolute path"
-            )
-        folder = base / folder
-    folder = folder.resolve()
+    folder = environment.settings_relative(value, field)
     try:
         model_folder_kind(folder)
     except ConfigError as exc:

@@ -33,6 +33,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 
+from seams.errors import ConfigError
+
 DATA_DIR_ENV = "SEAMS_DATA_DIR"
 CONFIG_ENV = "SEAMS_CONFIG"
 PROJECT_DIR_ENV = "SEAMS_PROJECT_DIR"
@@ -113,6 +115,22 @@ class SeamsEnvironment:
             project_dir=project_dir,
             variables=MappingProxyType(environ),
         )
+
+    def settings_relative(self, value: str, field: str) -> Path:
+        """`value` (a path a setting names) absolute and resolved: a relative one counts from
+        the settings file's folder, the project folder without one, never the working
+        directory, so a seams.yaml and what it names can move together. A one-line
+        `ConfigError` naming `field` when there is neither to count from."""
+        path = Path(value).expanduser()
+        if not path.is_absolute():
+            base = self.config_path.parent if self.config_path is not None else self.project_dir
+            if base is None:
+                raise ConfigError(
+                    f"{field}: {value!r} is relative and there is no settings file or project "
+                    "folder to count from: give an absolute path"
+                )
+            path = base / path
+        return path.resolve()
 
     def describe_settings(self) -> str:
         """Which settings file is in use and why, in one line (`seams check`, the UI): the
