@@ -41,9 +41,9 @@ def run(args: argparse.Namespace) -> int:
     where = "embedded" if urls.embedded else "external"
     settings = args.environment.describe_settings().removeprefix("settings: ")
     index, status = index_report(defs.resources["postgres"])
-    named = list(args.settings.declared_collections())
-    collections = collections_report(defs.resources["postgres"], named)
-    declared = declared_tenants(args.settings.declared_collections())
+    collections = args.settings.declared_collections()
+    collection_lines = collections_report(defs.resources["postgres"], list(collections))
+    declared = declared_tenants(collections)
     tenancy, isolation = tenancy_report(defs.resources["postgres"], declared)
     if tenancy:
         index += "\n" + tenancy
@@ -54,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
         f"Dagster instance: {seams_instance.home} ({storage})\n"
         f"Definitions: {len(repo.assets_defs_by_key)} assets, {len(repo.get_all_jobs())} jobs, "
         f"{len(repo.sensor_defs)} sensors, {len(repo.schedule_defs)} schedules\n"
-        + "".join(f"{line}\n" for line in collections)
+        + "".join(f"{line}\n" for line in collection_lines)
         + printable(index, keep="\n")  # batch sources are the user's folder names
         + "".join(f"\n{line}" for line in records)
         + "\nNext: `seams dev` and open the UI."
