@@ -110,11 +110,7 @@ class Lineage:
         if self.is_default:
             return asset
         named = {dg.AssetKey(name): self.key(name) for name in BATCH_ASSETS}
-        replacements = {
-            key: named[key]
-            for key in {*asset.keys, *asset.keys_by_input_name.values(), *asset.dependency_keys}
-            if key in named
-        }
+        replacements = {key: named[key] for key in asset.dependency_keys if key in named}
         return asset.with_attributes(asset_key_replacements=replacements)
 
 
