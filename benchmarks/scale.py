@@ -404,17 +404,16 @@ def server_usage(pgdata: Path) -> dict[str, float]:
     return usage
 
 
-def build_hnsw(url: str) -> float:
+def build_hnsw(url: str) -> float | None:
     """Seconds to build the model's HNSW index with `ensure_model_index`, with the server's
-    `maintenance_work_mem` (what the `chunk_index` asset gets)."""
+    `maintenance_work_mem` (what the `chunk_index` asset gets); None when a kept database
+    (`--keep`) has it already."""
     with psycopg.connect(url, autocommit=True) as conn:
         started = time.perf_counter()
         built = vector_indexes.ensure_model_index(conn, MODEL_ID, DIMENSION)
         seconds = time.perf_counter() - started
-        if not built:
-            raise RuntimeError("the model's HNSW index existed already")
         conn.execute("VACUUM ANALYZE")
-    return seconds
+    return seconds if built else None
 
 
 def drop_hnsw(url: str) -> None:
@@ -587,7 +586,7 @@ def measure_size(
     median_tables = {t: round(statistics.median(s[t] for s in per_table), 3) for t in per_table[0]}
     return {
         "chunks": current,
-        "hnsw_build_seconds": round(hnsw_seconds, 1),
+        "hnsw_build_seconds": None if hnsw_seconds is None else round(hnsw_seconds, 1),
         "add_batch": {
             "chunks_per_batch": CHUNKS_PER_BATCH,
             "batches": args.batches,
@@ -620,14 +619,15 @@ def measure_size(
     }
 
 
-def load_to(postgres: PostgresResource, corpus: Corpus, loaded: int, target: int) -> float:
-    """Write batches `loaded`..`target` - 1 (LOAD_GROUP per call); seconds taken."""
+def load_to(
+    postgres: PostgresResource, corpus: Corpus, loaded: int, target: int, group: int = LOAD_GROUP
+) -> float:
+    """Write batches `loaded`..`target` - 1 (`group` per call); seconds taken."""
     started = time.perf_counter()
-    for first in range(loaded, target, LOAD_GROUP):
-        group = [corpus.batch(n) for n in range(first, min(target, first + LOAD_GROUP))]
-        write_batches(postgres, group)
-        if (first // LOAD_GROUP) % 10 == 9:
-            print(f"[{time.strftime('%H:%M:%S')}]   loaded {(first + len(group)) * 1000:,}",
+    for first in range(loaded, target, group):
+        write_batches(postgres, [corpus.batch(n) for n in range(first, min(target, first + group))])
+        if (first // group) % 10 == 9:
+            print(f"[{time.strftime('%H:%M:%S')}]   loaded {min(target, first + group) * 1000:,}",
                   flush=True)  # fmt: skip
     return time.perf_counter() - started
 
@@ -646,10 +646,23 @@ def parse_sizes(text: str) -> list[int]:
     return sizes
 
 
+def loaded_batches(url: str) -> int:
+    """Batches a kept database holds already (0 for a new one)."""
+    with psycopg.connect(url) as conn:
+        return int(conn.execute("SELECT count(*) FROM seams.batches").fetchone()[0])
+
+
 def run(args: argparse.Namespace) -> Iterator[dict[str, Any]]:
-    """Grow one database through `args.sizes`, yielding each size's figures."""
+    """Grow one database through `args.sizes`, yielding each size's figures. With `--keep` the
+    database lives in that folder and is kept: a later run there resumes the load (or measures
+    again at a size it reached) instead of starting over."""
     corpus = Corpus()
-    root = server_tempdir("seams-scale-")
+    if args.keep:
+        root = args.keep.resolve()
+        root.mkdir(parents=True, exist_ok=True)
+        root.chmod(0o711)  # the server's user passes through, as with `server_tempdir`
+    else:
+        root = server_tempdir("seams-scale-")
     server = EmbeddedPostgres(root / "pgdata")
     try:
         started = server.start()
@@ -658,13 +671,13 @@ def run(args: argparse.Namespace) -> Iterator[dict[str, Any]]:
         url = database_url_for(started, DATA_DATABASE)
         postgres = PostgresResource(url=url, max_connections=2)
         postgres.ensure_schema()
-        loaded = 0
+        loaded = loaded_batches(url)
         for size in args.sizes:
             target = size // CHUNKS_PER_BATCH
             load_seconds = 0.0
             if target > loaded:
                 print(f"[{time.strftime('%H:%M:%S')}] loading to {size:,} chunks", flush=True)
-                load_seconds = load_to(postgres, corpus, loaded, target)
+                load_seconds = load_to(postgres, corpus, loaded, target, args.load_group)
                 loaded = target
             figures = measure_size(postgres, url, server.pgdata, corpus, loaded, args)
             figures["load_seconds_without_hnsw"] = round(load_seconds, 1)
@@ -673,12 +686,14 @@ def run(args: argparse.Namespace) -> Iterator[dict[str, Any]]:
                 sum(p.stat().st_size for p in (root / "pgdata").rglob("*") if p.is_file()) / 2**20
             )
             loaded += args.batches
-            drop_hnsw(url)
+            if not (args.keep and size == args.sizes[-1]):
+                drop_hnsw(url)
             yield {"size": size, **figures}
     finally:
         close_all_pools()
         server.stop()
-        shutil.rmtree(root, ignore_errors=True)
+        if not args.keep:
+            shutil.rmtree(root, ignore_errors=True)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -698,6 +713,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--postgres-defaults",
         action="store_true",
         help="run the server with PostgreSQL's default memory settings instead of Seams' sizing",
+    )
+    parser.add_argument(
+        "--load-group", type=int, default=LOAD_GROUP, help="batches per write while loading"
+    )
+    parser.add_argument(
+        "--keep",
+        type=Path,
+        help="keep the database in this folder (a short path: the server's socket lives there);"
+        " a later run with the same folder resumes from what it holds",
     )
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
@@ -747,7 +771,7 @@ def summary_row(f: dict[str, Any]) -> str:
             f"{a['server_per_batch_median']['read_mib']:,.0f} | "
             f"{a['server_per_batch_median']['written_mib']:,.0f} | "
             f"{s['p50_ms']:.1f} | {s['p95_ms']:.1f} | "
-            f"{f['hnsw_build_seconds']:.1f} | {f['disk']['bytes_per_chunk']:,.0f} | "
+            f"{f['hnsw_build_seconds'] or 'kept'} | {f['disk']['bytes_per_chunk']:,.0f} | "
             f"{f['writer_rss_mib']['peak_during_batches']:.0f} | {x['top_k_equal_share']:.2f} | "
             f"{x['recall_at_k']:.3f} |")  # fmt: skip
 
