@@ -16,7 +16,10 @@ to one CPU), in interleaved rounds, best and median of `--runs`:
 - reference, in the same rounds: one raw `StaticEmbedder` encode of the `fast` preset's
   candidate texts; ratios are medians of per-round ratios to it, so they compare across runs
   and machine loads. `--onnx` adds one raw `OnnxEmbedder` encode of the default config's texts
-  and `chunk_text` with `OnnxEmbedder` (goal <= 0.9x that encode; slow on one thread).
+  and `chunk_text` with `OnnxEmbedder`: their ratio is Seams' own share on top of the model it
+  calls (slow on one thread). The goal for the default `chunk_text`, <= 0.9x one
+  sentence-transformers `encode` of its sentences (the peers' way to embed them), is measured by
+  `benchmarks.chunking_speed`, which runs sentence-transformers.
 - the non-model path's stages (segment with token counting, token counting alone,
   similarities, boundaries, assembly), best process CPU time of `--runs`.
 
@@ -76,7 +79,6 @@ REFERENCE_STATIC_MODULE = "_seams_reference_static_runtime"
 DIMS = 384
 NON_MODEL_GOAL_WORDS_PER_SECOND = 500_000
 FAST_GOAL_SECONDS_PER_10K = 0.025
-ONNX_GOAL_RATIO = 0.9
 PATHS = ("non-model path", "fast preset")
 
 
@@ -426,10 +428,6 @@ def summarise(
         "fast <= 0.025 s / 10k words": rows["current: fast preset"]["seconds_per_10k_words_best"]
         <= FAST_GOAL_SECONDS_PER_10K,
     }
-    if "current: default with OnnxEmbedder" in rows:
-        goals["default chunk_text <= 0.9x one ONNX encode"] = (
-            rows["current: default with OnnxEmbedder"]["vs_onnx_encode"] <= ONNX_GOAL_RATIO
-        )
     print("\ngoals: " + "; ".join(f"{g}: {'met' if ok else 'MISSED'}" for g, ok in goals.items()))
     print(f"\n{'stage, best CPU s (non-model path)':40s} " + " ".join(f"{k:>10s}" for k in stages))
     for stage in next(iter(stages.values())):
