@@ -21,13 +21,14 @@ One throwaway embedded PostgreSQL (in a temp dir, stopped and deleted afterwards
   rotating order, one query at a time. Query vectors are precomputed (the query embedding is
   excluded: `benchmarks/search_latency.py` measures MiniLM's, ~10 ms on this machine);
 - (f) the lexical side's exactness: the share of queries whose top-5 by the product's read
-  (`lexical.top_chunks`: the rarest `MAX_QUERY_TERMS` lexemes, `TERM_DEPTH` postings each, best
-  impact first, at the pool `search_response` asks for) has the same BM25 scores as the
-  exhaustive top-5 (`exhaustive=True`: every posting of every query lexeme), and the recall of
-  the exhaustive top-5 (a chunk counts when its score reaches the exhaustive 5th: ties are
-  interchangeable); the same for deeper fixed reads (`--depths`) and for the read that stops on
-  a bound (`benchmarks/experiments/lexical_stopping.py`: exact by construction; the figure
-  checks it and gives its cost).
+  (`lexical.top_chunks` at the pool `search_response` asks for: impact-ordered postings read
+  until a bound proves nothing else can enter, its whole pool exact, and the same read with only
+  its first k exact) has the same BM25 scores as the exhaustive top-5 (`exhaustive=True`: every
+  posting of every query lexeme), the recall of the exhaustive top-5 (a chunk counts when its
+  score reaches the exhaustive 5th: ties are interchangeable), and what the read took (rounds,
+  postings depth reached, chunks scored exactly); the same for the fixed read of
+  `lexical.TERM_DEPTH` postings per lexeme (the read before the exact one) and `--depths`. The
+  searches of (b) run with the exact read and with the fixed depth 200, side by side.
 
 The server's memory is what the embedded server sizes to the machine
 (`resources.embedded_server.memory_settings`, recorded per size as `server_settings`), or
@@ -46,6 +47,8 @@ Fine for the storage layer; not a retrieval-quality figure.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import functools
 import os
 import shutil
 import statistics
@@ -60,7 +63,6 @@ import pandas as pd
 import psycopg
 from psycopg import sql
 
-from benchmarks.experiments import lexical_stopping
 from benchmarks.header import write_result
 from seams.resources.database import DATA_DATABASE, EmbeddedPostgres, database_url_for
 from seams.resources.embedded_server import server_tempdir
@@ -462,90 +464,148 @@ def disk(url: str) -> tuple[int, dict[str, int]]:
     return int(current), {name: int(size) for name, size in rows if size > 0}
 
 
+SEARCHES: tuple[tuple[str, str, int | None], ...] = (
+    ("hybrid", "hybrid", None),
+    ("hybrid, BM25 depth 200", "hybrid", lexical.TERM_DEPTH),
+    ("dense", "dense", None),
+    ("lexical", "lexical", None),
+    ("lexical, BM25 depth 200", "lexical", lexical.TERM_DEPTH),
+)
+"""(label, search kind, fixed BM25 depth or None for the product's exact read) measured."""
+
+
 def measure_search(
     postgres: PostgresResource, items: list[Query], k: int
 ) -> dict[str, dict[str, float]]:
-    """`search_response` wall ms per query, hybrid, dense and lexical in rotating order."""
+    """`search_response` wall ms per query (query vectors precomputed)."""
     embedder = PrecomputedEmbedder({q.text: q.vector for q in items})
-    kinds = ("hybrid", "dense", "lexical")
-    for q in items[:10]:  # warm-up: sessions, plans, pages
-        search_response(postgres, embedder, q.text, k, search="hybrid")
-    times: dict[str, list[float]] = {kind: [] for kind in kinds}
-    for number, q in enumerate(items):
-        for kind in kinds[number % 3 :] + kinds[: number % 3]:
-            started = time.perf_counter()
-            response = search_response(postgres, embedder, q.text, k, search=kind)
-            times[kind].append((time.perf_counter() - started) * 1000)
-            if not response.hits:
-                raise RuntimeError(f"{kind} search for {q.text!r} found nothing")
-    return {kind: percentiles(values) for kind, values in times.items()}
+    return timed_searches(postgres, embedder, [q.text for q in items], k)
+
+
+def timed_searches(
+    postgres: PostgresResource, embedder: Any, texts: Sequence[str], k: int
+) -> dict[str, dict[str, float]]:
+    """`search_response` wall ms per query for each of `SEARCHES`, in rotating order per query
+    (none always runs on the pages another just warmed), after a warm-up."""
+    for text in texts[:10]:  # warm-up: sessions, plans, pages
+        search_response(postgres, embedder, text, k, search="hybrid")
+    times: dict[str, list[float]] = {label: [] for label, _, _ in SEARCHES}
+    for number, text in enumerate(texts):
+        turn = number % len(SEARCHES)
+        for label, kind, depth in SEARCHES[turn:] + SEARCHES[:turn]:
+            reads = contextlib.nullcontext() if depth is None else fixed_depth_reads(depth)
+            with reads:
+                started = time.perf_counter()
+                response = search_response(postgres, embedder, text, k, search=kind)
+                times[label].append((time.perf_counter() - started) * 1000)
+            if not response.hits and kind != "lexical":
+                raise RuntimeError(f"{label} search for {text!r} found nothing")
+    return {label: percentiles(values) for label, values in times.items()}
+
+
+@contextlib.contextmanager
+def fixed_depth_reads(depth: int = lexical.TERM_DEPTH) -> Iterator[None]:
+    """Inside, search's BM25 side reads `depth` postings per lexeme (the read before the exact
+    one: not exact once a lexeme has more postings), for a before/after in one run."""
+    exact = lexical.top_chunks_of
+    lexical.top_chunks_of = functools.partial(exact, depth=depth)
+    try:
+        yield
+    finally:
+        lexical.top_chunks_of = exact
 
 
 def measure_lexical(
-    postgres: PostgresResource, items: list[Query], k: int, depths: Sequence[int]
+    postgres: PostgresResource, texts: Sequence[str], k: int, depths: Sequence[int] = ()
 ) -> dict[str, Any]:
-    """The product's BM25 top-k (its read at `lexical.TERM_DEPTH`, and at each of `depths`
-    postings per lexeme: the trade of exactness for time) against the exhaustive top-k."""
+    """The product's BM25 read (`lexical.top_chunks` at the pool `search_response` asks for:
+    exact by its stopping rule, its first k or its whole pool exact) against the exhaustive
+    top-k, with what it took (rounds, postings depth reached, chunks scored exactly); and the
+    fixed-depth read at `lexical.TERM_DEPTH` (the read before the exact one) and `depths`."""
+    pool = pool_size(k)
     depths = sorted({lexical.TERM_DEPTH, *depths})
-    exact = {d: 0 for d in depths}
-    recalls: dict[int, list[float]] = {d: [] for d in depths}
-    read_ms: dict[int, list[float]] = {d: [] for d in depths}
+    reads: dict[str, Any] = {
+        "exact, first k": lambda conn, terms: lexical.exact_read(conn, terms, pool, exact_k=k),
+        "exact, whole pool": lambda conn, terms: lexical.exact_read(conn, terms, pool),
+        **{f"depth {d}": functools.partial(_fixed_read, pool=pool, depth=d) for d in depths},
+    }
+    found: dict[str, dict[str, list[float]]] = {
+        name: {"equal": [], "recall": [], "ms": [], "depth": [], "scored": [], "rounds": []}
+        for name in reads
+    }
     exhaustive_ms, df_max = [], []
-    stop = {"exact": 0, "recalls": [], "ms": [], "depth": [], "scored": [], "rounds": []}
     with postgres.connection() as conn:
-        for q in items:
-            terms = lexical.query_terms(conn, TEXT_SEARCH_CONFIG, q.text)
+        for text in texts:
+            terms = lexical.query_terms(conn, TEXT_SEARCH_CONFIG, text)
             if terms is None:
                 raise RuntimeError("nothing is in the BM25 index")
             started = time.perf_counter()
             truth = [h.score for h in lexical.top_chunks(conn, terms, k, exhaustive=True)]
             exhaustive_ms.append((time.perf_counter() - started) * 1000)
-            for depth in depths:
+            df_max.append(max(terms.document_frequencies, default=0))
+            for name, read_with in reads.items():
                 started = time.perf_counter()
-                found = lexical.top_chunks(conn, terms, pool_size(k), depth=depth)
-                read_ms[depth].append((time.perf_counter() - started) * 1000)
-                scores = [h.score for h in found]
-                exact[depth] += same_top(scores, truth, k)
-                recalls[depth].append(recall_by_score(scores, truth, k))
-            started = time.perf_counter()
-            read = lexical_stopping.top_chunks(conn, terms, pool_size(k), k)
-            stop["ms"].append((time.perf_counter() - started) * 1000)
-            scores = [h.score for h in read.hits]
-            stop["exact"] += same_top(scores, truth, k)
-            stop["recalls"].append(recall_by_score(scores, truth, k))
-            for name in ("depth", "scored", "rounds"):
-                stop[name].append(getattr(read, name))
-            df_max.append(max(terms.document_frequencies))
-    by_depth = {
-        str(d): {"top_k_equal_share": round(exact[d] / len(items), 4),
-                 "recall_at_k": round(statistics.mean(recalls[d]), 4),
-                 "read": percentiles(read_ms[d])}
-        for d in depths
-    }  # fmt: skip
-    product = by_depth[str(lexical.TERM_DEPTH)]
+                read = read_with(conn, terms)
+                figures = found[name]
+                figures["ms"].append((time.perf_counter() - started) * 1000)
+                scores = [h.score for h in read.hits]
+                figures["equal"].append(same_top(scores, truth, k))
+                figures["recall"].append(recall_by_score(scores, truth, k))
+                for field_name in ("depth", "scored", "rounds"):
+                    figures[field_name].append(getattr(read, field_name))
+    by_read = {}
+    for name, figures in found.items():
+        by_read[name] = {
+            "top_k_equal_share": round(statistics.mean(figures["equal"]), 4),
+            "recall_at_k": round(statistics.mean(figures["recall"]), 4),
+            "read": percentiles(figures["ms"]),
+            **{
+                f: {"median": statistics.median(figures[f]), "max": max(figures[f])}
+                for f in ("rounds", "depth", "scored")
+            },
+        }
+    product = by_read["exact, whole pool"]
     return {
-        "queries": len(items),
+        "queries": len(texts),
+        "k": k,
+        "pool": pool,
         "top_k_equal_share": product["top_k_equal_share"],
         "recall_at_k": product["recall_at_k"],
         "queries_with_a_term_over_depth": sum(d > lexical.TERM_DEPTH for d in df_max),
         "read": product["read"],
         "exhaustive": percentiles(exhaustive_ms),
-        "by_depth": by_depth,
-        "stopping_rule": {
-            "top_k_equal_share": round(stop["exact"] / len(items), 4),
-            "recall_at_k": round(statistics.mean(stop["recalls"]), 4),
-            "read": percentiles(stop["ms"]),
-            "depth_reached": {
-                "median": statistics.median(stop["depth"]),
-                "max": max(stop["depth"]),
-            },
-            "chunks_scored": {
-                "median": statistics.median(stop["scored"]),
-                "max": max(stop["scored"]),
-            },
-            "rounds": {"median": statistics.median(stop["rounds"]), "max": max(stop["rounds"])},
-        },
+        "by_read": by_read,
     }
+
+
+def _fixed_read(
+    conn: psycopg.Connection[Any], terms: lexical.QueryTerms, *, pool: int, depth: int
+) -> lexical.LexicalRead:
+    """The fixed-depth read as a `LexicalRead` (one round; chunks scored: its shortlist)."""
+    hits = lexical.top_chunks(conn, terms, pool, depth=depth)
+    return lexical.LexicalRead(hits, depth, 2 * pool, 1)
+
+
+def lexical_table(results: Sequence[tuple[str, dict[str, Any]]]) -> str:
+    """`measure_lexical`'s figures as a markdown table, a row per (label, read)."""
+    lines = [
+        "| corpus | read | top-k equal | recall@k | read p50 ms | read p95 ms "
+        "| rounds median / max | depth median / max | chunks scored median / max |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for label, figures in results:
+        rows = {**figures["by_read"], "exhaustive": {"read": figures["exhaustive"]}}
+        for name, x in rows.items():
+            cells = [label, name]
+            if "top_k_equal_share" in x:
+                cells += [f"{x['top_k_equal_share']:.2f}", f"{x['recall_at_k']:.3f}"]
+            else:
+                cells += ["1.00", "1.000"]
+            cells += [f"{x['read']['p50_ms']:.1f}", f"{x['read']['p95_ms']:.1f}"]
+            for f in ("rounds", "depth", "scored"):
+                cells.append(f"{x[f]['median']:,.0f} / {x[f]['max']:,}" if f in x else "")
+            lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
 
 
 def measure_size(
@@ -565,7 +625,8 @@ def measure_size(
     print(f"[{time.strftime('%H:%M:%S')}]   search ({len(items)} queries x 3 kinds)", flush=True)
     search = measure_search(postgres, items, args.k)
     print(f"[{time.strftime('%H:%M:%S')}]   BM25 exactness", flush=True)
-    exactness = measure_lexical(postgres, items[: args.exact_queries], args.k, args.depths)
+    texts = [q.text for q in items[: args.exact_queries]]
+    exactness = measure_lexical(postgres, texts, args.k, args.depths)
     print(f"[{time.strftime('%H:%M:%S')}]   adding {args.batches} batches", flush=True)
     rss_before = memory_kib("VmRSS")
     reset = reset_peak_rss()
@@ -733,24 +794,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.json:  # after every size: a long run keeps what it measured
             write_result(args.json, {"sizes": results, "setup": setup()}, argv)
     print("\n" + table(results))
-    print("\nBM25 top-5 against the exhaustive sum, by postings read per lexeme\n")
-    print("| chunks | postings per lexeme | top-5 equal | recall@5 | read p50 ms | read p95 ms |")
-    print("|---|---:|---:|---:|---:|---:|")
+    print(f"\nBM25 top-{args.k} against the exhaustive sum, by read\n")
+    print(lexical_table([(f"{f['chunks']:,}", f["bm25_exactness"]) for f in results]))
+    print("\n`search_response` ms, the product's exact BM25 read and the fixed depth 200\n")
+    print("| chunks | search | p50 ms | p95 ms |\n|---|---|---:|---:|")
     for f in results:
-        rows = dict(f["bm25_exactness"]["by_depth"])
-        stopping = f["bm25_exactness"]["stopping_rule"]
-        rows[f"stopping rule (depth max {stopping['depth_reached']['max']:,})"] = stopping
-        for depth, x in rows.items():
-            read = x["read"]
-            cells = [
-                f"{f['chunks']:,}",
-                depth,
-                f"{x['top_k_equal_share']:.2f}",
-                f"{x['recall_at_k']:.3f}",
-                f"{read['p50_ms']:.1f}",
-                f"{read['p95_ms']:.1f}",
-            ]
-            print("| " + " | ".join(cells) + " |")
+        for label, x in f["search_ms"].items():
+            print(f"| {f['chunks']:,} | {label} | {x['p50_ms']:.1f} | {x['p95_ms']:.1f} |")
     return 0
 
 
@@ -758,7 +808,8 @@ def setup() -> dict[str, Any]:
     return {"chunks_per_batch": CHUNKS_PER_BATCH, "docs_per_batch": DOCS_PER_BATCH,
             "sentences_per_chunk": SENTENCES_PER_CHUNK, "dimension": DIMENSION,
             "vocabulary": VOCABULARY, "zipf_s": ZIPF_S, "topics": TOPICS, "mode": MODE,
-            "term_depth": lexical.TERM_DEPTH, "max_query_terms": lexical.MAX_QUERY_TERMS,
+            "start_depth": lexical.START_DEPTH, "growth": lexical.GROWTH,
+            "fixed_depth": lexical.TERM_DEPTH, "max_query_terms": lexical.MAX_QUERY_TERMS,
             "query_embedding": "excluded (vectors precomputed)",
             "load_avg_at_end": os.getloadavg()}  # fmt: skip
 

@@ -12,16 +12,31 @@ query's lexemes come from each group's own `to_tsvector` configuration, so stemm
 words match the index's even where collections analyse their text differently. tf is the
 lexeme's position count in the tsvector (PostgreSQL keeps at most 256 per lexeme).
 
-Query: the postings of the query's rarest `MAX_QUERY_TERMS` lexemes are read in impact order,
-`TERM_DEPTH` per lexeme; their partial sums pick a shortlist, which is scored exactly (every query
-lexeme, the live statistics), group by group, and the groups' best are merged by score.
-Scores returned are exact BM25; the candidate set is exact whenever
-no query lexeme has more than `TERM_DEPTH` postings, and an approximation above
-(`benchmarks/search_latency.py` reports its recall against the exhaustive sum).
+Query (`top_chunks`): the top k without reading every posting, exact by construction. The
+postings of the query's rarest `MAX_QUERY_TERMS` lexemes are read best stored impact first,
+`START_DEPTH` per lexeme. A posting's stored impact (its term score at `REFERENCE_LENGTH`) bounds
+its true term score at the live average length from below and above (`term_bounds`), so every
+chunk read gets a lower and an upper bound on its score, and a chunk not read for a lexeme at
+most that lexeme's bound at its last read impact (0 once all its postings are read). In the same
+statement as the read: the pool's worth of chunks of highest upper bound are scored exactly
+(every query lexeme, the live statistics); the k-th best of their exact scores and of the lower
+bounds is a floor the k-th true score reaches; every other chunk read whose upper bound reaches
+the floor is scored too (when the round can prove its top k at all). When the k-th exact score
+reaches what a chunk never read can score, nothing else can enter: the first k are the
+exhaustive top k, ties broken as the exhaustive order breaks them (every upper bound is strictly
+above the score it bounds). Otherwise the next round reads `GROWTH` times deeper. Groups are
+read one by one with their own statistics and their best merged by score.
+
+Lexemes beyond the rarest `MAX_QUERY_TERMS` (a query of more distinct words than that) are not
+read: they count in every exact score and in the bounds, and the read stops at the latest when
+the read lexemes' postings are all in, so such a query's top k is exact only where the k-th score
+reaches what the unread lexemes alone can give. `depth=` reads a fixed number of postings per
+lexeme instead and `exhaustive=True` every posting: references for benchmarks.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -34,10 +49,17 @@ from seams.storage import schema
 
 K1 = 1.2
 B = 0.75
+START_DEPTH = 200
+"""Postings read per query lexeme, best impact first, in the first round of the exact read."""
+GROWTH = 4
+"""How many times deeper each further round of the exact read reads."""
 TERM_DEPTH = 200
-"""Postings read per query lexeme, best impact first."""
+"""Postings per lexeme of the fixed-depth read (`depth=`: a reference, not exact)."""
 MAX_QUERY_TERMS = 32
 """Query lexemes whose postings are read (the rarest); all of them count in the exact score."""
+BOUND_SLACK = 1e-6
+"""Relative margin of the term bounds: covers the stored impact's float4 rounding (6e-8) and
+float8 sums, and makes every upper bound strictly above the score it bounds."""
 DEFAULT_TEXT_SEARCH_CONFIG = "english"
 
 
@@ -115,6 +137,86 @@ _EXACT = """
     FROM unnest(c.lexemes) AS u JOIN q ON q.lexeme = u.lexeme
 """
 
+_ROUND = """
+WITH q AS (
+    SELECT * FROM unnest(%(lexemes)s::text[], %(idf)s::float8[]) AS q(lexeme, idf)
+), read AS (
+    SELECT * FROM unnest(%(read)s::text[], %(read_idf)s::float8[]) AS r(lexeme, idf)
+), posting AS (
+    SELECT r.lexeme, r.idf * b.low AS low, r.idf * b.high AS high, p.batch_key, p.chunk_id
+    FROM read AS r
+    CROSS JOIN LATERAL (
+        SELECT p.batch_key, p.chunk_id, p.impact FROM {postings} AS p
+        WHERE p.collection = %(collection)s AND p.text_search_config = %(config)s
+          AND p.lexeme = r.lexeme
+        ORDER BY p.impact DESC, p.batch_key DESC, p.chunk_id DESC
+        LIMIT %(depth)s::bigint
+    ) AS p
+    CROSS JOIN LATERAL ({bounds}) AS b
+), rest AS (
+    -- What a chunk not read for the lexeme can still get from it: the bound at its last read
+    -- impact, 0 once its postings are all read.
+    SELECT r.lexeme,
+           CASE WHEN count(p.lexeme) >= %(depth)s::bigint THEN min(p.high) ELSE 0 END AS rest
+    FROM read AS r LEFT JOIN posting AS p ON p.lexeme = r.lexeme
+    GROUP BY r.lexeme
+), unseen AS (
+    SELECT %(unread)s::float8 + sum(t.rest) AS bound, bool_and(t.rest = 0) AS exhausted
+    FROM rest AS t
+), seen AS (
+    SELECT p.batch_key, p.chunk_id, sum(p.low) AS low, u.bound + sum(p.high - t.rest) AS high,
+           row_number() OVER (ORDER BY sum(p.high - t.rest) DESC, p.chunk_id, p.batch_key) AS rank
+    FROM posting AS p JOIN rest AS t ON t.lexeme = p.lexeme CROSS JOIN unseen AS u
+    GROUP BY p.batch_key, p.chunk_id, u.bound
+), first AS (
+    -- The pool's worth of the best upper bounds, scored exactly.
+    SELECT c.batch_key, c.document_id, c.chunk_id, s.score, s.matched, c.collection
+    FROM seen AS l
+    JOIN {chunks} AS c ON c.batch_key = l.batch_key AND c.chunk_id = l.chunk_id
+    CROSS JOIN LATERAL ({exact}) AS s
+    WHERE l.rank <= %(pool)s::bigint
+), floor AS (
+    -- The k-th true score is at least the k-th exact score so far and the k-th lower bound.
+    SELECT greatest(
+        (SELECT f.score FROM first AS f ORDER BY f.score DESC LIMIT 1 OFFSET %(k)s::bigint - 1),
+        (SELECT s.low FROM seen AS s ORDER BY s.low DESC LIMIT 1 OFFSET %(k)s::bigint - 1),
+        0) AS low
+), more AS (
+    -- Every other chunk read whose upper bound reaches the floor, scored exactly; only when
+    -- this round can prove its top k (enough chunks can reach the bound of those never read),
+    -- else the next round reads deeper first.
+    SELECT c.batch_key, c.document_id, c.chunk_id, s.score, s.matched, c.collection
+    FROM seen AS l
+    CROSS JOIN floor AS f
+    JOIN {chunks} AS c ON c.batch_key = l.batch_key AND c.chunk_id = l.chunk_id
+    CROSS JOIN LATERAL ({exact}) AS s
+    WHERE l.rank > %(pool)s::bigint AND l.high >= f.low
+      AND ((SELECT u.exhausted FROM unseen AS u)
+           OR (SELECT count(*) FROM first AS x, unseen AS u WHERE x.score >= u.bound)
+              + (SELECT count(*) FROM seen AS x, unseen AS u
+                 WHERE x.rank > %(pool)s::bigint AND x.high >= u.bound) >= %(k)s::bigint)
+), scored AS (
+    SELECT * FROM first UNION ALL SELECT * FROM more
+)
+SELECT s.batch_key, s.document_id, s.chunk_id, s.score, s.matched, s.collection,
+       u.bound, u.exhausted, count(*) OVER () AS scored
+FROM scored AS s CROSS JOIN unseen AS u
+ORDER BY s.score DESC, s.chunk_id, s.batch_key
+LIMIT %(pool)s::bigint
+"""
+
+# A posting's term score bounds from its stored impact I (see `term_bounds`): u = (k1+1)/I,
+# rho = REFERENCE_LENGTH / avgdl, the score (k1+1) / ((1-rho)(1+e) + rho u) over e in [0, e_max].
+_BOUNDS = """
+    SELECT {k1p} / greatest(d.d0, d.d1) * (1 - {slack}) AS low,
+           {k1p} / least(d.d0, d.d1) * (1 + {slack}) AS high
+    FROM (
+        SELECT (1 - %(rho)s::float8) + %(rho)s::float8 * x.u AS d0,
+               (1 - %(rho)s::float8) * (1 + least({c}, x.u - 1)) + %(rho)s::float8 * x.u AS d1
+        FROM (SELECT {k1p} / p.impact::float8 AS u) AS x
+    ) AS d
+"""
+
 _SCORE_KEYS = """
 WITH q AS (
     SELECT * FROM unnest(%(lexemes)s::text[], %(idf)s::float8[]) AS q(lexeme, idf)
@@ -149,6 +251,12 @@ class QueryTerms:
 
 def _exact() -> sql.Composable:
     return sql.SQL(_EXACT).format(k1=sql.Literal(K1), b=sql.Literal(B))
+
+
+def _bounds() -> sql.Composable:
+    return sql.SQL(_BOUNDS).format(
+        k1p=sql.Literal(K1 + 1), c=sql.Literal(K1 * (1 - B)), slack=sql.Literal(BOUND_SLACK)
+    )
 
 
 def group_terms(
@@ -206,30 +314,161 @@ def query_terms(
     return found[0]
 
 
+@dataclass(frozen=True)
+class LexicalRead:
+    """A group's top chunks by the exact read, and what it took."""
+
+    hits: list[LexicalScore]
+    depth: int
+    """Postings read per lexeme in the last round."""
+    scored: int
+    """Chunks scored exactly, over every round."""
+    rounds: int
+    """Statements run (one per round)."""
+
+
+def term_bounds(impact: float, avgdl: float) -> tuple[float, float]:
+    """(lowest, highest) true term score (before idf) of a posting of stored `impact`.
+
+    The stored impact is I = tf (k1+1) / (tf + x) with x = k1 (1 - b + b L / R) at the reference
+    length R; the true score uses the live avgdl A. With u = (k1+1) / I, rho = R / A and
+    c = k1 (1 - b), the true score is (k1+1) / ((1 - rho)(1 + e) + rho u) with e = c / tf, and
+    tf >= 1 and L >= 0 (x >= c) keep e within [0, min(c, u - 1)]. The score is monotone in e,
+    so its extremes are at the ends of that range (equal when A = R: the score is I). Both are
+    monotone in I, so the bound at a lexeme's last read impact holds for all its unread
+    postings. `BOUND_SLACK` widens both: the upper bound is strictly above the true score.
+    """
+    k1p = K1 + 1
+    c = K1 * (1 - B)
+    rho = _reference_length() / avgdl
+    u = k1p / impact
+    d0 = (1 - rho) + rho * u
+    d1 = (1 - rho) * (1 + min(c, u - 1)) + rho * u
+    return k1p / max(d0, d1) * (1 - BOUND_SLACK), k1p / min(d0, d1) * (1 + BOUND_SLACK)
+
+
+def _reference_length() -> int:
+    # The index module imports this one's constants; read its reference length lazily.
+    from seams.storage.search.lexical_index import REFERENCE_LENGTH
+
+    return REFERENCE_LENGTH
+
+
 def top_chunks(
     conn: psycopg.Connection[Any],
     terms: QueryTerms,
     pool: int,
     *,
-    depth: int = TERM_DEPTH,
+    exact_k: int | None = None,
+    depth: int | None = None,
     max_terms: int = MAX_QUERY_TERMS,
     exhaustive: bool = False,
+    start_depth: int = START_DEPTH,
+    growth: int = GROWTH,
 ) -> list[LexicalScore]:
-    """The `pool` best current chunks by BM25 (exact scores; see the module doc for the
-    candidate set), best first, ties broken by chunk_id. `depth` postings are read for each of
-    the `max_terms` rarest query lexemes; `exhaustive` reads them all (a reference: slow)."""
-    if exhaustive:
-        depth = max_terms = shortlist = 2**31 - 1
-    else:
-        shortlist = 2 * pool
+    """The `pool` best current chunks by BM25 (exact scores), best first, ties broken by
+    chunk_id then batch_key; the first `exact_k` (default: all `pool`) are exactly the
+    exhaustive ones (see the module doc, and `exact_read`). `depth` reads that many postings
+    of each of the `max_terms` rarest query lexemes instead (not exact once a lexeme has more);
+    `exhaustive` reads them all (a reference: slow)."""
+    if exhaustive or depth is not None:
+        return _fixed_depth(conn, terms, pool, depth, max_terms, exhaustive)
+    return exact_read(
+        conn, terms, pool, exact_k=exact_k, start_depth=start_depth, growth=growth,
+        max_terms=max_terms,
+    ).hits  # fmt: skip
+
+
+def _known(terms: QueryTerms) -> list[tuple[str, int, float]]:
+    """(lexeme, df, idf) of the query lexemes some current chunk of the group holds, rarest
+    first (ties by lexeme)."""
     known = [
         (t, df, idf)
         for t, df, idf in zip(terms.lexemes, terms.document_frequencies, terms.idf, strict=True)
         if df > 0
     ]
+    return sorted(known, key=lambda x: (x[1], x[0]))
+
+
+def exact_read(
+    conn: psycopg.Connection[Any],
+    terms: QueryTerms,
+    pool: int,
+    *,
+    exact_k: int | None = None,
+    start_depth: int = START_DEPTH,
+    growth: int = GROWTH,
+    max_terms: int = MAX_QUERY_TERMS,
+) -> LexicalRead:
+    """`top_chunks`' exact read, with its cost: one statement per round (read, bounds and
+    exact scores of the chunks that can still enter), `start_depth` postings per lexeme first,
+    `growth` times more each further round, until the `exact_k`-th exact score reaches the
+    bound of every chunk not scored."""
+    known = _known(terms)
+    if not known or pool < 1:
+        return LexicalRead([], 0, 0, 0)
+    if start_depth < 1 or growth < 2:
+        raise ValueError(
+            f"start_depth={start_depth}, growth={growth}: the exact read needs start_depth >= 1 "
+            "and growth >= 2"
+        )
+    k = pool if exact_k is None else max(1, min(exact_k, pool))
+    read, unread = known[:max_terms], known[max_terms:]
+    statement = sql.SQL(_ROUND).format(
+        postings=schema.LEXICAL_POSTINGS.identifier(),
+        chunks=schema.LEXICAL_CHUNKS.identifier(),
+        exact=_exact(),
+        bounds=_bounds(),
+    )
+    params: dict[str, Any] = {
+        "lexemes": list(terms.lexemes),
+        "idf": list(terms.idf),
+        "read": [t for t, _, _ in read],
+        "read_idf": [i for _, _, i in read],
+        "unread": sum(i * (K1 + 1) for _, _, i in unread) * (1 + BOUND_SLACK),
+        "config": terms.config,
+        "collection": terms.collection,
+        "k": k,
+        "pool": pool,
+        "avgdl": terms.avgdl,
+        "rho": _reference_length() / terms.avgdl,
+    }
+    depth, rounds, scored = start_depth, 0, 0
+    while True:
+        rounds += 1
+        rows = conn.execute(statement, {**params, "depth": depth}, prepare=True).fetchall()
+        if not rows:  # nothing of the group readable here
+            return LexicalRead([], depth, scored, rounds)
+        hits = [
+            LexicalScore(b, d, c, float(s), tuple(m), g, terms.config)
+            for b, d, c, s, m, g, *_ in rows
+        ]
+        unseen, exhausted, count = float(rows[0][6]), bool(rows[0][7]), int(rows[0][8])
+        scored += count
+        kth = hits[k - 1].score if len(hits) >= k else -math.inf
+        if exhausted or kth >= unseen:
+            return LexicalRead(hits, depth, scored, rounds)
+        depth *= growth
+
+
+def _fixed_depth(
+    conn: psycopg.Connection[Any],
+    terms: QueryTerms,
+    pool: int,
+    depth: int | None,
+    max_terms: int,
+    exhaustive: bool,
+) -> list[LexicalScore]:
+    """`depth` postings of the `max_terms` rarest lexemes (every posting when `exhaustive`);
+    their partial sums pick a shortlist of 2 `pool`, scored exactly."""
+    if exhaustive:
+        depth = max_terms = shortlist = 2**31 - 1
+    else:
+        shortlist = 2 * pool
+    known = _known(terms)
     if not known or pool < 1:
         return []
-    read = sorted(known, key=lambda x: (x[1], x[0]))[:max_terms]  # rarest first
+    read = known[:max_terms]
     statement = sql.SQL(_TOP).format(
         postings=schema.LEXICAL_POSTINGS.identifier(),
         chunks=schema.LEXICAL_CHUNKS.identifier(),

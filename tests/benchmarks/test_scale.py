@@ -53,7 +53,7 @@ def test_word_frequencies_follow_a_long_tail(corpus: scale.Corpus) -> None:
     words = " ".join(batch.sentences).lower().replace(".", "").split()
     counts = sorted(np.unique(words, return_counts=True)[1], reverse=True)
     chunks = scale.CHUNKS_PER_BATCH
-    assert counts[0] > chunks / 2  # a term in most chunks: the capped read is tested
+    assert counts[0] > chunks / 2  # a term in most chunks: the exact BM25 read must go deeper
     assert sum(c == 1 for c in counts) > 100  # and many rare ones
 
 
@@ -84,21 +84,29 @@ def test_sizes_must_be_ascending_whole_batches() -> None:
             scale.parse_sizes(bad)
 
 
-def test_the_stopping_rules_bound_is_above_every_true_term_score() -> None:
-    from benchmarks.experiments.lexical_stopping import term_bound
-    from seams.storage.search.lexical import K1, B
-    from seams.storage.search.lexical_index import REFERENCE_LENGTH
+def test_the_before_read_is_the_fixed_depth_one_only_inside_and_tables_show_every_read() -> None:
+    from seams.storage.search import lexical
 
-    def term_score(tf: int, length: int, avgdl: float) -> float:
-        return tf * (K1 + 1) / (tf + K1 * (1 - B + B * length / avgdl))
-
-    rng = np.random.default_rng(5)
-    tight = 0
-    for _ in range(5000):
-        tf, length = int(rng.integers(1, 40)), int(rng.integers(1, 600))
-        avgdl = float(rng.uniform(5, 400))
-        stored = float(np.float32(term_score(tf, length, REFERENCE_LENGTH)))  # a real column
-        true = term_score(tf, length, avgdl)
-        assert true <= term_bound(stored, avgdl)
-        tight += term_bound(stored, avgdl) < 1.01 * true
-    assert tight > 50  # a bound, not a ceiling: often within 1 % of the true score
+    exact = lexical.top_chunks_of
+    with scale.fixed_depth_reads():
+        assert lexical.top_chunks_of.keywords == {"depth": lexical.TERM_DEPTH}
+    assert lexical.top_chunks_of is exact
+    with pytest.raises(RuntimeError), scale.fixed_depth_reads(7):
+        raise RuntimeError("a failed search restores the exact read")
+    assert lexical.top_chunks_of is exact
+    spread = {"median": 1, "max": 3}
+    read = {"p50_ms": 1.0, "p95_ms": 2.0, "mean_ms": 1.5}
+    figures = {
+        "by_read": {
+            "exact, whole pool": {"top_k_equal_share": 1.0, "recall_at_k": 1.0, "read": read,
+                                  "rounds": spread, "depth": spread, "scored": spread},
+            "depth 200": {"top_k_equal_share": 0.7, "recall_at_k": 0.9, "read": read,
+                          "rounds": spread, "depth": spread, "scored": spread},
+        },
+        "exhaustive": read,
+    }  # fmt: skip
+    lines = scale.lexical_table([("100,000", figures)]).splitlines()
+    assert [line.split(" | ")[1] for line in lines[2:]] == [
+        "exact, whole pool", "depth 200", "exhaustive"
+    ]  # fmt: skip
+    assert "| 0.70 | 0.900 |" in lines[3]

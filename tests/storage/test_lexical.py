@@ -9,6 +9,7 @@ INSERTs (they change nothing until publication), retirements as `retire_missing`
 
 from __future__ import annotations
 
+import random
 from collections.abc import Iterator
 from typing import Any
 
@@ -18,12 +19,12 @@ import psycopg
 import pytest
 
 from seams.errors import ConfigError
-from seams.resources.postgres import PostgresResource
+from seams.resources.postgres import PostgresResource, close_pool
 from seams.storage import publication, schema
 from seams.storage.partition_tables import write_table
 from seams.storage.search import lexical
 from tests.support.bm25 import bm25_scores
-from tests.support.databases import migrated_postgres
+from tests.support.databases import fresh_database, migrated_postgres
 
 DOC_A = [
     "The cat sat on the mat. Cats like warm mats.",
@@ -257,3 +258,148 @@ def test_each_text_search_configuration_keeps_its_own_statistics(
             lexical.query_terms(conn, "no_such_config", "x")
         with pytest.raises(ConfigError, match="pg_ts_config"):
             lexical.check_config(conn, "no_such_config")
+
+
+# --- the exact read: a corpus whose common lexemes exceed the first round's depth -------------
+
+START = 3
+"""The exact read's first depth here: every lexeme below is in more chunks, so reads go deeper."""
+SYLLABLES = [c + v for c in "bdgklmnprstvz" for v in "aeiou"]
+COMMON = "zorblat"  # in every chunk
+HALF = "quenmar"  # in about half
+TENTH = "vexilo"  # in about a tenth, often repeated
+TWIN = "Zorblat quenmar vexilo vexilo, zorblat."  # many documents hold exactly this chunk
+DECOY = "plimsol"
+"""In 20 one-word chunks, whose stored impact is above that of the one long chunk that repeats
+it 8 times, whose true score is the highest: the best bounds first are not the best chunks."""
+EXACT_QUERIES = [
+    COMMON,
+    f"{COMMON} {HALF}",
+    f"{HALF} {TENTH}",
+    f"{TENTH} {COMMON} {HALF}",
+    DECOY,
+]
+
+
+def _word(rng: random.Random) -> str:
+    return "".join(rng.choice(SYLLABLES) for _ in range(3))
+
+
+def _texts(rng: random.Random, count: int, filler: list[str]) -> list[str]:
+    """`count` chunk texts: lengths from 1 to ~200 lexemes (the average above the postings'
+    reference length, so a posting's stored impact is below its true term score), the common
+    lexemes at varied tf, filler words drawn with a long tail."""
+    weights = [1 / (n + 1) for n in range(len(filler))]
+    out = []
+    for _ in range(count):
+        words = [COMMON] * rng.choice((1, 1, 1, 2, 3))
+        words += [HALF] * (rng.random() < 0.5) * rng.choice((1, 1, 2, 4))
+        words += [TENTH] * (rng.random() < 0.1) * rng.choice((1, 2, 3, 5))
+        words += rng.choices(filler, weights, k=rng.choice((0, 2, 10, 60, 120, 160, 200)))
+        rng.shuffle(words)
+        out.append(" ".join(words).capitalize() + ".")
+    return out
+
+
+@pytest.fixture(scope="module")
+def deep_corpus(pg_server_url: str) -> Iterator[PostgresResource]:
+    """~350 chunks in two groups (english: 291, of which 24 the same `TWIN` text, ties, and the
+    `DECOY` chunks; simple: 60), in one database for the module."""
+    rng = random.Random(41)
+    filler = sorted({_word(rng) for _ in range(120)})
+    with fresh_database(pg_server_url) as url:
+        (resource,) = migrated_postgres(url)  # the schema; the pool closes when the module ends
+        english = {f"e{n:03d}": _texts(rng, 10, filler) for n in range(24)}
+        for n in range(24):
+            english[f"t{n:03d}"] = [TWIN]
+        for n in range(20):
+            english[f"d{n:03d}"] = [DECOY.capitalize() + "."]
+        english["long"] = [" ".join([DECOY] * 8 + rng.choices(filler, k=162))]
+        _add_batch(resource, "deep-e", english)
+        simple = {f"s{n:03d}": _texts(rng, 10, filler) for n in range(6)}
+        _add_batch(resource, "deep-s", simple, config="simple")
+        yield resource
+        close_pool(url)
+
+
+def _group_reference(
+    conn: psycopg.Connection[Any], query: str
+) -> list[tuple[float, tuple[str, str]]]:
+    """Every chunk with a positive BM25 score, each scored with its own group's statistics,
+    ordered as search orders: score, then chunk_id, then batch_key."""
+    scored = []
+    for config in ("english", "simple"):
+        scores = _reference(conn, config, query)
+        scored += [(s, key) for key, s in scores.items() if s > 0]
+    return sorted(scored, key=lambda x: (-x[0], x[1][1], x[1][0]))
+
+
+@pytest.mark.parametrize("exact_k", [1, 5, None])
+def test_the_exact_read_returns_the_exhaustive_top_k_of_every_group_whatever_the_depth(
+    deep_corpus: PostgresResource, exact_k: int | None
+) -> None:
+    pool = 12
+    k = pool if exact_k is None else exact_k
+    with deep_corpus.connection() as conn:
+        rounds = []
+        for query in EXACT_QUERIES:
+            want = _group_reference(conn, query)
+            expected = {key: s for s, key in want}
+            groups = lexical.group_terms(conn, query)
+            assert [g.config for g in groups] == ["english", "simple"]
+            assert all(df > START for df in groups[0].document_frequencies), query
+            found = lexical.top_chunks_of(
+                conn, groups, pool, exact_k=exact_k, start_depth=START, growth=2
+            )
+            # The first k: the exhaustive ones, ties broken as the exhaustive order breaks them.
+            assert [(h.batch_key, h.chunk_id) for h in found[:k]] == [key for _, key in want[:k]]
+            assert len(found) == pool
+            for hit in found:  # every score exact, the rest of the pool included
+                assert hit.score == pytest.approx(expected[(hit.batch_key, hit.chunk_id)], abs=1e-9)
+            reads = [lexical.exact_read(conn, g, pool, exact_k=k, start_depth=START, growth=2)
+                     for g in groups]  # fmt: skip
+            rounds += [r.rounds for r in reads]
+        assert max(rounds) >= 3  # the corpus makes the read go deeper, several times
+
+
+def test_a_fixed_depth_read_misses_what_the_exact_read_finds(deep_corpus: PostgresResource) -> None:
+    """The corpus is one where reading `START` postings per lexeme is not enough: the test
+    above would fail with the fixed-depth read."""
+    with deep_corpus.connection() as conn:
+        missed = 0
+        for query in EXACT_QUERIES:
+            want = _group_reference(conn, query)
+            groups = lexical.group_terms(conn, query)
+            fixed = lexical.top_chunks_of(conn, groups, 5, depth=START)
+            missed += [(h.batch_key, h.chunk_id) for h in fixed] != [key for _, key in want[:5]]
+            exhaustive = lexical.top_chunks_of(conn, groups, 5, exhaustive=True)
+            assert [(h.batch_key, h.chunk_id) for h in exhaustive] == [key for _, key in want[:5]]
+        assert missed >= 2
+
+
+def test_the_exact_read_refuses_a_depth_that_cannot_grow(deep_corpus: PostgresResource) -> None:
+    with deep_corpus.connection() as conn:
+        terms = lexical.query_terms(conn, "english", COMMON)
+        assert terms is not None
+        with pytest.raises(ValueError, match="growth >= 2"):
+            lexical.exact_read(conn, terms, 5, growth=1)
+
+
+def test_term_bounds_hold_every_true_term_score_and_are_tight() -> None:
+    def term_score(tf: int, length: int, avgdl: float) -> float:
+        norm = tf + lexical.K1 * (1 - lexical.B + lexical.B * length / avgdl)
+        return tf * (lexical.K1 + 1) / norm
+
+    rng = np.random.default_rng(5)
+    reference = 64  # lexical_index.REFERENCE_LENGTH
+    widths = []
+    for _ in range(5000):
+        tf = int(rng.integers(1, 257))
+        length = int(rng.integers(tf, 4 * tf + 600))
+        avgdl = float(rng.choice([reference, rng.uniform(1, 800)]))
+        stored = float(np.float32(term_score(tf, length, reference)))  # a real column
+        low, high = lexical.term_bounds(stored, avgdl)
+        true = term_score(tf, length, avgdl)
+        assert low <= true < high, (tf, length, avgdl)
+        widths.append(high / low)
+    assert np.median(widths) < 1.2  # bounds, not a ceiling: the read prunes with them
