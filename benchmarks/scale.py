@@ -22,13 +22,14 @@ One throwaway embedded PostgreSQL (in a temp dir, stopped and deleted afterwards
   excluded: `benchmarks/search_latency.py` measures MiniLM's, ~10 ms on this machine);
 - (f) the lexical side's exactness: the share of queries whose top-5 by the product's read
   (`lexical.top_chunks` at the pool `search_response` asks for: impact-ordered postings read
-  until a bound proves nothing else can enter, its whole pool exact, and the same read with only
-  its first k exact) has the same BM25 scores as the exhaustive top-5 (`exhaustive=True`: every
-  posting of every query lexeme), the recall of the exhaustive top-5 (a chunk counts when its
-  score reaches the exhaustive 5th: ties are interchangeable), and what the read took (rounds,
-  postings depth reached, chunks scored exactly); the same for the fixed read of
-  `lexical.TERM_DEPTH` postings per lexeme (the read before the exact one) and `--depths`. The
-  searches of (b) run with the exact read and with the fixed depth 200, side by side.
+  until a bound proves nothing else can enter, its first `pool.exact_size(pool)` exact as
+  search asks; the same read with its first k, and with its whole pool, exact) has the same
+  BM25 scores as the exhaustive top-5 (`exhaustive=True`: every posting of every query lexeme),
+  the recall of the exhaustive top-5 (a chunk counts when its score reaches the exhaustive 5th:
+  ties are interchangeable), and what the read took (rounds, postings depth reached, chunks
+  scored exactly); the same for the fixed read of `lexical.TERM_DEPTH` postings per lexeme (the
+  read before the exact one) and `--depths`. The searches of (b) run with the exact read and
+  with the fixed depth 200, side by side.
 
 The server's memory is what the embedded server sizes to the machine
 (`resources.embedded_server.memory_settings`, recorded per size as `server_settings`), or
@@ -71,6 +72,7 @@ from seams.settings import RetrievalSettings
 from seams.storage import schema, vector_indexes
 from seams.storage.partition_tables import write_table
 from seams.storage.search import lexical, pool_size, search_response
+from seams.storage.search.pool import exact_size
 
 SEED = 11
 DIMENSION = 384
@@ -518,13 +520,18 @@ def fixed_depth_reads(depth: int = lexical.TERM_DEPTH) -> Iterator[None]:
 def measure_lexical(
     postgres: PostgresResource, texts: Sequence[str], k: int, depths: Sequence[int] = ()
 ) -> dict[str, Any]:
-    """The product's BM25 read (`lexical.top_chunks` at the pool `search_response` asks for:
-    exact by its stopping rule, its first k or its whole pool exact) against the exhaustive
-    top-k, with what it took (rounds, postings depth reached, chunks scored exactly); and the
-    fixed-depth read at `lexical.TERM_DEPTH` (the read before the exact one) and `depths`."""
+    """The product's BM25 read (`lexical.top_chunks` at the pool `search_response` asks for,
+    exact by its stopping rule: its first `exact_size(pool)` exact as search asks, its first k,
+    or its whole pool) against the exhaustive top-k, with what it took (rounds, postings depth
+    reached, chunks scored exactly); and the fixed-depth read at `lexical.TERM_DEPTH` (the read
+    before the exact one) and `depths`."""
     pool = pool_size(k)
     depths = sorted({lexical.TERM_DEPTH, *depths})
+    search_k = exact_size(pool)
     reads: dict[str, Any] = {
+        f"exact, first {search_k} (search)": lambda conn, terms: lexical.exact_read(
+            conn, terms, pool, exact_k=search_k
+        ),
         "exact, first k": lambda conn, terms: lexical.exact_read(conn, terms, pool, exact_k=k),
         "exact, whole pool": lambda conn, terms: lexical.exact_read(conn, terms, pool),
         **{f"depth {d}": functools.partial(_fixed_read, pool=pool, depth=d) for d in depths},
@@ -564,7 +571,7 @@ def measure_lexical(
                 for f in ("rounds", "depth", "scored")
             },
         }
-    product = by_read["exact, whole pool"]
+    product = by_read[f"exact, first {search_k} (search)"]
     return {
         "queries": len(texts),
         "k": k,

@@ -29,6 +29,14 @@ def pool_size(k: int) -> int:
     return max(MIN_FETCH, 4 * k)
 
 
+def exact_size(pool: int) -> int:
+    """How many of a pool's best chunks by BM25 are proven to be the exhaustive ones: a quarter
+    of it, which covers the search's k (`pool_size(k)` >= 4 k). The rest of the pool has exact
+    scores too; proving its order as well would cost several times more (the last ranks'
+    scores are close to many chunks' bounds)."""
+    return max(1, pool // 4)
+
+
 @dataclass(frozen=True)
 class PoolEntry:
     """One current chunk of a query's candidate pool, with both component scores."""
@@ -45,7 +53,8 @@ class PoolEntry:
     dense_rank: int | None
     """Rank (1-based) among the `pool` nearest current chunk vectors; None if not among them."""
     lexical_rank: int | None
-    """Rank (1-based) among the `pool` best current chunks by BM25; None if not among them."""
+    """Rank (1-based) among the `pool` best current chunks by BM25 (the first `exact_size(pool)`
+    exactly the exhaustive ones); None if not among them."""
     lexical_group: tuple[str, str] | None = None
     """(collection, text search configuration) of its BM25 entry, whose statistics scored it;
     None when it has none (or the search is dense)."""
@@ -107,7 +116,7 @@ def fill_pool(
     if vector is not None:
         dense = nearest_vectors(conn, vector, target, pool, result.collections)
         result.scanned = len(dense)
-    found = lexical.top_chunks_of(conn, groups, pool) if groups else []
+    found = lexical.top_chunks_of(conn, groups, pool, exact_k=exact_size(pool)) if groups else []
     keys = {(b, d, c): None for b, d, c, _ in dense}
     keys.update({(h.batch_key, h.document_id, h.chunk_id): None for h in found})
     dense_scores: dict[tuple[str, str, str], float] = {}
