@@ -140,41 +140,44 @@ _EXACT = """
 _ROUND = """
 WITH q AS (
     SELECT * FROM unnest(%(lexemes)s::text[], %(idf)s::float8[]) AS q(lexeme, idf)
-), read AS (
-    SELECT * FROM unnest(%(read)s::text[], %(read_idf)s::float8[]) AS r(lexeme, idf)
-), posting AS (
-    SELECT r.lexeme, r.idf * b.low AS low, r.idf * b.high AS high, p.batch_key, p.chunk_id
-    FROM read AS r
-    CROSS JOIN LATERAL (
-        SELECT p.batch_key, p.chunk_id, p.impact FROM {postings} AS p
+), rest AS (
+    -- Per read lexeme, what a chunk not read for it can still get from it: the bound at the
+    -- impact of its depth-th posting, 0 when it has fewer (all read).
+    SELECT r.lexeme, r.idf, coalesce(r.idf * {last_high}, 0) AS rest
+    FROM unnest(%(read)s::text[], %(read_idf)s::float8[]) AS r(lexeme, idf)
+    LEFT JOIN LATERAL (
+        SELECT p.impact FROM {postings} AS p
         WHERE p.collection = %(collection)s AND p.text_search_config = %(config)s
           AND p.lexeme = r.lexeme
         ORDER BY p.impact DESC, p.batch_key DESC, p.chunk_id DESC
-        LIMIT %(depth)s::bigint
-    ) AS p
-    CROSS JOIN LATERAL ({bounds}) AS b
-), rest AS (
-    -- What a chunk not read for the lexeme can still get from it: the bound at its last read
-    -- impact, 0 once its postings are all read.
-    SELECT r.lexeme,
-           CASE WHEN count(p.lexeme) >= %(depth)s::bigint THEN min(p.high) ELSE 0 END AS rest
-    FROM read AS r LEFT JOIN posting AS p ON p.lexeme = r.lexeme
-    GROUP BY r.lexeme
+        OFFSET %(depth)s::bigint - 1 LIMIT 1
+    ) AS x ON true
 ), unseen AS (
     SELECT %(unread)s::float8 + sum(t.rest) AS bound, bool_and(t.rest = 0) AS exhausted
     FROM rest AS t
 ), seen AS (
-    SELECT p.batch_key, p.chunk_id, sum(p.low) AS low, u.bound + sum(p.high - t.rest) AS high,
-           row_number() OVER (ORDER BY sum(p.high - t.rest) DESC, p.chunk_id, p.batch_key) AS rank
-    FROM posting AS p JOIN rest AS t ON t.lexeme = p.lexeme CROSS JOIN unseen AS u
-    GROUP BY p.batch_key, p.chunk_id, u.bound
+    -- Each chunk read: a lower bound, and what its upper bound adds to `unseen`'s.
+    SELECT p.batch_key, p.chunk_id, sum(p.low) AS low, sum(p.gain) AS gain
+    FROM rest AS t
+    CROSS JOIN LATERAL (
+        SELECT p.batch_key, p.chunk_id, t.idf * {low} AS low, t.idf * {high} - t.rest AS gain
+        FROM {postings} AS p
+        WHERE p.collection = %(collection)s AND p.text_search_config = %(config)s
+          AND p.lexeme = t.lexeme
+        ORDER BY p.impact DESC, p.batch_key DESC, p.chunk_id DESC
+        LIMIT %(depth)s::bigint
+    ) AS p
+    GROUP BY p.batch_key, p.chunk_id
+), best AS (
+    SELECT s.batch_key, s.chunk_id FROM seen AS s
+    ORDER BY s.gain DESC, s.chunk_id, s.batch_key
+    LIMIT %(pool)s::bigint
 ), first AS (
     -- The pool's worth of the best upper bounds, scored exactly.
     SELECT c.batch_key, c.document_id, c.chunk_id, s.score, s.matched, c.collection
-    FROM seen AS l
+    FROM best AS l
     JOIN {chunks} AS c ON c.batch_key = l.batch_key AND c.chunk_id = l.chunk_id
     CROSS JOIN LATERAL ({exact}) AS s
-    WHERE l.rank <= %(pool)s::bigint
 ), floor AS (
     -- The k-th true score is at least the k-th exact score so far and the k-th lower bound.
     SELECT greatest(
@@ -182,19 +185,18 @@ WITH q AS (
         (SELECT s.low FROM seen AS s ORDER BY s.low DESC LIMIT 1 OFFSET %(k)s::bigint - 1),
         0) AS low
 ), more AS (
-    -- Every other chunk read whose upper bound reaches the floor, scored exactly; only when
-    -- this round can prove its top k (enough chunks can reach the bound of those never read),
-    -- else the next round reads deeper first.
+    -- Every other chunk read whose upper bound reaches the floor, scored exactly: only when
+    -- the floor reaches the bound of the chunks never read (or every posting is read), else
+    -- this round cannot prove its top k and the next one reads deeper first.
     SELECT c.batch_key, c.document_id, c.chunk_id, s.score, s.matched, c.collection
     FROM seen AS l
     CROSS JOIN floor AS f
+    CROSS JOIN unseen AS u
     JOIN {chunks} AS c ON c.batch_key = l.batch_key AND c.chunk_id = l.chunk_id
     CROSS JOIN LATERAL ({exact}) AS s
-    WHERE l.rank > %(pool)s::bigint AND l.high >= f.low
-      AND ((SELECT u.exhausted FROM unseen AS u)
-           OR (SELECT count(*) FROM first AS x, unseen AS u WHERE x.score >= u.bound)
-              + (SELECT count(*) FROM seen AS x, unseen AS u
-                 WHERE x.rank > %(pool)s::bigint AND x.high >= u.bound) >= %(k)s::bigint)
+    WHERE (u.exhausted OR f.low >= u.bound) AND u.bound + l.gain >= f.low
+      AND NOT EXISTS (SELECT 1 FROM best AS b
+                      WHERE b.batch_key = l.batch_key AND b.chunk_id = l.chunk_id)
 ), scored AS (
     SELECT * FROM first UNION ALL SELECT * FROM more
 )
@@ -203,18 +205,6 @@ SELECT s.batch_key, s.document_id, s.chunk_id, s.score, s.matched, s.collection,
 FROM scored AS s CROSS JOIN unseen AS u
 ORDER BY s.score DESC, s.chunk_id, s.batch_key
 LIMIT %(pool)s::bigint
-"""
-
-# A posting's term score bounds from its stored impact I (see `term_bounds`): u = (k1+1)/I,
-# rho = REFERENCE_LENGTH / avgdl, the score (k1+1) / ((1-rho)(1+e) + rho u) over e in [0, e_max].
-_BOUNDS = """
-    SELECT {k1p} / greatest(d.d0, d.d1) * (1 - {slack}) AS low,
-           {k1p} / least(d.d0, d.d1) * (1 + {slack}) AS high
-    FROM (
-        SELECT (1 - %(rho)s::float8) + %(rho)s::float8 * x.u AS d0,
-               (1 - %(rho)s::float8) * (1 + least({c}, x.u - 1)) + %(rho)s::float8 * x.u AS d1
-        FROM (SELECT {k1p} / p.impact::float8 AS u) AS x
-    ) AS d
 """
 
 _SCORE_KEYS = """
@@ -253,9 +243,22 @@ def _exact() -> sql.Composable:
     return sql.SQL(_EXACT).format(k1=sql.Literal(K1), b=sql.Literal(B))
 
 
-def _bounds() -> sql.Composable:
-    return sql.SQL(_BOUNDS).format(
-        k1p=sql.Literal(K1 + 1), c=sql.Literal(K1 * (1 - B)), slack=sql.Literal(BOUND_SLACK)
+def _bound(impact: sql.Composable, *, high: bool) -> sql.Composable:
+    """`term_bounds` in SQL for a posting's `impact`, with `%(rho)s` = R / avgdl: the upper
+    bound (`high`) or the lower one. With u = (k1+1) / I, the score is (k1+1) / d for d
+    between d0 = (1-rho) + rho u and d1 = (1-rho)(1 + min(c, u-1)) + rho u."""
+    u = sql.SQL("({k1p} / {i}::float8)").format(k1p=sql.Literal(K1 + 1), i=impact)
+    rho = sql.SQL("%(rho)s::float8")
+    d0 = sql.SQL("((1 - {rho}) + {rho} * {u})").format(rho=rho, u=u)
+    d1 = sql.SQL("((1 - {rho}) * (1 + least({c}, {u} - 1)) + {rho} * {u})").format(
+        rho=rho, u=u, c=sql.Literal(K1 * (1 - B))
+    )
+    return sql.SQL("({k1p} / {pick}({d0}, {d1}) * {slack})").format(
+        k1p=sql.Literal(K1 + 1),
+        pick=sql.SQL("least" if high else "greatest"),
+        d0=d0,
+        d1=d1,
+        slack=sql.Literal(1 + BOUND_SLACK if high else 1 - BOUND_SLACK),
     )
 
 
@@ -418,7 +421,9 @@ def exact_read(
         postings=schema.LEXICAL_POSTINGS.identifier(),
         chunks=schema.LEXICAL_CHUNKS.identifier(),
         exact=_exact(),
-        bounds=_bounds(),
+        last_high=_bound(sql.SQL("x.impact"), high=True),
+        low=_bound(sql.SQL("p.impact"), high=False),
+        high=_bound(sql.SQL("p.impact"), high=True),
     )
     params: dict[str, Any] = {
         "lexemes": list(terms.lexemes),

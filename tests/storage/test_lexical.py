@@ -403,3 +403,10 @@ def test_term_bounds_hold_every_true_term_score_and_are_tight() -> None:
         assert low <= true < high, (tf, length, avgdl)
         widths.append(high / low)
     assert np.median(widths) < 1.2  # bounds, not a ceiling: the read prunes with them
+
+
+def test_search_proves_at_least_its_k_of_the_pool_exact() -> None:
+    from seams.storage.search.pool import exact_size, pool_size
+
+    for k in range(1, 300):
+        assert k <= exact_size(pool_size(k)) <= max(k, 10)
