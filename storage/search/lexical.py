@@ -49,7 +49,7 @@ from seams.storage import schema
 
 K1 = 1.2
 B = 0.75
-START_DEPTH = 200
+START_DEPTH = 400
 """Postings read per query lexeme, best impact first, in the first round of the exact read."""
 GROWTH = 4
 """How many times deeper each further round of the exact read reads."""
