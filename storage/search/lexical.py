@@ -21,11 +21,13 @@ most that lexeme's bound at its last read impact (0 once all its postings are re
 statement as the read: the pool's worth of chunks of highest upper bound are scored exactly
 (every query lexeme, the live statistics); the k-th best of their exact scores and of the lower
 bounds is a floor the k-th true score reaches; every other chunk read whose upper bound reaches
-the floor is scored too (when the round can prove its top k at all). When the k-th exact score
-reaches what a chunk never read can score, nothing else can enter: the first k are the
-exhaustive top k, ties broken as the exhaustive order breaks them (every upper bound is strictly
-above the score it bounds). Otherwise the next round reads `GROWTH` times deeper. Groups are
-read one by one with their own statistics and their best merged by score.
+the floor is scored too, in a round whose floor reaches what a chunk never read can score (or
+that read every posting): any other round cannot prove its top k, and the next reads deeper
+first. When the k-th exact score reaches what a chunk never read can score, nothing else can
+enter: the first k are the exhaustive top k, ties broken as the exhaustive order breaks them
+(every upper bound is strictly above the score it bounds). Otherwise the next round reads
+`GROWTH` times deeper. Groups are read one by one with their own statistics and their best
+merged by score.
 
 Lexemes beyond the rarest `MAX_QUERY_TERMS` (a query of more distinct words than that) are not
 read: they count in every exact score and in the bounds, and the read stops at the latest when
