@@ -151,6 +151,7 @@ def _pool(
     model_id: str | None,
     sentence_weight: float,
     collections: tuple[str, ...] | None,
+    exact_k: int | None = None,
 ) -> tuple[CandidatePool, np.ndarray | None]:
     """The pool of a checked query, inside the answer's snapshot, and the query's vector (None
     when the search uses none): the published target decides the model that embeds the query,
@@ -169,7 +170,7 @@ def _pool(
         vector = embedder.for_model(target.model_id).embed_queries([prepared.text])[0]
         vector = np.asarray(vector, dtype=np.float32)
     embedded = time.perf_counter()
-    fill_pool(conn, result, vector, pool, sentence_weight)
+    fill_pool(conn, result, vector, pool, sentence_weight, exact_k)
     result.embed_ms = (embedded - started) * 1000
     result.search_ms = (time.perf_counter() - embedded) * 1000
     return result, vector
@@ -252,7 +253,7 @@ def read_search(
         with postgres.connection() as conn, published_snapshot(conn) as snapshot:
             pool, vector = _pool(
                 snapshot, embedder, prepared, pool_size(k), search, mode, model_id,
-                sentence_weight, among,
+                sentence_weight, among, exact_k=k,
             )  # fmt: skip
             reading = _read_hits(conn, pool, vector, mode, pool.candidates, parent_chars, passages)
             if pool.target is not None:
@@ -334,7 +335,7 @@ def search_response(
         with postgres.connection() as conn, published_snapshot(conn) as snapshot:
             pool, vector = _pool(
                 snapshot, embedder, prepared, pool_size(k), search, mode, model_id,
-                sentence_weight, among,
+                sentence_weight, among, exact_k=k if budget is None else None,
             )  # fmt: skip
             wanted = [e for e, _ in ranked_candidates(pool, lexical_weight)] if pool.target else []
             if budget is None:

@@ -26,8 +26,9 @@ that read every posting): any other round cannot prove its top k, and the next r
 first. When the k-th exact score reaches what a chunk never read can score, nothing else can
 enter: the first k are the exhaustive top k, ties broken as the exhaustive order breaks them
 (every upper bound is strictly above the score it bounds). Otherwise the next round reads
-`GROWTH` times deeper. Groups are read one by one with their own statistics and their best
-merged by score.
+`GROWTH` times deeper, up to `MAX_DEPTH` postings per lexeme: a query not proven by then
+keeps the deepest round's best, flagged as not proven (`LexicalRead.exact`). Groups are read
+one by one with their own statistics and their best merged by score.
 
 Lexemes beyond the rarest `MAX_QUERY_TERMS` (a query of more distinct words than that) are not
 read: they count in every exact score and in the bounds, and the read stops at the latest when
@@ -55,6 +56,11 @@ START_DEPTH = 400
 """Postings read per query lexeme, best impact first, in the first round of the exact read."""
 GROWTH = 4
 """How many times deeper each further round of the exact read reads."""
+MAX_DEPTH = 6_400
+"""The deepest round of the exact read (`START_DEPTH` * `GROWTH`**2: three rounds at most). A
+query whose top k is not proven by then keeps that round's best (exact scores of the chunks of
+highest bound; `LexicalRead.exact` is False): past a million chunks a few queries of common
+words would otherwise read tens of thousands of postings per word."""
 TERM_DEPTH = 200
 """Postings per lexeme of the fixed-depth read (`depth=`: a reference, not exact)."""
 MAX_QUERY_TERMS = 32
@@ -330,6 +336,9 @@ class LexicalRead:
     """Chunks scored exactly, over every round."""
     rounds: int
     """Statements run (one per round)."""
+    exact: bool = True
+    """Whether the first k are proven to be the exhaustive top k (False: the read stopped at
+    `max_depth` first)."""
 
 
 def term_bounds(impact: float, avgdl: float) -> tuple[float, float]:
@@ -370,6 +379,7 @@ def top_chunks(
     exhaustive: bool = False,
     start_depth: int = START_DEPTH,
     growth: int = GROWTH,
+    max_depth: int | None = MAX_DEPTH,
 ) -> list[LexicalScore]:
     """The `pool` best current chunks by BM25 (exact scores), best first, ties broken by
     chunk_id then batch_key; the first `exact_k` (default: all `pool`) are exactly the
@@ -380,7 +390,7 @@ def top_chunks(
         return _fixed_depth(conn, terms, pool, depth, max_terms, exhaustive)
     return exact_read(
         conn, terms, pool, exact_k=exact_k, start_depth=start_depth, growth=growth,
-        max_terms=max_terms,
+        max_terms=max_terms, max_depth=max_depth,
     ).hits  # fmt: skip
 
 
@@ -404,11 +414,13 @@ def exact_read(
     start_depth: int = START_DEPTH,
     growth: int = GROWTH,
     max_terms: int = MAX_QUERY_TERMS,
+    max_depth: int | None = MAX_DEPTH,
 ) -> LexicalRead:
     """`top_chunks`' exact read, with its cost: one statement per round (read, bounds and
     exact scores of the chunks that can still enter), `start_depth` postings per lexeme first,
     `growth` times more each further round, until the `exact_k`-th exact score reaches the
-    bound of every chunk not scored."""
+    bound of every chunk not scored, or the next round would read more than `max_depth`
+    postings per lexeme (None: no limit; `exact` says which)."""
     known = _known(terms)
     if not known or pool < 1:
         return LexicalRead([], 0, 0, 0)
@@ -455,6 +467,8 @@ def exact_read(
         kth = hits[k - 1].score if len(hits) >= k else -math.inf
         if exhausted or kth >= unseen:
             return LexicalRead(hits, depth, scored, rounds)
+        if max_depth is not None and depth * growth > max_depth:
+            return LexicalRead(hits, depth, scored, rounds, exact=False)
         depth *= growth
 
 
@@ -502,8 +516,28 @@ def top_chunks_of(
 ) -> list[LexicalScore]:
     """`top_chunks` over several groups: each group's best scored with its own statistics, the
     `pool` best of them all, best first (ties by chunk_id, then batch_key)."""
-    found = [hit for terms in groups for hit in top_chunks(conn, terms, pool, **options)]
-    if len(groups) > 1:
+    return _merged([top_chunks(conn, terms, pool, **options) for terms in groups], pool)
+
+
+def exact_read_of(
+    conn: psycopg.Connection[Any], groups: Sequence[QueryTerms], pool: int, **options: Any
+) -> LexicalRead:
+    """`exact_read` over several groups, merged as `top_chunks_of` merges them: exact when
+    every group's read is; depth the deepest, scored and rounds summed."""
+    reads = [exact_read(conn, terms, pool, **options) for terms in groups]
+    return LexicalRead(
+        _merged([r.hits for r in reads], pool),
+        max((r.depth for r in reads), default=0),
+        sum(r.scored for r in reads),
+        sum(r.rounds for r in reads),
+        all(r.exact for r in reads),
+    )
+
+
+def _merged(per_group: list[list[LexicalScore]], pool: int) -> list[LexicalScore]:
+    """The `pool` best of several groups' hits, best first (ties by chunk_id, then batch_key)."""
+    found = [hit for hits in per_group for hit in hits]
+    if len(per_group) > 1:
         found.sort(key=lambda h: (-h.score, h.chunk_id, h.batch_key))
     return found[:pool]
 

@@ -80,6 +80,9 @@ class CandidatePool:
     """The collections searched (None: every collection the connection may read)."""
     terms: tuple[lexical.QueryTerms, ...] = ()
     """The query's terms in each BM25 group searched (empty for a dense search)."""
+    lexical_exact: bool = True
+    """Whether the BM25 side's first `exact_k` are proven to be the exhaustive ones (False:
+    its read stopped at `lexical.MAX_DEPTH` postings per word first)."""
 
 
 def fill_pool(
@@ -88,9 +91,11 @@ def fill_pool(
     vector: np.ndarray | None,
     pool: int,
     sentence_weight: float,
+    exact_k: int | None = None,
 ) -> None:
     """Both sides' top `pool`, then the missing component of every candidate; `conn` is in
-    the answer's snapshot, so both sides read one published state."""
+    the answer's snapshot, so both sides read one published state. The BM25 side proves its
+    first `exact_k` (a search's k; default `exact_size(pool)`) to be the exhaustive ones."""
     target = result.target
     assert target is not None
     groups: list[lexical.QueryTerms] | None = None
@@ -116,7 +121,12 @@ def fill_pool(
     if vector is not None:
         dense = nearest_vectors(conn, vector, target, pool, result.collections)
         result.scanned = len(dense)
-    found = lexical.top_chunks_of(conn, groups, pool, exact_k=exact_size(pool)) if groups else []
+    found: list[lexical.LexicalScore] = []
+    if groups:
+        read = lexical.exact_read_of(
+            conn, groups, pool, exact_k=exact_size(pool) if exact_k is None else exact_k
+        )
+        found, result.lexical_exact = read.hits, read.exact
     keys = {(b, d, c): None for b, d, c, _ in dense}
     keys.update({(h.batch_key, h.document_id, h.chunk_id): None for h in found})
     dense_scores: dict[tuple[str, str, str], float] = {}

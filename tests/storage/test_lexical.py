@@ -377,6 +377,31 @@ def test_a_fixed_depth_read_misses_what_the_exact_read_finds(deep_corpus: Postgr
         assert missed >= 2
 
 
+def test_a_read_stopped_by_its_depth_limit_says_it_is_not_proven(
+    deep_corpus: PostgresResource,
+) -> None:
+    """`max_depth` bounds the rounds: a query that needs deeper reads keeps the last round's
+    best with exact scores and `exact` False; without the limit the same read proves it."""
+    with deep_corpus.connection() as conn:
+        flagged = 0
+        for query in EXACT_QUERIES:
+            groups = lexical.group_terms(conn, query)
+            free = lexical.exact_read_of(conn, groups, 12, exact_k=5, start_depth=START, growth=2,
+                                         max_depth=None)  # fmt: skip
+            capped = lexical.exact_read_of(conn, groups, 12, exact_k=5, start_depth=START,
+                                           growth=2, max_depth=START)  # fmt: skip
+            assert free.exact
+            assert capped.rounds <= len(groups)  # at most one round per group, never deeper
+            assert capped.depth == START
+            if capped.exact:
+                assert [h.score for h in capped.hits[:5]] == [h.score for h in free.hits[:5]]
+            flagged += not capped.exact
+            expected = {key: s for s, key in _group_reference(conn, query)}
+            for hit in capped.hits:
+                assert hit.score == pytest.approx(expected[(hit.batch_key, hit.chunk_id)], abs=1e-9)
+        assert flagged >= 1
+
+
 def test_the_exact_read_refuses_a_depth_that_cannot_grow(deep_corpus: PostgresResource) -> None:
     with deep_corpus.connection() as conn:
         terms = lexical.query_terms(conn, "english", COMMON)
