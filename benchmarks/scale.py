@@ -21,9 +21,9 @@ One throwaway embedded PostgreSQL (in a temp dir, stopped and deleted afterwards
   rotating order, one query at a time. Query vectors are precomputed (the query embedding is
   excluded: `benchmarks/search_latency.py` measures MiniLM's, ~10 ms on this machine);
 - (f) the lexical side's exactness: the share of queries whose top-5 by the product's read
-  (`lexical.top_chunks` at the pool `search_response` asks for: impact-ordered postings read
-  until a bound proves nothing else can enter, its first `pool.exact_size(pool)` exact as
-  search asks; the same read with its first k, and with its whole pool, exact) has the same
+  (`lexical.exact_read` at the pool `search_response` asks for: impact-ordered postings read
+  until a bound proves nothing else can enter the first k, at most `lexical.MAX_DEPTH` per
+  lexeme; the same read with no depth limit, and with its whole pool proven) has the same
   BM25 scores as the exhaustive top-5 (`exhaustive=True`: every posting of every query lexeme),
   the recall of the exhaustive top-5 (a chunk counts when its score reaches the exhaustive 5th:
   ties are interchangeable), and what the read took (rounds, postings depth reached, chunks
@@ -72,7 +72,6 @@ from seams.settings import RetrievalSettings
 from seams.storage import schema, vector_indexes
 from seams.storage.partition_tables import write_table
 from seams.storage.search import lexical, pool_size, search_response
-from seams.storage.search.pool import exact_size
 
 SEED = 11
 DIMENSION = 384
@@ -509,35 +508,43 @@ def timed_searches(
 def fixed_depth_reads(depth: int = lexical.TERM_DEPTH) -> Iterator[None]:
     """Inside, search's BM25 side reads `depth` postings per lexeme (the read before the exact
     one: not exact once a lexeme has more postings), for a before/after in one run."""
-    exact = lexical.top_chunks_of
-    lexical.top_chunks_of = functools.partial(exact, depth=depth)
+    exact = lexical.exact_read_of
+
+    def fixed(
+        conn: psycopg.Connection[Any], groups: Sequence[lexical.QueryTerms], pool: int, **_: Any
+    ) -> lexical.LexicalRead:
+        hits = lexical.top_chunks_of(conn, groups, pool, depth=depth)
+        return lexical.LexicalRead(hits, depth, 2 * pool * len(groups), len(groups), False)
+
+    lexical.exact_read_of = fixed
     try:
         yield
     finally:
-        lexical.top_chunks_of = exact
+        lexical.exact_read_of = exact
 
 
 def measure_lexical(
     postgres: PostgresResource, texts: Sequence[str], k: int, depths: Sequence[int] = ()
 ) -> dict[str, Any]:
-    """The product's BM25 read (`lexical.top_chunks` at the pool `search_response` asks for,
-    exact by its stopping rule: its first `exact_size(pool)` exact as search asks, its first k,
-    or its whole pool) against the exhaustive top-k, with what it took (rounds, postings depth
-    reached, chunks scored exactly); and the fixed-depth read at `lexical.TERM_DEPTH` (the read
-    before the exact one) and `depths`."""
+    """The product's BM25 read (`lexical.exact_read` at the pool `search_response` asks for,
+    its first k proven by its stopping rule within `MAX_DEPTH` postings per lexeme; the same
+    with no depth limit; its whole pool proven) against the exhaustive top-k, with what it
+    took (rounds, postings depth reached, chunks scored exactly); and the fixed-depth read at
+    `lexical.TERM_DEPTH` (the read before the exact one) and `depths`."""
     pool = pool_size(k)
     depths = sorted({lexical.TERM_DEPTH, *depths})
-    search_k = exact_size(pool)
     reads: dict[str, Any] = {
-        f"exact, first {search_k} (search)": lambda conn, terms: lexical.exact_read(
-            conn, terms, pool, exact_k=search_k
+        SEARCH_READ: lambda conn, terms: lexical.exact_read(conn, terms, pool, exact_k=k),
+        "exact, first k, no depth limit": lambda conn, terms: lexical.exact_read(
+            conn, terms, pool, exact_k=k, max_depth=None
         ),
-        "exact, first k": lambda conn, terms: lexical.exact_read(conn, terms, pool, exact_k=k),
-        "exact, whole pool": lambda conn, terms: lexical.exact_read(conn, terms, pool),
+        "exact, whole pool, no depth limit": lambda conn, terms: lexical.exact_read(
+            conn, terms, pool, max_depth=None
+        ),
         **{f"depth {d}": functools.partial(_fixed_read, pool=pool, depth=d) for d in depths},
     }
     found: dict[str, dict[str, list[float]]] = {
-        name: {"equal": [], "recall": [], "ms": [], "depth": [], "scored": [], "rounds": []}
+        name: {f: [] for f in ("equal", "recall", "ms", "depth", "scored", "rounds", "proven")}
         for name in reads
     }
     exhaustive_ms, df_max = [], []
@@ -560,18 +567,20 @@ def measure_lexical(
                 figures["recall"].append(recall_by_score(scores, truth, k))
                 for field_name in ("depth", "scored", "rounds"):
                     figures[field_name].append(getattr(read, field_name))
+                figures["proven"].append(read.exact and not name.startswith("depth"))
     by_read = {}
     for name, figures in found.items():
         by_read[name] = {
             "top_k_equal_share": round(statistics.mean(figures["equal"]), 4),
             "recall_at_k": round(statistics.mean(figures["recall"]), 4),
             "read": percentiles(figures["ms"]),
+            "proven_share": round(statistics.mean(figures["proven"]), 4),
             **{
                 f: {"median": statistics.median(figures[f]), "max": max(figures[f])}
                 for f in ("rounds", "depth", "scored")
             },
         }
-    product = by_read[f"exact, first {search_k} (search)"]
+    product = by_read[SEARCH_READ]
     return {
         "queries": len(texts),
         "k": k,
@@ -585,20 +594,24 @@ def measure_lexical(
     }
 
 
+SEARCH_READ = "exact, first k (search)"
+"""The read `search_response` runs: its first k proven within `lexical.MAX_DEPTH`."""
+
+
 def _fixed_read(
     conn: psycopg.Connection[Any], terms: lexical.QueryTerms, *, pool: int, depth: int
 ) -> lexical.LexicalRead:
     """The fixed-depth read as a `LexicalRead` (one round; chunks scored: its shortlist)."""
     hits = lexical.top_chunks(conn, terms, pool, depth=depth)
-    return lexical.LexicalRead(hits, depth, 2 * pool, 1)
+    return lexical.LexicalRead(hits, depth, 2 * pool, 1, False)
 
 
 def lexical_table(results: Sequence[tuple[str, dict[str, Any]]]) -> str:
     """`measure_lexical`'s figures as a markdown table, a row per (label, read)."""
     lines = [
-        "| corpus | read | top-k equal | recall@k | read p50 ms | read p95 ms "
+        "| corpus | read | top-k equal | recall@k | proven | read p50 ms | read p95 ms "
         "| rounds median / max | depth median / max | chunks scored median / max |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for label, figures in results:
         rows = {**figures["by_read"], "exhaustive": {"read": figures["exhaustive"]}}
@@ -608,6 +621,7 @@ def lexical_table(results: Sequence[tuple[str, dict[str, Any]]]) -> str:
                 cells += [f"{x['top_k_equal_share']:.2f}", f"{x['recall_at_k']:.3f}"]
             else:
                 cells += ["1.00", "1.000"]
+            cells.append(f"{x['proven_share']:.2f}" if "proven_share" in x else "")
             cells += [f"{x['read']['p50_ms']:.1f}", f"{x['read']['p95_ms']:.1f}"]
             for f in ("rounds", "depth", "scored"):
                 cells.append(f"{x[f]['median']:,.0f} / {x[f]['max']:,}" if f in x else "")

@@ -20,8 +20,9 @@ run in alternating order with it; the same search forced to an exact scan (index
 for reference; and recall of the HNSW top-k against it (both lists re-scored by the step).
 `search_response` end to end for hybrid, dense and lexical search, the two with BM25 also with
 the fixed-depth BM25 read of 200 postings per lexeme (the read before the exact one), in
-rotating order. And BM25 (`--exact-queries` queries): the product's exact read (its first
-quarter of the pool exact, as search asks; its first k; its whole pool) and the fixed depth 200
+rotating order. And BM25 (`--exact-queries` queries): the product's exact read (its first k
+proven within `lexical.MAX_DEPTH` postings per lexeme, as search asks; the same with no depth
+limit; its whole pool proven) and the fixed depth 200
 against the exhaustive sum: top-k equal share, recall@k, read time, rounds, postings depth
 reached and chunks scored exactly.
 

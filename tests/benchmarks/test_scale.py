@@ -87,13 +87,13 @@ def test_sizes_must_be_ascending_whole_batches() -> None:
 def test_the_before_read_is_the_fixed_depth_one_only_inside_and_tables_show_every_read() -> None:
     from seams.storage.search import lexical
 
-    exact = lexical.top_chunks_of
+    exact = lexical.exact_read_of
     with scale.fixed_depth_reads():
-        assert lexical.top_chunks_of.keywords == {"depth": lexical.TERM_DEPTH}
-    assert lexical.top_chunks_of is exact
+        assert lexical.exact_read_of is not exact
+    assert lexical.exact_read_of is exact
     with pytest.raises(RuntimeError), scale.fixed_depth_reads(7):
         raise RuntimeError("a failed search restores the exact read")
-    assert lexical.top_chunks_of is exact
+    assert lexical.exact_read_of is exact
     spread = {"median": 1, "max": 3}
     read = {"p50_ms": 1.0, "p95_ms": 2.0, "mean_ms": 1.5}
     figures = {
