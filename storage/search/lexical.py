@@ -56,6 +56,10 @@ START_DEPTH = 400
 """Postings read per query lexeme, best impact first, in the first round of the exact read."""
 GROWTH = 4
 """How many times deeper each further round of the exact read reads."""
+REFERENCE_LENGTH = 64
+"""The chunk length at which postings' stored impacts are computed (lexeme occurrences of a chunk
+of ~150-200 model tokens). Impacts order a lexeme's postings and bound its true term scores
+(`term_bounds`); scores use the live average."""
 MAX_DEPTH = 6_400
 """The deepest round of the exact read (`START_DEPTH` * `GROWTH`**2: three rounds at most). A
 query whose top k is not proven by then keeps that round's best (exact scores of the chunks of
@@ -354,18 +358,11 @@ def term_bounds(impact: float, avgdl: float) -> tuple[float, float]:
     """
     k1p = K1 + 1
     c = K1 * (1 - B)
-    rho = _reference_length() / avgdl
+    rho = REFERENCE_LENGTH / avgdl
     u = k1p / impact
     d0 = (1 - rho) + rho * u
     d1 = (1 - rho) * (1 + min(c, u - 1)) + rho * u
     return k1p / max(d0, d1) * (1 - BOUND_SLACK), k1p / min(d0, d1) * (1 + BOUND_SLACK)
-
-
-def _reference_length() -> int:
-    # The index module imports this one's constants; read its reference length lazily.
-    from seams.storage.search.lexical_index import REFERENCE_LENGTH
-
-    return REFERENCE_LENGTH
 
 
 def top_chunks(
@@ -450,7 +447,7 @@ def exact_read(
         "k": k,
         "pool": pool,
         "avgdl": terms.avgdl,
-        "rho": _reference_length() / terms.avgdl,
+        "rho": REFERENCE_LENGTH / terms.avgdl,
     }
     depth, rounds, scored = start_depth, 0, 0
     while True:

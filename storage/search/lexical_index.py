@@ -41,11 +41,8 @@ from psycopg import sql
 
 from seams.storage import schema
 from seams.storage.publication import lock_collections, publish_lock_name
-from seams.storage.search.lexical import K1, B
+from seams.storage.search.lexical import K1, REFERENCE_LENGTH, B
 
-REFERENCE_LENGTH = 64
-"""The chunk length at which postings' stored impacts are computed (lexeme occurrences of a chunk
-of ~150-200 model tokens). Impacts only order a lexeme's postings; scores use the live average."""
 LOCK_PREFIX = publish_lock_name("")
 """The publication lock of collection `c` is `LOCK_PREFIX || c` (`publish_lock_name`)."""
 

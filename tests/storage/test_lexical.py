@@ -416,7 +416,7 @@ def test_term_bounds_hold_every_true_term_score_and_are_tight() -> None:
         return tf * (lexical.K1 + 1) / norm
 
     rng = np.random.default_rng(5)
-    reference = 64  # lexical_index.REFERENCE_LENGTH
+    reference = lexical.REFERENCE_LENGTH
     widths = []
     for _ in range(5000):
         tf = int(rng.integers(1, 257))
