@@ -30,11 +30,11 @@ enter: the first k are the exhaustive top k, ties broken as the exhaustive order
 keeps the deepest round's best, flagged as not proven (`LexicalRead.exact`). Groups are read
 one by one with their own statistics and their best merged by score.
 
-Lexemes beyond the rarest `MAX_QUERY_TERMS` (a query of more distinct words than that) are not
-read: they count in every exact score and in the bounds, and the read stops at the latest when
-the read lexemes' postings are all in, so such a query's top k is exact only where the k-th score
-reaches what the unread lexemes alone can give. `depth=` reads a fixed number of postings per
-lexeme instead and `exhaustive=True` every posting: references for benchmarks.
+A query of more distinct words than `MAX_QUERY_TERMS` reads the rarest `MAX_QUERY_TERMS`
+first; the others count in every exact score and in the bound of the chunks never read, and once
+the postings of the words read are all in, the next `MAX_QUERY_TERMS` words are read too.
+`depth=` reads a fixed number of postings per lexeme instead and `exhaustive=True` every
+posting: references for benchmarks.
 """
 
 from __future__ import annotations
@@ -69,10 +69,15 @@ needed more than 6,400 postings per word."""
 TERM_DEPTH = 200
 """Postings per lexeme of the fixed-depth read (`depth=`: a reference, not exact)."""
 MAX_QUERY_TERMS = 32
-"""Query lexemes whose postings are read (the rarest); all of them count in the exact score."""
+"""Query lexemes whose postings are read at a time (the rarest first); all of them count in the
+exact score."""
 BOUND_SLACK = 1e-6
-"""Relative margin of the term bounds: covers the stored impact's float4 rounding (6e-8) and
-float8 sums, and makes every upper bound strictly above the score it bounds."""
+"""Relative margin of the term bounds over float8 sums: every upper bound strictly above the
+score it bounds."""
+IMPACT_ULP = 2.0**-23
+"""The stored impact's float4 rounding, at most half of this relative to it: the bounds widen
+the impact by it before bounding, since near a tight bound its error is multiplied (up to ~80x
+for an average length far below the reference length)."""
 DEFAULT_TEXT_SEARCH_CONFIG = "english"
 
 
@@ -260,7 +265,11 @@ def _bound(impact: sql.Composable, *, high: bool) -> sql.Composable:
     """`term_bounds` in SQL for a posting's `impact`, with `%(rho)s` = R / avgdl: the upper
     bound (`high`) or the lower one. With u = (k1+1) / I, the score is (k1+1) / d for d
     between d0 = (1-rho) + rho u and d1 = (1-rho)(1 + min(c, u-1)) + rho u."""
-    u = sql.SQL("({k1p} / {i}::float8)").format(k1p=sql.Literal(K1 + 1), i=impact)
+    u = sql.SQL("({k1p} / ({i}::float8 * {ulp}))").format(
+        k1p=sql.Literal(K1 + 1),
+        i=impact,
+        ulp=sql.Literal(1 + IMPACT_ULP if high else 1 - IMPACT_ULP),
+    )
     rho = sql.SQL("%(rho)s::float8")
     d0 = sql.SQL("((1 - {rho}) + {rho} * {u})").format(rho=rho, u=u)
     d1 = sql.SQL("((1 - {rho}) * (1 + least({c}, {u} - 1)) + {rho} * {u})").format(
@@ -355,15 +364,22 @@ def term_bounds(impact: float, avgdl: float) -> tuple[float, float]:
     tf >= 1 and L >= 0 (x >= c) keep e within [0, min(c, u - 1)]. The score is monotone in e,
     so its extremes are at the ends of that range (equal when A = R: the score is I). Both are
     monotone in I, so the bound at a lexeme's last read impact holds for all its unread
-    postings. `BOUND_SLACK` widens both: the upper bound is strictly above the true score.
+    postings. The impact is widened by `IMPACT_ULP` (its float4 rounding) and both bounds by
+    `BOUND_SLACK`: the upper bound is strictly above the true score.
     """
     k1p = K1 + 1
     c = K1 * (1 - B)
     rho = REFERENCE_LENGTH / avgdl
-    u = k1p / impact
-    d0 = (1 - rho) + rho * u
-    d1 = (1 - rho) * (1 + min(c, u - 1)) + rho * u
-    return k1p / max(d0, d1) * (1 - BOUND_SLACK), k1p / min(d0, d1) * (1 + BOUND_SLACK)
+
+    def ends(stored: float) -> tuple[float, float]:
+        u = k1p / stored
+        d0 = (1 - rho) + rho * u
+        d1 = (1 - rho) * (1 + min(c, u - 1)) + rho * u
+        return max(d0, d1), min(d0, d1)
+
+    low = k1p / ends(impact * (1 - IMPACT_ULP))[0] * (1 - BOUND_SLACK)
+    high = k1p / ends(impact * (1 + IMPACT_ULP))[1] * (1 + BOUND_SLACK)
+    return low, high
 
 
 def top_chunks(
@@ -428,7 +444,6 @@ def exact_read(
             "and growth >= 2"
         )
     k = pool if exact_k is None else max(1, min(exact_k, pool))
-    read, unread = known[:max_terms], known[max_terms:]
     statement = sql.SQL(_ROUND).format(
         postings=schema.LEXICAL_POSTINGS.identifier(),
         chunks=schema.LEXICAL_CHUNKS.identifier(),
@@ -440,17 +455,15 @@ def exact_read(
     params: dict[str, Any] = {
         "lexemes": list(terms.lexemes),
         "idf": list(terms.idf),
-        "read": [t for t, _, _ in read],
-        "read_idf": [i for _, _, i in read],
-        "unread": sum(i * (K1 + 1) for _, _, i in unread) * (1 + BOUND_SLACK),
         "config": terms.config,
         "collection": terms.collection,
         "k": k,
         "pool": pool,
         "avgdl": terms.avgdl,
         "rho": REFERENCE_LENGTH / terms.avgdl,
+        **_read_words(known, max_terms),
     }
-    depth, rounds, scored = start_depth, 0, 0
+    depth, rounds, scored, width = start_depth, 0, 0, max_terms
     while True:
         rounds += 1
         rows = conn.execute(statement, {**params, "depth": depth}, prepare=True).fetchall()
@@ -463,11 +476,26 @@ def exact_read(
         unseen, exhausted, count = float(rows[0][6]), bool(rows[0][7]), int(rows[0][8])
         scored += count
         kth = hits[k - 1].score if len(hits) >= k else -math.inf
-        if exhausted or kth >= unseen:
+        if kth >= unseen or (exhausted and width >= len(known)):
             return LexicalRead(hits, depth, scored, rounds)
+        if exhausted:  # every posting of the words read is in: read the next rarest ones too
+            width += max_terms
+            params.update(_read_words(known, width))
+            continue
         if max_depth is not None and depth * growth > max_depth:
             return LexicalRead(hits, depth, scored, rounds, exact=False)
         depth *= growth
+
+
+def _read_words(known: list[tuple[str, int, float]], width: int) -> dict[str, Any]:
+    """The exact read's parameters for reading the `width` rarest of the `known` lexemes: their
+    lexemes and IDF, and the most the others can add to a chunk's score."""
+    read, unread = known[:width], known[width:]
+    return {
+        "read": [t for t, _, _ in read],
+        "read_idf": [i for _, _, i in read],
+        "unread": sum(i * (K1 + 1) for _, _, i in unread) * (1 + BOUND_SLACK),
+    }
 
 
 def _fixed_depth(

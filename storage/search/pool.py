@@ -127,6 +127,13 @@ def fill_pool(
             conn, groups, pool, exact_k=exact_size(pool) if exact_k is None else exact_k
         )
         found, result.lexical_exact = read.hits, read.exact
+        if not read.exact:
+            result.notes.append(
+                "BM25: the query's words are in too many chunks to prove its best "
+                f"{exact_size(pool) if exact_k is None else exact_k} within "
+                f"{lexical.MAX_DEPTH:,} postings per word; the hits are the best of those "
+                "read, scored exactly"
+            )
     keys = {(b, d, c): None for b, d, c, _ in dense}
     keys.update({(h.batch_key, h.document_id, h.chunk_id): None for h in found})
     dense_scores: dict[tuple[str, str, str], float] = {}

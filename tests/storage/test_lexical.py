@@ -430,6 +430,60 @@ def test_term_bounds_hold_every_true_term_score_and_are_tight() -> None:
     assert np.median(widths) < 1.2  # bounds, not a ceiling: the read prunes with them
 
 
+def test_bounds_hold_where_the_average_length_is_far_below_the_reference() -> None:
+    """Chunks of stop words only count with length 0: the average can fall below one lexeme,
+    where the float4 impact's rounding is multiplied up to ~80x near a tight bound."""
+
+    def term_score(tf: int, length: int, avgdl: float) -> float:
+        norm = tf + lexical.K1 * (1 - lexical.B + lexical.B * length / avgdl)
+        return tf * (lexical.K1 + 1) / norm
+
+    for tf in (1, 2, 3):
+        for length in range(tf, 40):
+            for n in range(1, 60):
+                for num in range(1, n):
+                    avgdl = num / n
+                    stored = float(np.float32(term_score(tf, length, lexical.REFERENCE_LENGTH)))
+                    low, high = lexical.term_bounds(stored, avgdl)
+                    assert low <= term_score(tf, length, avgdl) < high, (tf, length, avgdl)
+
+
+@pytest.fixture(scope="module")
+def many_words(pg_server_url: str) -> Iterator[tuple[PostgresResource, list[str], str]]:
+    """32 rare words, each once in its own long chunk, and a 33rd, commoner (in 2 chunks), six
+    times in a short one: the best chunk for all 33 holds only the word read last."""
+    rng = random.Random(7)
+    words = sorted({_word(rng) + _word(rng) for _ in range(60)})[:33]
+    rare, common = words[:32], words[32]
+    filler = sorted({_word(rng) for _ in range(400)})
+    with fresh_database(pg_server_url) as url:
+        (resource,) = migrated_postgres(url)
+        docs = {f"r{i:02d}": [" ".join([w, *filler[i * 5:i * 5 + 150]])] for i, w in
+                enumerate(rare)}  # fmt: skip
+        docs["x"] = [" ".join([common] * 6)]
+        docs["y"] = [" ".join([common, *filler[:100]])]
+        _add_batch(resource, "many", docs)
+        yield resource, rare, common
+        close_pool(url)
+
+
+def test_a_query_of_more_words_than_are_read_at_once_still_finds_its_best(
+    many_words: tuple[PostgresResource, list[str], str],
+) -> None:
+    resource, rare, common = many_words
+    query = " ".join([*rare, common])
+    with resource.connection() as conn:
+        scores = _reference(conn, "english", query)
+        want = sorted(((s, key) for key, s in scores.items() if s > 0),
+                      key=lambda x: (-x[0], x[1][1], x[1][0]))  # fmt: skip
+        groups = lexical.group_terms(conn, query)
+        assert len(groups[0].known) > lexical.MAX_QUERY_TERMS
+        read = lexical.exact_read_of(conn, groups, 12, exact_k=3)
+        assert read.exact
+        assert [(h.batch_key, h.chunk_id) for h in read.hits[:3]] == [k for _, k in want[:3]]
+        assert read.hits[0].chunk_id.startswith("x")
+
+
 def test_search_proves_at_least_its_k_of_the_pool_exact() -> None:
     from seams.storage.search.pool import exact_size, pool_size
 
