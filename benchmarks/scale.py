@@ -223,7 +223,7 @@ class Batch:
                     "chunk_id": self.chunk_id(chunk), "document_id": document_id,
                     "chunk_index": local, "total_chunks": CHUNKS_PER_DOC, "text": text,
                     "start_char": offset, "end_char": offset + len(text),
-                    "overlap_start": offset, "overlap_end": offset + len(text),
+                    "overlap_start": offset, "overlap_end": offset,
                     "token_count": len(text) // 4, "sentence_count": SENTENCES_PER_CHUNK,
                     "section": "", "boundary_method": "semantic", "strategy": "context_aware",
                     "metadata": {}, "run_id": "scale", "config_hash": "scale",

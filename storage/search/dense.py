@@ -262,18 +262,25 @@ def chunk_distances(
 
 
 _BEST_SENTENCES = """
-SELECT n.pos, max(1 - (s.embedding <=> %(q)s))
-FROM unnest(%(batches)s::text[], %(docs)s::text[], %(ids)s::text[])
-     WITH ORDINALITY AS n(batch_key, document_id, chunk_id, pos)
-JOIN {current} AS d ON d.document_id = n.document_id AND d.batch_key = n.batch_key
-JOIN {chunks} AS c ON c.batch_key = n.batch_key AND c.document_id = n.document_id
-                  AND c.chunk_id = n.chunk_id AND c.generation <= d.generation
-JOIN {boundaries} AS s ON s.batch_key = c.batch_key AND s.document_id = c.document_id
-                      AND s.generation <= d.generation
-                      AND s.start_char >= c.overlap_end AND s.start_char < c.end_char
-                      AND s.end_char <= c.end_char
+WITH spans AS MATERIALIZED (
+    -- The pooled chunks' cores first (one key probe each), then only the candidates inside
+    -- each core: planned as one join, PostgreSQL misjudges the unnest's matches and walks every
+    -- candidate of each document, probing the chunks once per candidate.
+    SELECT n.pos, c.batch_key, c.document_id, c.overlap_end, c.end_char, d.generation
+    FROM unnest(%(batches)s::text[], %(docs)s::text[], %(ids)s::text[])
+         WITH ORDINALITY AS n(batch_key, document_id, chunk_id, pos)
+    JOIN {current} AS d ON d.document_id = n.document_id AND d.batch_key = n.batch_key
+    JOIN {chunks} AS c ON c.batch_key = n.batch_key AND c.document_id = n.document_id
+                      AND c.chunk_id = n.chunk_id AND c.generation <= d.generation
+)
+SELECT p.pos, max(1 - (s.embedding <=> %(q)s))
+FROM spans AS p
+JOIN {boundaries} AS s ON s.batch_key = p.batch_key AND s.document_id = p.document_id
+                      AND s.generation <= p.generation
+                      AND s.start_char >= p.overlap_end AND s.start_char < p.end_char
+                      AND s.end_char <= p.end_char
 WHERE s.model_id = %(model)s AND s.embedding IS NOT NULL
-GROUP BY n.pos
+GROUP BY p.pos
 """
 
 
