@@ -22,9 +22,9 @@ from seams.models.model_store import ModelManifest
 from seams.resources import database
 from seams.resources.database import EmbeddedPostgres
 from seams.resources.embedded_server import server_tempdir
-from seams.resources.postgres import close_pool
+from seams.resources.postgres import PostgresResource, close_pool
 from tests.support import ast_parse, processes
-from tests.support.databases import database_name, fresh_database
+from tests.support.databases import database_name, fresh_database, migrated_postgres
 from tests.support.instances import current_definitions, keep_environment, open_instance
 
 ast_parse.install()  # before pytest parses a test module or formats a traceback
@@ -94,6 +94,13 @@ def database_url(pg_server_url: str, request: pytest.FixtureRequest) -> Iterator
         template = request.getfixturevalue("dagster_template")
     with fresh_database(pg_server_url, template=template) as url:
         yield url
+
+
+@pytest.fixture
+def postgres(database_url: str) -> Iterator[PostgresResource]:
+    """The resource over a fresh database with the Seams schema in place (a module that wants
+    the bare database defines its own `postgres`)."""
+    yield from migrated_postgres(database_url)
 
 
 @pytest.fixture(scope="session")

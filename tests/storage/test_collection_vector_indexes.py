@@ -47,11 +47,6 @@ TENANT = "tenant-a"
 TENANT_CHUNKS = 150
 
 
-@pytest.fixture
-def postgres(database_url: str) -> Iterator[PostgresResource]:
-    yield from migrated_postgres(database_url)
-
-
 def publish_in(
     postgres: PostgresResource,
     collection: str,

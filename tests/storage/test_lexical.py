@@ -47,11 +47,6 @@ QUERIES = [
 ]
 
 
-@pytest.fixture
-def postgres(database_url: str) -> Iterator[PostgresResource]:
-    yield from migrated_postgres(database_url)
-
-
 def _add_batch(
     postgres: PostgresResource,
     key: str,

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import itertools
 import threading
-from collections.abc import Iterator
 
 import numpy as np
 import pytest
@@ -38,17 +37,11 @@ from tests.storage.test_vector_indexes import (
     unit_vectors,
 )
 from tests.support.concurrency import run_together
-from tests.support.databases import migrated_postgres
 
 BATCHES = ("b1", "b2", "b3")
 CHUNKS = 30
 QUERIES = {m: unit_vectors(1, d, seed=7)[0] for m, d in DIMENSIONS.items()}
 QUERY = "chunk 7"  # BM25 finds chunks too: the hybrid answer has both sides
-
-
-@pytest.fixture
-def postgres(database_url: str) -> Iterator[PostgresResource]:
-    yield from migrated_postgres(database_url)
 
 
 def vectors_of(model_id: str) -> dict[str, np.ndarray]:

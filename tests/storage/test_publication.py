@@ -8,7 +8,6 @@ own analyzer, and against a from-scratch rebuild.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,14 +22,8 @@ from seams.storage import publication, schema
 from seams.storage.partition_tables import read_table, write_table
 from seams.storage.search import lexical_index
 from tests.support.concurrency import run_together
-from tests.support.databases import migrated_postgres
 
 CONFIG = "english"
-
-
-@pytest.fixture
-def postgres(database_url: str) -> Iterator[PostgresResource]:
-    yield from migrated_postgres(database_url)
 
 
 def register(postgres: PostgresResource, key: str, docs: dict[str, str], day: int) -> None:

@@ -8,7 +8,6 @@ exact cosine over the vectors the test wrote.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -30,17 +29,11 @@ from seams.storage.search.dense import (
     nearest_statement,
     nearest_vectors,
 )
-from tests.support.databases import migrated_postgres
 
 MODE = "text"
 PACKAGED = "minilm-like"  # a 384-d model, as the packaged one
 SMALL = "tiny-96"  # a user's 96-d model
 DIMENSIONS = {PACKAGED: schema.EMBEDDING_DIM, SMALL: 96}
-
-
-@pytest.fixture
-def postgres(database_url: str) -> Iterator[PostgresResource]:
-    yield from migrated_postgres(database_url)
 
 
 def unit_vectors(n: int, dimension: int, seed: int) -> np.ndarray:

@@ -10,8 +10,6 @@ The query vectors are hand-made, as the index's are: the oracle is numpy's exact
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import numpy as np
 import pytest
 
@@ -35,7 +33,6 @@ from tests.storage.test_vector_indexes import (
     publish,
     unit_vectors,
 )
-from tests.support.databases import migrated_postgres
 
 BATCHES = {PACKAGED: "b1", SMALL: "b2"}  # b2 registered last: the newest batch
 
@@ -62,11 +59,6 @@ class FixedQueries:
         if model_id not in self._queries:
             raise InputError(f"no query vector for model {model_id!r}")
         return FixedQueries(self._queries, model_id)
-
-
-@pytest.fixture
-def postgres(database_url: str) -> Iterator[PostgresResource]:
-    yield from migrated_postgres(database_url)
 
 
 @pytest.fixture
