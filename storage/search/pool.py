@@ -53,8 +53,8 @@ class PoolEntry:
     dense_rank: int | None
     """Rank (1-based) among the `pool` nearest current chunk vectors; None if not among them."""
     lexical_rank: int | None
-    """Rank (1-based) among the `pool` best current chunks by BM25 (the first `exact_size(pool)`
-    exactly the exhaustive ones); None if not among them."""
+    """Rank (1-based) among the `pool` best current chunks by BM25 (the first `exact_k` of
+    `fill_pool` exactly the exhaustive ones); None if not among them."""
     lexical_group: tuple[str, str] | None = None
     """(collection, text search configuration) of its BM25 entry, whose statistics scored it;
     None when it has none (or the search is dense)."""
@@ -123,14 +123,13 @@ def fill_pool(
         result.scanned = len(dense)
     found: list[lexical.LexicalScore] = []
     if groups:
-        read = lexical.exact_read_of(
-            conn, groups, pool, exact_k=exact_size(pool) if exact_k is None else exact_k
-        )
+        proven = exact_size(pool) if exact_k is None else exact_k
+        read = lexical.exact_read_of(conn, groups, pool, exact_k=proven)
         found, result.lexical_exact = read.hits, read.exact
         if not read.exact:
             result.notes.append(
                 "BM25: the query's words are in too many chunks to prove its best "
-                f"{exact_size(pool) if exact_k is None else exact_k} within "
+                f"{proven} within "
                 f"{lexical.MAX_DEPTH:,} postings per word; the hits are the best of those "
                 "read, scored exactly"
             )
