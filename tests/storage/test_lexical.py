@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 import psycopg
 import pytest
+from psycopg import sql
 
 from seams.errors import ConfigError
 from seams.resources.postgres import PostgresResource, close_pool
@@ -423,6 +424,28 @@ def test_term_bounds_hold_every_true_term_score_and_are_tight() -> None:
         assert low <= true < high, (tf, length, avgdl)
         widths.append(high / low)
     assert np.median(widths) < 1.2  # bounds, not a ceiling: the read prunes with them
+
+
+def test_the_reads_bounds_in_sql_are_term_bounds(deep_corpus: PostgresResource) -> None:
+    """The read computes `term_bounds` in SQL (`_bound`): the two must stay one formula."""
+    rng = np.random.default_rng(9)
+    impacts = [float(np.float32(x)) for x in rng.uniform(0.01, lexical.K1 + 0.99, 200)]
+    statement = sql.SQL(
+        "SELECT n, {low}, {high} FROM unnest(%(impacts)s::float4[]) WITH ORDINALITY AS u(i, n)"
+        " ORDER BY n"
+    ).format(
+        low=lexical._bound(sql.SQL("i"), high=False), high=lexical._bound(sql.SQL("i"), high=True)
+    )
+    with deep_corpus.connection() as conn:
+        for avgdl in (0.63, 12.0, float(lexical.REFERENCE_LENGTH), 70.3, 800.0):
+            rho = lexical.REFERENCE_LENGTH / avgdl
+            rows = conn.execute(statement, {"impacts": impacts, "rho": rho}).fetchall()
+            assert [n for n, _, _ in rows] == list(range(1, len(impacts) + 1))
+            # The impacts are float4 values, so the server bounds exactly these numbers.
+            for impact, (_, low, high) in zip(impacts, rows, strict=True):
+                want_low, want_high = lexical.term_bounds(impact, avgdl)
+                assert low == pytest.approx(want_low, rel=1e-12)
+                assert high == pytest.approx(want_high, rel=1e-12)
 
 
 def test_bounds_hold_where_the_average_length_is_far_below_the_reference() -> None:
