@@ -15,6 +15,8 @@ $(STAMP): pyproject.toml
 	# PIP_FIND_LINKS names a folder holding one (uv reads only its own settings, so they are
 	# passed on), else PyPI's.
 	$(UV) torch==2.13.0
+	# A virtualenv made before the distribution was named seams-chunking holds it as `seams`.
+	$(BIN)/uv pip uninstall -q --python $(BIN)/python seams 2>/dev/null || true
 	$(UV) -e '.[pipeline,export,dev,celery,langchain,llama-index,parquet]'
 	@touch $@
 

@@ -1,8 +1,8 @@
 """Seams inside the RAG frameworks people already use: optional extras, imported lazily.
 
-- `seams.integrations.langchain.SeamsTextSplitter` (`pip install "seams[langchain]"`): a LangChain
-  `TextSplitter` (`split_text`, `split_documents`, `create_documents`).
-- `seams.integrations.llama_index.SeamsNodeParser` (`pip install "seams[llama-index]"`): a
+- `seams.integrations.langchain.SeamsTextSplitter` (`pip install "seams-chunking[langchain]"`):
+  a LangChain `TextSplitter` (`split_text`, `split_documents`, `create_documents`).
+- `seams.integrations.llama_index.SeamsNodeParser` (`pip install "seams-chunking[llama-index]"`): a
   LlamaIndex `NodeParser`, usable in an `IngestionPipeline`.
 
 Both call `seams.chunk_text` with the same config, embedder and token counter a direct call

@@ -1,10 +1,10 @@
 """`SeamsTextSplitter`: Seams' semantic chunking as a LangChain `TextSplitter`.
 
-Install with `pip install "seams[langchain]"`. Every `Document` it returns is one Seams chunk:
-`page_content == source[start_char:end_char]`, `Document.id` is the chunk id, and the metadata
-holds Seams' fields (`CHUNK_METADATA_KEYS`: chunk_id, document_id, chunk_index, total_chunks,
-start_char, end_char, overlap_start, overlap_end, section, boundary_reason, boundary_method,
-token_count) on top of a copy of the input document's metadata.
+Install with `pip install "seams-chunking[langchain]"`. Every `Document` it returns is one Seams
+chunk: `page_content == source[start_char:end_char]`, `Document.id` is the chunk id, and the
+metadata holds Seams' fields (`CHUNK_METADATA_KEYS`: chunk_id, document_id, chunk_index,
+total_chunks, start_char, end_char, overlap_start, overlap_end, section, boundary_reason,
+boundary_method, token_count) on top of a copy of the input document's metadata.
 
     from seams.integrations.langchain import SeamsTextSplitter
 
@@ -23,7 +23,7 @@ try:
     from langchain_text_splitters import TextSplitter
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ImportError(
-        'seams.integrations.langchain needs LangChain: pip install "seams[langchain]" '
+        'seams.integrations.langchain needs LangChain: pip install "seams-chunking[langchain]" '
         "(langchain-text-splitters and langchain-core)"
     ) from exc
 

@@ -1,8 +1,8 @@
 """`SeamsRetriever`: the Seams index as a LangChain `BaseRetriever`.
 
-Install with `pip install "seams[langchain]"`. It returns `seams search`'s hits, in its order: one
-`Document` per hit (`page_content` the chunk's text, `id` its chunk id, the scores, which parts
-matched and the matched words in the metadata), or with a token `budget` one `Document` per
+Install with `pip install "seams-chunking[langchain]"`. It returns `seams search`'s hits, in its
+order: one `Document` per hit (`page_content` the chunk's text, `id` its chunk id, the scores, which
+parts matched and the matched words in the metadata), or with a token `budget` one `Document` per
 merged span (`seams.storage.search.context_budget`). Settings default to seams.yaml's `retrieval`:
 
     from seams.integrations.langchain_retriever import SeamsRetriever
@@ -23,7 +23,8 @@ try:
     from pydantic import ConfigDict, PrivateAttr
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ImportError(
-        'seams.integrations.langchain_retriever needs LangChain: pip install "seams[langchain]" '
+        "seams.integrations.langchain_retriever needs LangChain: "
+        'pip install "seams-chunking[langchain]" '
         "(langchain-core)"
     ) from exc
 

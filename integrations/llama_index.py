@@ -1,10 +1,10 @@
 """`SeamsNodeParser`: Seams' semantic chunking as a LlamaIndex `NodeParser`.
 
-Install with `pip install "seams[llama-index]"`. Every `TextNode` it returns is one Seams chunk:
-`id_` is the chunk id (stable across runs when the document's id is), `start_char_idx` /
+Install with `pip install "seams-chunking[llama-index]"`. Every `TextNode` it returns is one Seams
+chunk: `id_` is the chunk id (stable across runs when the document's id is), `start_char_idx` /
 `end_char_idx` are the chunk's exact offsets in the parsed document's text, SOURCE points at that
-document and PREVIOUS/NEXT at the neighbouring chunks. Seams' fields (`CHUNK_METADATA_KEYS`) sit
-in the metadata, hidden from the embedding and LLM views except `section`. It is a
+document and PREVIOUS/NEXT at the neighbouring chunks. Seams' fields (`CHUNK_METADATA_KEYS`) sit in
+the metadata, hidden from the embedding and LLM views except `section`. It is a
 `TransformComponent`, so it slots into an `IngestionPipeline`:
 
     from llama_index.core.ingestion import IngestionPipeline
@@ -26,7 +26,8 @@ try:
     from llama_index.core.utils import get_tqdm_iterable
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ImportError(
-        'seams.integrations.llama_index needs LlamaIndex: pip install "seams[llama-index]" '
+        "seams.integrations.llama_index needs LlamaIndex: "
+        'pip install "seams-chunking[llama-index]" '
         "(llama-index-core)"
     ) from exc
 

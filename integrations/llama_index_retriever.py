@@ -1,7 +1,7 @@
 """`SeamsLlamaIndexRetriever`: the Seams index as a LlamaIndex retriever.
 
-Install with `pip install "seams[llama-index]"`. It returns `seams search`'s hits, in its order,
-as `NodeWithScore`s: one `TextNode` per hit (`id_` the chunk id, `text` the chunk's text,
+Install with `pip install "seams-chunking[llama-index]"`. It returns `seams search`'s hits, in its
+order, as `NodeWithScore`s: one `TextNode` per hit (`id_` the chunk id, `text` the chunk's text,
 `start_char_idx`/`end_char_idx` its offsets in the source, the component scores, which parts
 matched and the matched words in the metadata), or with a token `budget` one node per merged span
 (`seams.storage.search.context_budget`). Settings default to seams.yaml's `retrieval`:
@@ -22,7 +22,7 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ImportError(
         "seams.integrations.llama_index_retriever needs LlamaIndex: "
-        'pip install "seams[llama-index]" (llama-index-core)'
+        'pip install "seams-chunking[llama-index]" (llama-index-core)'
     ) from exc
 
 from seams.integrations.retrieval import SeamsSearch, hit_metadata, span_metadata

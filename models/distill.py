@@ -183,8 +183,8 @@ def _distill(source: Path) -> Any:
     except ImportError as exc:
         raise EmbeddingError(
             f"distilling the static model needs model2vec[distill], torch and transformers "
-            f"({exc}); install the export extra (`pip install 'seams[export]'`), or copy an "
-            "existing distilled folder into place."
+            f"({exc}); install the export extra (`pip install 'seams-chunking[export]'`), "
+            "or copy an existing distilled folder into place."
         ) from exc
     transformers.logging.set_verbosity_error()
     params = {k: v for k, v in DISTILL_PARAMS.items() if k != "vocabulary"}

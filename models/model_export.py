@@ -336,7 +336,7 @@ def _export_fp32(source: Path, out: Path, example: list[list[int]] | None = None
     except ImportError as exc:
         raise EmbeddingError(
             f"exporting the model needs torch and transformers ({exc}); install the export "
-            "extra (`pip install 'seams[export]'`), or copy an existing export into place."
+            "extra (`pip install 'seams-chunking[export]'`), or copy an existing export into place."
         ) from exc
 
     transformers.logging.set_verbosity_error()

@@ -165,7 +165,8 @@ def build_executor(execution: ExecutionSettings) -> dg.ExecutorDefinition | None
         from dagster_celery import celery_executor
     except ImportError:
         raise ConfigError(
-            "execution.executor: celery needs the Celery extra: pip install 'seams[celery]'"
+            "execution.executor: celery needs the Celery extra: "
+            "pip install 'seams-chunking[celery]'"
         ) from None
     # Resolved when a run starts, in the process that submits steps: no URL is frozen in here.
     return celery_executor.configured(

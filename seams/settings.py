@@ -129,9 +129,9 @@ class ExecutionSettings(Section):
     chain, so a process per step (`multiprocess`, Dagster's own default) runs nothing in
     parallel and pays Python's and Dagster's start-up once per step (~3 s of CPU each) instead of
     once per run. celery: steps go to Celery workers
-    (`seams worker`, extra `seams[celery]`), broker and backend from `SEAMS_CELERY_BROKER_URL`
-    and `SEAMS_CELERY_BACKEND_URL`. `seams run`/`seams backfill` execute in-process unless this is
-    `celery`, when they submit the runs and follow them.
+    (`seams worker`, extra `seams-chunking[celery]`), broker and backend from
+    `SEAMS_CELERY_BROKER_URL` and `SEAMS_CELERY_BACKEND_URL`. `seams run`/`seams backfill` execute
+    in-process unless this is `celery`, when they submit the runs and follow them.
     """
 
     executor: Literal["in_process", "multiprocess", "celery"] = "in_process"

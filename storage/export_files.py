@@ -89,7 +89,8 @@ class _ParquetSink:
             import pyarrow.parquet as pq
         except ImportError as exc:
             raise ConfigError(
-                'format parquet needs pyarrow: pip install "seams[parquet]" (or use --format jsonl)'
+                'format parquet needs pyarrow: pip install "seams-chunking[parquet]" '
+                "(or use --format jsonl)"
             ) from exc
         self._pa = pa
         self._columns = list(columns)

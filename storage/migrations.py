@@ -90,10 +90,14 @@ def ddl_sha256() -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+#: Seams' distribution name on PyPI (the import name and the command are `seams`).
+DISTRIBUTION = "seams-chunking"
+
+
 def seams_version() -> str:
     """The installed Seams release, recorded beside the schema version."""
     try:
-        return importlib.metadata.version("seams")
+        return importlib.metadata.version(DISTRIBUTION)
     except importlib.metadata.PackageNotFoundError:  # pragma: no cover - a source checkout
         return "unknown"
 

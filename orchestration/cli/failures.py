@@ -45,8 +45,9 @@ PIPELINE_MODULES = frozenset(
         "charset_normalizer",
     }
 )
-"""Top-level modules of the `pipeline` extra: a library-only install (`pip install seams`) lacks
-them, and the command says which extra to add instead of printing an ImportError."""
+"""Top-level modules of the `pipeline` extra: a library-only install (`pip install
+seams-chunking`) lacks them, and the command says which extra to add instead of printing an
+ImportError."""
 
 
 def print_err(message: str) -> None:
@@ -63,7 +64,7 @@ def missing_pipeline(exc: ModuleNotFoundError) -> str | None:
         return None
     return (
         f"seams: error: the `seams` command needs the pipeline ({exc.name} is not "
-        "installed): pip install 'seams[pipeline]'"
+        "installed): pip install 'seams-chunking[pipeline]'"
     )
 
 

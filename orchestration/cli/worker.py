@@ -76,7 +76,7 @@ def prepare_worker(
         import dagster_celery  # noqa: F401
     except ImportError:
         raise ConfigError(
-            "`seams worker` needs the Celery extra: pip install 'seams[celery]'"
+            "`seams worker` needs the Celery extra: pip install 'seams-chunking[celery]'"
         ) from None
     celery_urls = {
         CELERY_BROKER_ENV: environment.celery_broker_url,

@@ -39,8 +39,8 @@ def test_importing_seams_and_chunking_imports_no_framework() -> None:
 
 def test_an_adapter_without_its_extra_names_the_extra() -> None:
     for module, blocked, extra in (
-        ("seams.integrations.langchain", "langchain_text_splitters", "seams[langchain]"),
-        ("seams.integrations.llama_index", "llama_index", "seams[llama-index]"),
+        ("seams.integrations.langchain", "langchain_text_splitters", "seams-chunking[langchain]"),
+        ("seams.integrations.llama_index", "llama_index", "seams-chunking[llama-index]"),
     ):
         done = _run(
             f"""

@@ -62,7 +62,7 @@ EXTRA_TEXTS = [
     "const total = items.reduce((acc, x) => acc + x.price * x.qty, 0);",
     "SELECT COUNT(*) FROM chunks c JOIN documents d ON d.id = c.document_id GROUP BY d.mime;",
     '#include <stdio.h>\nint main(void) { printf("%d\\n", 42); return 0; }',
-    "pip install 'seams[export]' && seams model export --quantize",
+    "pip install 'seams-chunking[export]' && seams model export --quantize",
     "Q3 revenue rose 12.5% y/y to $4.2bn; EBITDA margin 31.4% (vs. 29.8%).",
     "Dr. Smith et al. (2021) reported p < 0.001, n = 1,204, 95% CI [0.12, 0.31].",
 ]
