@@ -33,6 +33,7 @@ from seams.errors import ConfigError
 from seams.extraction.limits import ExtractionLimits
 from seams.paths import packaged_default
 from seams.storage.search import DEFAULT_TEXT_SEARCH_CONFIG, LEXICAL_WEIGHT, SENTENCE_WEIGHT
+from seams.targets import TargetSettings, check_targets, project_tenants
 
 PACKAGED_MODEL = "packaged"
 """`embedder.model` / `retrieval.model`: all-MiniLM-L6-v2, exported on first use."""
@@ -210,6 +211,8 @@ class SeamsSettings(Section):
     collections: dict[str, Any] | None = None
     """Several sources, each with its own settings and tenant (`seams.collections`), as
     written; None: one collection, `default`, read from `inbox`."""
+    targets: dict[str, TargetSettings] = Field(default_factory=dict)
+    """Vector stores that mirror the published chunks (`seams.targets`); {}: none."""
 
     def declared_collections(self) -> dict[str, Collection]:
         """The `collections:` block validated, sources absolute; {} without one."""
@@ -239,6 +242,11 @@ class SeamsSettings(Section):
                 )
             return config.with_overrides(boundary_model="model")
         return config
+
+    @model_validator(mode="after")
+    def _targets_receive_known_collections(self) -> SeamsSettings:
+        check_targets(self.targets, project_tenants(self.collections))
+        return self
 
     def extraction_limits(self) -> ExtractionLimits:
         return ExtractionLimits.from_settings(self.extraction)

@@ -755,6 +755,43 @@ COLLECTION_TENANTS = Table(
     description="Which tenant reads which collection: the row-level security policies read it.",
 )
 
+# --- targets: what each vector store outside Seams holds (seams.storage.targets) -------------
+
+TARGET_STATES = Table(
+    "target_states",
+    (
+        Column("target", "text", description="the target (its name under `targets:`)"),
+        Column("kind", "text", description="its store: pgvector, qdrant, lancedb, ..."),
+        Column("live", "text", description="the table or collection its readers are switched to"),
+        Column("model_id", "text", description="the model of the live records' vectors"),
+        Column("dimension", "integer", description="their dimension"),
+        Column("published_seq", "bigint", nullable=True, description="the publication synced"),
+        Column("records", "bigint", description="records the live table or collection holds"),
+        Column("synced_at", "timestamptz", default="now()", description="when it was synced"),
+    ),
+    key=("target",),
+    partitioned=False,
+    primary_key=("target",),
+    # Written by `seams.storage.targets.sync` after the store confirmed its writes.
+    description="Per target, the published generation its store holds and where readers read it.",
+)
+
+TARGET_RECORDS = Table(
+    "target_records",
+    (
+        Column("target", "text", description="the target"),
+        Column("store_object", "text", description="the table or collection holding the record"),
+        Column("chunk_id", "text", description="the record's chunk"),
+        Column("fingerprint", "text", description="sha256 of the record as it was sent"),
+    ),
+    key=("target", "store_object", "chunk_id"),
+    partitioned=False,
+    primary_key=("target", "store_object", "chunk_id"),
+    # A row is written only after the store confirmed the record, and deleted only after the
+    # store deleted it: a sync killed at any instant is repaired by the next one.
+    description="Every record each target's store was sent, with what it held when it was sent.",
+)
+
 TABLES: tuple[Table, ...] = (
     *ASSET_TABLES.values(),
     BATCHES,
@@ -768,6 +805,8 @@ TABLES: tuple[Table, ...] = (
     PUBLICATIONS,
     *LEXICAL_TABLES,
     COLLECTION_TENANTS,
+    TARGET_STATES,
+    TARGET_RECORDS,
     SCHEMA_VERSION,
 )
 

@@ -19,6 +19,7 @@ ORDER = (
     "chunking",
     "extraction",
     "models",
+    "targets",
     "storage",
     "paths",
     "collections",
