@@ -3,8 +3,8 @@
 `base` is what a store kind implements (`TargetStore`) and the records it holds; `published`
 reads what a target must hold; `sync` compares and repairs. One module per store kind
 (`pgvector`, `qdrant`, `lancedb`, ...), each importing its own client, which is the optional
-extra `seams-chunking[<kind>]`: `open_target` imports a kind's module only when a target of that kind is
-opened. How a new kind plugs in: see `seams.storage.targets.base`.
+extra `seams-chunking[<kind>]`: `open_target` imports a kind's module only when a target of
+that kind is opened. How a new kind plugs in: see `seams.storage.targets.base`.
 """
 
 from __future__ import annotations

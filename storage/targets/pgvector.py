@@ -9,7 +9,8 @@ one, never both, never neither. Grants on the view are the database owner's to g
 after a switch (PostgreSQL drops them with the view); grant on the schema's future tables or
 read as the owner.
 
-The client is psycopg, already part of the pipeline; the extra `seams-chunking[pgvector]` adds nothing.
+The client is psycopg, already part of the pipeline; the extra `seams-chunking[pgvector]` adds
+nothing.
 """
 
 from __future__ import annotations
