@@ -243,11 +243,6 @@ class SeamsSettings(Section):
             return config.with_overrides(boundary_model="model")
         return config
 
-    @model_validator(mode="after")
-    def _targets_receive_known_collections(self) -> SeamsSettings:
-        check_targets(self.targets, project_tenants(self.collections))
-        return self
-
     def extraction_limits(self) -> ExtractionLimits:
         return ExtractionLimits.from_settings(self.extraction)
 
@@ -311,6 +306,10 @@ def _parse(text: str, source: str, *, base: Path | None = None) -> SeamsSettings
     try:
         settings.collection_settings()
     except ConfigError as exc:
+        raise ConfigError(f"{source}: {exc}") from None
+    try:  # the collections each target receives are the project's, of one tenant
+        check_targets(settings.targets, project_tenants(settings.collections))
+    except ValueError as exc:
         raise ConfigError(f"{source}: {exc}") from None
     return settings
 

@@ -8,8 +8,8 @@ data dir. Errors Seams expects (bad config, no database, no model) print one lin
 do, never a traceback.
 
 One module per command (`db`, `dev`, `check`, `run`, `backfill`, `search`, `export`, `model`,
-`worker`), each with a `run(args)`; `parser` declares them all, `entry` runs one, `failures` ends
-a failed one in one line.
+`worker`, `sync`), each with a `run(args)`; `parser` declares them all, `entry` runs one,
+`failures` ends a failed one in one line.
 """
 
 from seams.orchestration.cli.entry import main

@@ -225,6 +225,22 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"rows fetched and written at a time (default {DEFAULT_BATCH_ROWS})",
     )
 
+    sync = sub.add_parser(
+        "sync",
+        help="mirror the published chunks into the targets of seams.yaml (vector stores)",
+        description="Compare each target (targets: in seams.yaml) with the published current "
+        "chunks and repair the difference; --check only reports it. See docs/targets.md.",
+    )
+    sync.add_argument(
+        "--target", metavar="NAME", action="append", help="only this target (repeatable)"
+    )
+    sync.add_argument(
+        "--check",
+        action="store_true",
+        help="report missing, extra and stale records; write nothing",
+    )
+    sync.add_argument("--json", action="store_true", help="print the report as JSON")
+
     model = sub.add_parser("model", help="provision the embedding model")
     model_sub = model.add_subparsers(dest="model_command", required=True, metavar="ACTION")
     model_export = model_sub.add_parser(
