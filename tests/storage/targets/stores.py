@@ -1,10 +1,19 @@
 """Real stores for the target tests, started by the tests: pgvector in another database of the
 test PostgreSQL server, LanceDB in a folder, Qdrant in qdrant-client's local mode (a folder;
-there is no Qdrant server package to start here)."""
+there is no Qdrant server package to start here), Chroma's own server (`chroma run`, from the
+`chromadb` package; one per test process, a collection per test) and Milvus Lite (a file)."""
 
 from __future__ import annotations
 
+import atexit
 import contextlib
+import itertools
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -15,8 +24,9 @@ from seams.storage.targets import TargetStore, open_target
 from seams.storage.targets.sync import VECTOR_COSINE
 from seams.targets import TargetSettings
 from tests.support.databases import fresh_database
+from tests.support.processes import free_port, stop_group
 
-KINDS = ("pgvector", "lancedb", "qdrant")
+KINDS = ("pgvector", "lancedb", "qdrant", "chroma", "milvus")
 
 Opener = Callable[[], TargetStore]
 
@@ -34,7 +44,51 @@ def store_settings(
     if kind == "lancedb":
         yield TargetSettings(kind="lancedb", table="rag_chunks", path=str(folder / "lance"))
         return
-    yield TargetSettings(kind="qdrant", collection="rag_chunks", path=str(folder / "qdrant"))
+    if kind == "qdrant":
+        yield TargetSettings(kind="qdrant", collection="rag_chunks", path=str(folder / "qdrant"))
+        return
+    if kind == "chroma":
+        monkeypatch.setenv("TARGET_CHROMA_URL", chroma_server())
+        name = f"rag_chunks_{next(_CHROMA_NAMES)}"
+        yield TargetSettings(kind="chroma", collection=name, url_env="TARGET_CHROMA_URL")
+        return
+    yield TargetSettings(kind="milvus", collection="rag_chunks", path=str(folder / "milvus.db"))
+
+
+_CHROMA_NAMES = itertools.count()
+_chroma: dict[str, str] = {}
+
+
+def chroma_server() -> str:
+    """The URL of this test process's Chroma server (`chroma run`), started on first use in a
+    temporary folder and stopped when the process exits."""
+    if "url" in _chroma:
+        return _chroma["url"]
+    folder = Path(tempfile.mkdtemp(prefix="seams-chroma-"))
+    chroma = shutil.which("chroma", path=str(Path(sys.executable).parent)) or "chroma"
+    port = free_port()
+    log = (folder / "server.log").open("wb")
+    proc = subprocess.Popen(
+        [chroma, "run", "--path", str(folder / "db"), "--host", "127.0.0.1", "--port", str(port)],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    atexit.register(stop_group, proc, grace_s=5)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            with urllib.request.urlopen(f"{url}/api/v2/heartbeat", timeout=2):
+                break
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError(
+                    f"chroma run did not answer: {(folder / 'server.log').read_text()[-500:]}"
+                ) from None
+            time.sleep(0.1)
+    _chroma["url"] = url
+    return url
 
 
 def opener(settings: TargetSettings) -> Opener:
