@@ -26,6 +26,7 @@ from seams.assets.model import build_model_asset
 from seams.assets.partitions import DEFAULT_LINEAGE, Lineage
 from seams.assets.retrieval import IndexModel, build_index_asset, index_mode
 from seams.assets.retrieval_eval import INDEX_KEY, EvalSetup, build_evaluation
+from seams.assets.targets import build_targets
 from seams.assets.versions import StageParts
 from seams.environment import CELERY_BACKEND_ENV, CELERY_BROKER_ENV, SeamsEnvironment
 from seams.errors import ConfigError
@@ -39,6 +40,7 @@ from seams.resources.io_manager import PostgresIOManager
 from seams.resources.postgres import PostgresResource
 from seams.resources.static_embedder import StaticEmbedderResource
 from seams.settings import BackfillSettings, ExecutionSettings, SeamsSettings
+from seams.targets import project_tenants, received_collections
 
 __all__ = ["CELERY_BACKEND_ENV", "CELERY_BROKER_ENV", "build_definitions", "celery_config"]
 
@@ -236,6 +238,20 @@ def build_evaluation_definitions(
     return build_evaluation(setup, indexes)
 
 
+def build_target_definitions(
+    settings: SeamsSettings, environment: SeamsEnvironment, lineages: list[Lineage]
+) -> tuple[list[dg.AssetsDefinition], list[dg.SensorDefinition]]:
+    """One asset per target of seams.yaml, downstream of the indexes of the collections it
+    receives, and the sensor that syncs them after a publication; nothing without targets."""
+    tenants = project_tenants(settings.collections)
+    indexes = {lineage.collection: lineage.key(INDEX_KEY.path[-1]) for lineage in lineages}
+    targets = {}
+    for name, target in settings.targets.items():
+        collections = received_collections(target, tenants)
+        targets[name] = (target, collections, [indexes[c] for c in collections if c in indexes])
+    return build_targets(targets, environment)
+
+
 def build_definitions(
     settings: SeamsSettings, *, environment: SeamsEnvironment | None = None
 ) -> dg.Definitions:
@@ -257,6 +273,7 @@ def build_definitions(
     evaluation, evaluation_checks, evaluation_sensors = build_evaluation_definitions(
         settings, environment, assets
     )
+    targets, target_sensors = build_target_definitions(settings, environment, lineages)
     jobs, inboxes, seals = [], [], []
     for lineage, own in zip(lineages, per_collection.values(), strict=True):
         job = build_chunk_batches_job(lineage)
@@ -265,7 +282,7 @@ def build_definitions(
         inboxes.append(build_inbox_sensor(inbox, lineage, declared))
         seals.append(build_seal_schedule(inbox, lineage, declared))
     location = dg.Definitions(
-        assets=[*assets, *evaluation],
+        assets=[*assets, *evaluation, *targets],
         asset_checks=[build_sync_check(this_location, lineages), *evaluation_checks],
         jobs=[*jobs, build_backfill_unsynced_job(this_location)],
         sensors=[
@@ -273,6 +290,7 @@ def build_definitions(
             build_sync_sensor(lineages=lineages),
             *build_automation_sensors(settings.backfill, lineages),
             *evaluation_sensors,
+            *target_sensors,
         ],
         schedules=seals,
         resources=build_resources(settings, environment),

@@ -38,6 +38,7 @@ from seams.orchestration.pending_work import (
 from seams.orchestration.run_events import RunEvents, failure_reason
 from seams.orchestration.run_summary import RunSummary, format_summary, summarize
 from seams.orchestration.shell_commands import python_command, seams_command
+from seams.orchestration.target_run import refresh_targets
 from seams.paths import sample_corpus
 from seams.resources.postgres import PostgresResource
 from seams.storage import publication, quarantine
@@ -246,6 +247,8 @@ def materialize_batches(
         )
     if targets or ready:  # the published index changed: measure it (with evaluation.questions)
         refresh_retrieval_eval(instance, defs, report, started_by=started_by, tags=tags)
+    # Also after a run that only retired files: each target mirrors what is published now.
+    refresh_targets(instance, defs, report, started_by=started_by, tags=tags)
 
 
 def publish_ready(batch_keys: Sequence[str], *, defs: dg.Definitions) -> dict[str, int]:
@@ -401,9 +404,11 @@ def backfill(
         report(f"all {len(partitions)} batch(es) are up to date: nothing to backfill")
         if retrieval_eval_unsynced(instance, defs):  # its questions or search settings changed
             refresh_retrieval_eval(instance, defs, report, started_by="seams backfill")
+        refresh_targets(instance, defs, report, started_by="seams backfill")
         return summary
     for partition, keys in stale.items():
         report(f"batch {partition}: unsynced {', '.join(k.to_user_string() for k in keys)}")
     run_backfill(instance, stale, report, summary, defs=defs, started_by="seams backfill")
     refresh_retrieval_eval(instance, defs, report, started_by="seams backfill")
+    refresh_targets(instance, defs, report, started_by="seams backfill")
     return summary
