@@ -17,7 +17,9 @@ $(STAMP): pyproject.toml
 	$(UV) torch==2.13.0
 	# A virtualenv made before the distribution was named seams-chunking holds it as `seams`.
 	$(BIN)/uv pip uninstall -q --python $(BIN)/python seams 2>/dev/null || true
-	$(UV) -e '.[pipeline,export,dev,celery,langchain,llama-index,parquet,qdrant,lancedb,chroma,milvus]'
+	# Bytecode compiled once here, so a quick command (`seams search`) does not compile its
+	# imports again on every call where Python cannot write its cache.
+	$(UV) --compile-bytecode -e '.[pipeline,export,dev,celery,langchain,llama-index,parquet,qdrant,lancedb,chroma,milvus,serve]'
 	@touch $@
 
 install: $(STAMP)

@@ -11,9 +11,11 @@ never pays for (or needs) torch. Export itself lives in `seams.models.model_expo
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.metadata
 import json
+import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -228,6 +230,45 @@ def _verified_sha256(path: Path) -> str:
     return value
 
 
+VERIFIED_FILE = ".verified.json"
+"""Per model folder: file name -> (inode, size, mtime_ns, ctime_ns, sha256) of each file
+`verify_file` hashed, so later processes trust an unchanged file without reading it."""
+
+
+def _file_stamp(path: Path) -> list[int]:
+    st = path.stat()
+    return [st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+
+
+def _stamped_sha256(path: Path) -> str:
+    """`_verified_sha256`, and across processes: the sha256 recorded in the folder's
+    `VERIFIED_FILE` when the file's stamp is unchanged; otherwise hashed and recorded (a folder
+    that cannot be written keeps hashing, nothing fails)."""
+    stamps_path = path.parent / VERIFIED_FILE
+    try:
+        stamps = json.loads(stamps_path.read_text())
+        if not isinstance(stamps, dict):
+            stamps = {}
+    except (OSError, ValueError):
+        stamps = {}
+    stamp = _file_stamp(path)
+    recorded = stamps.get(path.name)
+    if isinstance(recorded, dict) and recorded.get("stamp") == stamp:
+        sha = recorded.get("sha256")
+        if isinstance(sha, str):
+            return sha
+    value = _verified_sha256(path)
+    stamps[path.name] = {"stamp": stamp, "sha256": value}
+    temporary = stamps_path.with_name(f"{VERIFIED_FILE}.{os.getpid()}.tmp")
+    try:
+        temporary.write_text(json.dumps(stamps, sort_keys=True))
+        os.replace(temporary, stamps_path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            temporary.unlink()
+    return value
+
+
 def load_manifest(directory: Path | str | None = None, *, verify: bool = True) -> ModelManifest:
     """Read and (by default) verify an exported model folder.
 
@@ -278,10 +319,15 @@ def read_manifest(
 
 
 def verify_file(path: Path, expected_sha256: str) -> None:
-    """The file exists and hashes to what its manifest recorded, or a clear `EmbeddingError`."""
+    """The file exists and hashes to what its manifest recorded, or a clear `EmbeddingError`.
+
+    A file this check hashed before and whose inode, size, mtime and ctime are unchanged since
+    is trusted without hashing it again (`VERIFIED_FILE`, beside the manifest): a new process
+    (`seams search`) would otherwise read the whole model on every call. Replacing or writing
+    the file changes its ctime, which no user call can set back, so it is hashed again."""
     if not path.is_file():
         raise EmbeddingError(f"the model file {path} is missing; {EXPORT_HINT}.")
-    actual = _verified_sha256(path)
+    actual = _stamped_sha256(path)
     if actual != expected_sha256:
         raise EmbeddingError(
             f"the model file {path} is corrupt: sha256 {actual[:12]}… differs from the "

@@ -20,7 +20,9 @@ The precedence rules are contracts:
   defaults (`config_path` None);
 - database: `SEAMS_DATABASE_URL` names a real server; unset, Seams runs its embedded PostgreSQL
   under the data dir. `SEAMS_DAGSTER_DATABASE_URL` (old name `SEAMS_DAGSTER_PG_URL`) moves
-  Dagster's own storage elsewhere.
+  Dagster's own storage elsewhere;
+- API keys: `SEAMS_API_KEYS` names the file of `seams serve`'s keys (relative: to the working
+  directory); unset, the server has none and answers on the loopback interface only.
 
 This module is the bottom layer: the standard library only (no Dagster, no pydantic).
 """
@@ -42,6 +44,8 @@ DATABASE_URL_ENV = "SEAMS_DATABASE_URL"
 DAGSTER_DATABASE_URL_ENV = "SEAMS_DAGSTER_DATABASE_URL"
 LEGACY_DAGSTER_DATABASE_URL_ENV = "SEAMS_DAGSTER_PG_URL"
 """The old name of `SEAMS_DAGSTER_DATABASE_URL`: still honoured, with a deprecation message."""
+API_KEYS_ENV = "SEAMS_API_KEYS"
+"""The file of `seams serve`'s API keys, one `TENANT KEY` pair per line (contract)."""
 CELERY_BROKER_ENV = "SEAMS_CELERY_BROKER_URL"
 CELERY_BACKEND_ENV = "SEAMS_CELERY_BACKEND_URL"
 HUB_OFFLINE_ENV = "HF_HUB_OFFLINE"
@@ -68,6 +72,8 @@ class SeamsEnvironment:
     """`SEAMS_DAGSTER_PG_URL`, the deprecated name of `dagster_database_url`."""
     celery_broker_url: str | None = field(default=None, repr=False)
     celery_backend_url: str | None = field(default=None, repr=False)
+    api_keys_file: Path | None = None
+    """`SEAMS_API_KEYS` (absolute): the file of `seams serve`'s API keys; None: no keys."""
     runtime_dir: Path | None = None
     """`XDG_RUNTIME_DIR`: where the embedded server's socket may go when the data dir's path is
     too long for a Unix socket."""
@@ -102,6 +108,7 @@ class SeamsEnvironment:
             local = project_dir / PROJECT_SETTINGS
             config_path = local if local.is_file() else None
         runtime = value("XDG_RUNTIME_DIR")
+        api_keys = value(API_KEYS_ENV)
         return cls(
             data_dir=_data_dir(value(DATA_DIR_ENV), project_dir, value("XDG_DATA_HOME")),
             config_path=config_path,
@@ -111,6 +118,7 @@ class SeamsEnvironment:
             legacy_dagster_database_url=value(LEGACY_DAGSTER_DATABASE_URL_ENV),
             celery_broker_url=value(CELERY_BROKER_ENV),
             celery_backend_url=value(CELERY_BACKEND_ENV),
+            api_keys_file=(cwd / Path(api_keys).expanduser()).absolute() if api_keys else None,
             runtime_dir=Path(runtime) if runtime else None,
             project_dir=project_dir,
             variables=MappingProxyType(environ),

@@ -840,3 +840,14 @@ def adoption_ddl() -> list[sql.Composable]:
             $adopt$"""
         ).format(cases=sql.SQL(" ").join(prefix_cases))
     ]
+
+
+def published_seqs(conn: psycopg.Connection[Any]) -> dict[str, int]:
+    """Collection -> the newest publication (`seams.publications.seq`) of it, for the
+    collections the connection may read (a tenant's: its own)."""
+    rows = conn.execute(
+        sql.SQL("SELECT collection, max(seq) FROM {} GROUP BY collection").format(
+            schema.PUBLICATIONS.identifier()
+        )
+    ).fetchall()
+    return {str(collection): int(seq) for collection, seq in rows}

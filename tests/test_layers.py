@@ -25,12 +25,13 @@ ORDER = (
     "collections",
     "settings",
     "resources",
+    "serving",
     "assets",
     "orchestration",
     "integrations",
 )
-FOLDERS = ("chunking", "extraction", "models", "storage", "resources", "assets", "orchestration",
-           "integrations")  # fmt: skip
+FOLDERS = ("chunking", "extraction", "models", "storage", "resources", "serving", "assets",
+           "orchestration", "integrations")  # fmt: skip
 ENTRY_POINTS = {"seams/__init__.py", "seams/__main__.py"}
 
 

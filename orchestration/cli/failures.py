@@ -57,9 +57,18 @@ def print_err(message: str) -> None:
     print(printable(message, keep="\n\t"), file=sys.stderr, flush=True)
 
 
+SERVE_MODULES = frozenset({"fastapi", "uvicorn", "prometheus_client", "starlette"})
+"""Top-level modules of the `serve` extra (`seams serve`)."""
+
+
 def missing_pipeline(exc: ModuleNotFoundError) -> str | None:
-    """The line for a command that needs the `pipeline` extra on a library-only install; None
-    when the missing module is not one of the extra's."""
+    """The line for a command that needs the `pipeline` (or `serve`) extra on an install
+    without it; None when the missing module is not one of the extras'."""
+    if exc.name in SERVE_MODULES:
+        return (
+            f"seams: error: `seams serve` needs the serve extra ({exc.name} is not "
+            "installed): pip install 'seams-chunking[serve]'"
+        )
     if exc.name not in PIPELINE_MODULES:
         return None
     return (

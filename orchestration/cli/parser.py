@@ -258,6 +258,18 @@ def build_parser() -> argparse.ArgumentParser:
         help="print every log record, DEBUG included (default: INFO and up)",
     )  # fmt: skip
 
+    serve = sub.add_parser(
+        "serve",
+        help="answer searches over HTTP (JSON API, /openapi.json) and show chunks in a browser",
+        description="Search as a service: POST /search answers as `seams search --json` does, "
+        "GET /documents/ID lists a document's chunks and boundaries, / is a page for people, "
+        "/health and /metrics are for operators. With API keys (the file SEAMS_API_KEYS names, "
+        "`TENANT KEY` per line) every request needs `Authorization: Bearer KEY` and reads as its "
+        "tenant's PostgreSQL role; without keys the server answers on 127.0.0.1 only.",
+    )
+    serve.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=8000, help="port (default 8000)")
+
     worker = sub.add_parser(
         "worker",
         help="run a Celery worker for distributed runs (execution.executor: celery; needs "

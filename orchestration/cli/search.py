@@ -10,55 +10,31 @@ from __future__ import annotations
 import argparse
 import json
 
-from seams.errors import InputError, SeamsError
-from seams.models.model_store import load_manifest
-from seams.orchestration.cli.context import definitions
 from seams.orchestration.cli.terminal import printable, printable_json
-from seams.orchestration.runner import seams_command
-from seams.resources.postgres import PostgresResource
-from seams.storage.batches import stored_collections
-from seams.storage.search import SearchHit, SearchResponse, search_response
-from seams.storage.search.query import known_collections, validate_query
+from seams.orchestration.shell_commands import seams_command
+from seams.resources.readers import Readers
+from seams.storage.search import SearchHit, SearchResponse
+from seams.storage.search.query import validate_query
 
 
 def run(args: argparse.Namespace) -> int:
     """Top-k chunks for a query, with their parent section and neighbouring chunks."""
-    query = validate_query(args.query)  # before the definitions, the model and the database
-    per_collection = args.settings.collection_settings()
-    resources = definitions(args).resources
-    collections = None
-    if getattr(args, "collection", None) is not None:
-        collections = known_collections(
-            args.collection,
-            per_collection,
-            option="--collection",
-            stored=lambda: _stored(resources["postgres"]),
-        )
-    # One collection searched: its own retrieval settings; several (or one the settings no
-    # longer declare): the project's.
-    settings = per_collection.get(collections[0]) if collections and len(collections) == 1 else None
-    retrieval = (settings or args.settings).retrieval
-    try:  # a fresh install has no model and nothing indexed: say what to run
-        load_manifest(resources["embedder"].resolved_model_dir())
-    except SeamsError as exc:
-        raise InputError(
-            f"nothing to search yet: chunk some documents first with `{seams_command()} run "
-            "PATH` (a file or a folder; without PATH, the bundled sample corpus)"
-        ) from exc
-    response = search_response(
-        resources["postgres"],
-        resources["embedder"],
-        query,
+    validate_query(args.query)  # before the settings' models and the database
+    # A reader: the pool and the query embedder, without the definitions (nor Dagster).
+    readers = Readers.for_environment(args.settings, args.environment)
+    response = readers.search(
+        args.settings,
+        args.query,
         args.k,
-        search=args.search or retrieval.search,
-        lexical_weight=retrieval.lexical_weight,
-        sentence_weight=retrieval.sentence_weight,
         budget=args.budget,
-        collections=collections,
+        collections=getattr(args, "collection", None),
+        search=args.search,
+        run_hint=seams_command(),
     )
     if args.json:
         print(printable_json(json.dumps(response.to_dict(), ensure_ascii=False)))
     else:
+        per_collection = args.settings.collection_settings()
         print(format_response(response, collections=len(per_collection) > 1))
     return 0
 
@@ -128,8 +104,3 @@ def _snippet(text: str, width: int) -> str:
         cut = snippet.rfind(" ", 0, width - 6)
         snippet = snippet[: cut if cut > 0 else width - 6] + "..."
     return printable(snippet)
-
-
-def _stored(postgres: PostgresResource) -> list[str]:
-    with postgres.connection() as conn:
-        return stored_collections(conn)

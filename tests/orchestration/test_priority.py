@@ -14,7 +14,7 @@ import threading
 
 import pytest
 
-from seams.resources.postgres import _open_pool
+from seams.resources.postgres_pool import _open_pool
 from seams.settings import SeamsSettings
 
 

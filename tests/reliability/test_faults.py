@@ -24,7 +24,7 @@ from seams.models.model_store import MODEL_NAME, ModelManifest
 from seams.models.onnx_runtime import EmbeddingRuntime
 from seams.orchestration import runner
 from seams.resources import database
-from seams.resources import postgres as postgres_module
+from seams.resources import postgres_pool as postgres_module
 from seams.resources.database import EmbeddedPostgres, database_url_for
 from seams.resources.embedded_server import server_tempdir
 from seams.resources.postgres import close_pool

@@ -23,7 +23,7 @@ from seams.errors import StorageError
 from seams.models.model_store import ModelManifest
 from seams.orchestration import runner
 from seams.resources import database
-from seams.resources import postgres as postgres_module
+from seams.resources import postgres_pool as postgres_module
 from seams.resources.database import EmbeddedPostgres, database_url_for, redact
 from seams.resources.embedded_server import server_tempdir
 from seams.resources.postgres import PostgresResource, close_pool
