@@ -577,6 +577,9 @@ def _build_collections(
 
 # The rule of what is current, over published batches: per document its newest registered
 # version (registered_at, ties by batch_key), unless retired after it was registered.
+# The key is (document_id, collection), so a document that moved to another collection gets a
+# new row and loses its old one in the same statement (the DELETE reads the statement's
+# snapshot, which holds the old row and not the new one): one current row per document.
 _CURRENT = """
 WITH latest AS (
     SELECT DISTINCT ON (d.document_id) d.document_id, d.batch_key, b.generation,
@@ -595,17 +598,18 @@ WITH latest AS (
          collection)
     SELECT document_id, batch_key, generation, source_sha256, registered_at, %(seq)s,
            collection FROM live
-    ON CONFLICT (document_id) DO UPDATE
+    ON CONFLICT (document_id, collection) DO UPDATE
     SET batch_key = excluded.batch_key, generation = excluded.generation,
         source_sha256 = excluded.source_sha256, registered_at = excluded.registered_at,
-        published_seq = excluded.published_seq, collection = excluded.collection
-    WHERE (c.batch_key, c.generation, c.source_sha256, c.registered_at, c.collection)
+        published_seq = excluded.published_seq
+    WHERE (c.batch_key, c.generation, c.source_sha256, c.registered_at)
           IS DISTINCT FROM (excluded.batch_key, excluded.generation, excluded.source_sha256,
-                            excluded.registered_at, excluded.collection)
+                            excluded.registered_at)
 )
 DELETE FROM seams.current_documents AS c
 WHERE c.document_id = ANY(%(docs)s)
-  AND NOT EXISTS (SELECT 1 FROM live WHERE live.document_id = c.document_id)
+  AND NOT EXISTS (SELECT 1 FROM live
+                  WHERE live.document_id = c.document_id AND live.collection = c.collection)
 """
 
 
@@ -829,7 +833,7 @@ def adoption_ddl() -> list[sql.Composable]:
                 WHERE NOT EXISTS (SELECT 1 FROM seams.document_tombstones AS t
                                   WHERE t.document_id = l.document_id
                                     AND t.retired_at >= l.registered_at)
-                ON CONFLICT (document_id) DO NOTHING;
+                ON CONFLICT DO NOTHING;
                 DELETE FROM seams.lexical_postings;
                 DELETE FROM seams.lexical_terms;
                 DELETE FROM seams.lexical_totals;

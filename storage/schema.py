@@ -180,21 +180,29 @@ class Table:
         """`seams.<name>`, for messages and Dagster's `dagster/table_name`."""
         return f"{SCHEMA}.{self.name}"
 
+    def indexed(self, columns: Sequence[str]) -> tuple[str, ...]:
+        """The columns an index over `columns` is built on: with `collection` after them on a
+        table whose rows belong to collections. A tenant's row-level security condition
+        (`collection = ANY(...)`) is then a condition of every index scan, checked inside the
+        index before any row is read, so no scan counts another tenant's rows for `EXPLAIN`.
+        A batch's rows share its collection, so uniqueness is the same with it or without."""
+        if not self.has_collection or COLLECTION in columns:
+            return tuple(columns)
+        return (*columns, COLLECTION)
+
     def create_statements(self) -> Iterator[sql.Composable]:
-        """Idempotent DDL: the table, then its key and secondary indexes."""
+        """Idempotent DDL: the table, then its key and secondary indexes (each over
+        `indexed(...)` columns; an older index or primary key without `collection` is
+        replaced)."""
         parts: list[sql.Composable] = [_column_sql(c) for c in self.columns]
         if self.primary_key:
-            parts.append(sql.SQL("PRIMARY KEY ({})").format(_idents(self.primary_key)))
+            parts.append(
+                sql.SQL("PRIMARY KEY ({})").format(_idents(self.indexed(self.primary_key)))
+            )
         for cols in self.unique:
-            parts.append(sql.SQL("UNIQUE ({})").format(_idents(cols)))
+            parts.append(sql.SQL("UNIQUE ({})").format(_idents(self.indexed(cols))))
         for check in self.checks:
             parts.append(sql.SQL("CHECK ({})").format(sql.SQL(check)))
-        for cols, ref_table, ref_cols in self.foreign_keys:
-            parts.append(
-                sql.SQL("FOREIGN KEY ({}) REFERENCES {} ({})").format(
-                    _idents(cols), sql.Identifier(SCHEMA, ref_table), _idents(ref_cols)
-                )
-            )
         yield sql.SQL("CREATE TABLE IF NOT EXISTS {} ({})").format(
             self.identifier(), sql.SQL(", ").join(parts)
         )
@@ -211,15 +219,24 @@ class Table:
             yield sql.SQL("ALTER TABLE {} ADD COLUMN IF NOT EXISTS {}").format(
                 self.identifier(), _column_sql(self.column(COLLECTION))
             )
+        if self.primary_key:
+            yield _rekey(self)
+        for cols, table, ref_cols in self.foreign_keys:
+            yield _foreign_key(self, cols, table, ref_cols)
         if self.key and self.key != self.primary_key:
+            if self.has_collection:
+                yield _drop_index_without(f"{self.name}_key", COLLECTION)
             yield sql.SQL("CREATE UNIQUE INDEX IF NOT EXISTS {} ON {} ({})").format(
-                sql.Identifier(f"{self.name}_key"), self.identifier(), _idents(self.unique_key)
+                sql.Identifier(f"{self.name}_key"),
+                self.identifier(),
+                _idents(self.indexed(self.unique_key)),
             )
         for cols in self.indexes:
+            name = f"{self.name}_{'_'.join(cols)}_idx"
+            if self.has_collection:
+                yield _drop_index_without(name, COLLECTION)
             yield sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} ({})").format(
-                sql.Identifier(f"{self.name}_{'_'.join(cols)}_idx"),
-                self.identifier(),
-                _idents(cols),
+                sql.Identifier(name), self.identifier(), _idents(self.indexed(cols))
             )
 
 
@@ -244,6 +261,60 @@ def _drop_index_without(index: str, column: str) -> sql.Composable:
         END IF;
         END $$"""
     ).format(schema=sql.Literal(SCHEMA), index=sql.Literal(index), column=sql.Literal(column))
+
+
+def _rekey(table: Table) -> sql.Composable:
+    """Replace `table`'s primary key when its columns are not the declared ones (an older
+    shape: before `collection` joined it, `schema.Table.indexed`); foreign keys that
+    referenced it go with it (CASCADE) and are added again by `_foreign_key`."""
+    constraint = f"{table.name}_pkey"
+    columns = table.indexed(table.primary_key)
+    return sql.SQL(
+        """DO $$ BEGIN
+        IF EXISTS (SELECT 1 FROM pg_constraint AS k
+                   WHERE k.conrelid = {table}::regclass AND k.conname = {constraint}
+                     AND ARRAY(SELECT a.attname::text
+                               FROM unnest(k.conkey) WITH ORDINALITY AS u(attnum, i)
+                               JOIN pg_attribute AS a
+                                 ON a.attrelid = k.conrelid AND a.attnum = u.attnum
+                               ORDER BY u.i) <> {names}::text[]) THEN
+            ALTER TABLE {ident} DROP CONSTRAINT {constraint_ident} CASCADE;
+            ALTER TABLE {ident} ADD PRIMARY KEY ({columns});
+        END IF;
+        END $$"""
+    ).format(
+        table=sql.Literal(table.qualified_name),
+        constraint=sql.Literal(constraint),
+        names=sql.Literal(list(columns)),
+        ident=table.identifier(),
+        constraint_ident=sql.Identifier(constraint),
+        columns=_idents(columns),
+    )
+
+
+def _foreign_key(
+    table: Table, columns: Sequence[str], ref_table: str, ref_columns: Sequence[str]
+) -> sql.Composable:
+    """The foreign key of `table`, named after its columns, added when missing (a fresh table,
+    or one whose referenced key `_rekey` replaced)."""
+    name = f"{table.name}_{'_'.join(columns)}_fkey"
+    return sql.SQL(
+        """DO $$ BEGIN
+        IF NOT EXISTS (SELECT 1 FROM pg_constraint
+                       WHERE conrelid = {table}::regclass AND conname = {name}) THEN
+            ALTER TABLE {ident} ADD CONSTRAINT {name_ident}
+                FOREIGN KEY ({columns}) REFERENCES {ref} ({ref_columns});
+        END IF;
+        END $$"""
+    ).format(
+        table=sql.Literal(table.qualified_name),
+        name=sql.Literal(name),
+        ident=table.identifier(),
+        name_ident=sql.Identifier(name),
+        columns=_idents(columns),
+        ref=sql.Identifier(SCHEMA, ref_table),
+        ref_columns=_idents(ref_columns),
+    )
 
 
 def _column_sql(column: Column) -> sql.Composable:
@@ -500,7 +571,7 @@ BATCH_DOCUMENTS = Table(
     # Registration (seams/storage/batches.py) admits a file version only when it is not already
     # the document's newest: sensors stay idempotent, and a reverted file lands again.
     indexes=(("document_id", "registered_at"),),
-    foreign_keys=((("batch_key",), "batches", ("batch_key",)),),
+    foreign_keys=((("batch_key", "collection"), "batches", ("batch_key", "collection")),),
     description="The frozen manifest: which file versions make up each batch.",
 )
 
@@ -748,9 +819,12 @@ COLLECTION_TENANTS = Table(
         Column("tenant", "text", description="the tenant that may read it"),
         Column("role_name", "text", description="that tenant's role (tenants.tenant_role)"),
     ),
-    key=("collection",),
+    key=("role_name", "collection"),
     partitioned=False,
-    primary_key=("collection",),
+    # Led by the role: a tenant's own rows are an index range, so no scan of it (`WHERE
+    # collection = ...`) passes another tenant's rows to a filter. One tenant per collection
+    # is `sync_tenants`' to keep (it writes the whole mapping from settings).
+    primary_key=("role_name", "collection"),
     # Written by `seams.storage.tenants.sync_tenants`; the row-level security policies read it.
     description="Which tenant reads which collection: the row-level security policies read it.",
 )
@@ -978,13 +1052,15 @@ def builds_ddl() -> list[sql.Composable]:
     builds = BATCH_BUILDS.identifier()
     return [
         sql.SQL("CREATE SEQUENCE IF NOT EXISTS {}").format(sql.Identifier(SCHEMA, PUBLICATION_SEQ)),
+        _drop_index_without("batch_builds_open", COLLECTION),
         sql.SQL(
-            "CREATE UNIQUE INDEX IF NOT EXISTS batch_builds_open ON {} (batch_key)"
+            "CREATE UNIQUE INDEX IF NOT EXISTS batch_builds_open ON {} (batch_key, collection)"
             " WHERE state IN ('building', 'complete')"
         ).format(builds),
+        _drop_index_without("batch_builds_published", COLLECTION),
         sql.SQL(
-            "CREATE UNIQUE INDEX IF NOT EXISTS batch_builds_published ON {} (batch_key)"
-            " WHERE state = 'published'"
+            "CREATE UNIQUE INDEX IF NOT EXISTS batch_builds_published ON {}"
+            " (batch_key, collection) WHERE state = 'published'"
         ).format(builds),
         # Replaced by the same index with `generation` (semantic_boundaries' declaration).
         sql.SQL("DROP INDEX IF EXISTS {}").format(
