@@ -475,9 +475,9 @@ def sync_tenants(conn: psycopg.Connection[Any], assignments: Mapping[str, str | 
         )
         with conn.cursor() as cursor:
             cursor.executemany(
-                sql.SQL("INSERT INTO {} (collection, tenant, role_name) VALUES (%s, %s, %s)").format(
-                    table
-                ),
+                sql.SQL(
+                    "INSERT INTO {} (collection, tenant, role_name) VALUES (%s, %s, %s)"
+                ).format(table),
                 rows,
             )
     return created

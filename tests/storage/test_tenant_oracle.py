@@ -22,7 +22,8 @@ import psycopg
 from psycopg import sql
 
 from seams.storage import schema, tenants
-from tests.storage.test_tenants import COLLECTIONS, Tenancy, tenancy  # noqa: F401
+from tests.storage.test_tenants import COLLECTIONS, Tenancy
+from tests.storage.test_tenants import tenancy as tenancy  # the fixture, shared
 
 COUNTERS = (
     "Actual Rows",
@@ -163,7 +164,9 @@ def test_range_probes_of_every_indexed_column_reveal_only_the_tenants_own_values
         # Narrowing ranges, as an attacker would: nothing of the others, all of its own.
         for table, column in (("lexical_terms", "lexeme"), ("current_documents", "document_id")):
 
-            def probe(lo: str, hi: str, collections: list[str]) -> bool:
+            def probe(
+                lo: str, hi: str, collections: list[str], table: str = table, column: str = column
+            ) -> bool:
                 return signal(
                     mine,
                     table,
@@ -183,3 +186,25 @@ def test_range_probes_of_every_indexed_column_reveal_only_the_tenants_own_values
                 (mine_reads,),
             ).fetchall()
             assert sorted(own) == [e[0] for e in expected] and own, (table, own)
+
+
+def test_a_plan_cached_before_a_collection_is_taken_away_no_longer_reads_it(
+    tenancy: Tenancy,
+) -> None:
+    """The tenant's collections are folded into the plan: a change of the assignments replans
+    every cached plan (here a generic prepared plan in a session that stays open)."""
+    query = "EXECUTE counted"
+    with (
+        psycopg.connect(tenancy.owner_url, autocommit=True) as owner,
+        psycopg.connect(tenancy.urls[tenancy.a], autocommit=True) as mine,
+    ):
+        before = dict(owner.execute("SELECT collection, tenant FROM seams.collection_tenants"))
+        mine.execute("SET plan_cache_mode = force_generic_plan")
+        mine.execute("PREPARE counted AS SELECT count(*) FROM seams.chunks")
+        assert mine.execute(query).fetchone() == (2,)  # alpha and alpha2
+        try:
+            tenants.sync_tenants(owner, {**before, "alpha2": None})
+            assert mine.execute(query).fetchone() == (1,)
+        finally:
+            tenants.sync_tenants(owner, {**before, "gamma": None, "default": None})
+        assert mine.execute(query).fetchone() == (2,)

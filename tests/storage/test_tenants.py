@@ -425,10 +425,14 @@ def test_sync_follows_the_settings(tenancy: Tenancy) -> None:
     with psycopg.connect(tenancy.owner_url, autocommit=True) as conn:
         before = assigned(conn)
         try:
-            tenants.sync_tenants(conn, {"alpha": tenancy.a, "beta": tenancy.a})
-            assert assigned(conn) == {"alpha": tenancy.a, "beta": tenancy.a}
+            tenants.sync_tenants(conn, {"alpha": tenancy.a, "beta": tenancy.a, "gamma": None})
+            # alpha2, no longer declared (renamed, say), keeps its tenant while its documents
+            # are current, as the owner still reads them; a declared collection follows.
+            assert assigned(conn) == {"alpha": tenancy.a, "alpha2": tenancy.a, "beta": tenancy.a}
             with psycopg.connect(tenancy.urls[tenancy.b]) as b:
                 assert b.execute("SELECT count(*) FROM seams.chunks").fetchone() == (0,)
+            tenants.sync_tenants(conn, {"alpha": tenancy.a, "alpha2": None, "beta": tenancy.a})
+            assert assigned(conn) == {"alpha": tenancy.a, "beta": tenancy.a}
         finally:
             tenants.sync_tenants(conn, before)
         assert assigned(conn) == before
