@@ -88,9 +88,12 @@ PRIVATE: tuple[schema.Table, ...] = (
     schema.EMBEDDING_CACHE,
     schema.DOCUMENT_TOMBSTONES,
     schema.EXTRACTION_ATTEMPTS,
+    schema.TARGET_STATES,
+    schema.TARGET_RECORDS,
 )
 """Tables no tenant reads: shared across collections (the embedding cache, file bytes by
-hash) or operational (tombstones, extraction attempts). The BM25 statistics are kept per
+hash) or operational (tombstones, extraction attempts, what each vector-store target holds:
+its records' chunk ids span collections). The BM25 statistics are kept per
 collection, so they are protected like the postings: a tenant's search scores with its own
 collections' document frequencies and lengths."""
 SHARED: tuple[schema.Table, ...] = (schema.SCHEMA_VERSION,)
