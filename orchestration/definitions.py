@@ -287,7 +287,7 @@ def build_definitions(
         jobs=[*jobs, build_backfill_unsynced_job(this_location)],
         sensors=[
             *inboxes,
-            build_sync_sensor(lineages=lineages),
+            build_sync_sensor(lineages=lineages, location=this_location),
             *build_automation_sensors(settings.backfill, lineages),
             *evaluation_sensors,
             *target_sensors,

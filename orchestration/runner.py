@@ -38,6 +38,7 @@ from seams.orchestration.pending_work import (
 from seams.orchestration.run_events import RunEvents, failure_reason
 from seams.orchestration.run_summary import RunSummary, format_summary, summarize
 from seams.orchestration.shell_commands import python_command, seams_command
+from seams.orchestration.switch_completion import complete_switch
 from seams.orchestration.target_run import refresh_targets
 from seams.paths import sample_corpus
 from seams.resources.postgres import PostgresResource
@@ -390,7 +391,9 @@ def backfill(
     collection: str | None = None,
 ) -> RunSummary:
     """One Dagster backfill per collection of exactly the unsynced assets of every batch (of
-    `collection` only, when given; none unsynced: no backfill)."""
+    `collection` only, when given; none unsynced: no backfill), and what a held model switch
+    still waits for: `chunk_index` of its batches in declared collections, and the index of
+    those in collections the settings no longer declare (`switch_completion`)."""
     found = all_partitions(instance, defs)
     if collection is not None:
         only = lineage_named(defs, collection)
@@ -399,16 +402,21 @@ def backfill(
     stale = {
         p: keys for p, keys in unsynced_assets(instance, partitions, defs=defs).items() if keys
     }
+    switch = model_switch(defs)
+    for batch in switch.waiting if switch is not None else ():
+        if batch in found and batch not in stale:  # Dagster sees it fresh; the switch does not
+            stale[batch] = [found[batch].key("chunk_index")]
     summary = RunSummary(batches=list(stale))
     if not stale:
         report(f"all {len(partitions)} batch(es) are up to date: nothing to backfill")
-        if retrieval_eval_unsynced(instance, defs):  # its questions or search settings changed
-            refresh_retrieval_eval(instance, defs, report, started_by="seams backfill")
-        refresh_targets(instance, defs, report, started_by="seams backfill")
-        return summary
-    for partition, keys in stale.items():
-        report(f"batch {partition}: unsynced {', '.join(k.to_user_string() for k in keys)}")
-    run_backfill(instance, stale, report, summary, defs=defs, started_by="seams backfill")
-    refresh_retrieval_eval(instance, defs, report, started_by="seams backfill")
+    else:
+        for partition, keys in stale.items():
+            report(f"batch {partition}: unsynced {', '.join(k.to_user_string() for k in keys)}")
+        run_backfill(instance, stale, report, summary, defs=defs, started_by="seams backfill")
+    completed = complete_switch(defs, report) if collection is None else None
+    changed = stale or (completed is not None and completed.published)
+    # The published index changed, or the evaluation's questions or search settings did.
+    if changed or retrieval_eval_unsynced(instance, defs):
+        refresh_retrieval_eval(instance, defs, report, started_by="seams backfill")
     refresh_targets(instance, defs, report, started_by="seams backfill")
     return summary

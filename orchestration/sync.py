@@ -21,6 +21,11 @@ location's asset graph, as the sensor does, never the run's (a run holding only 
 see no unsynced asset). A failed `in_sync` names what to click: the `backfill_unsynced` job
 (`seams.orchestration.jobs`), one backfill of exactly the unsynced batches and assets.
 
+A model switch held for a batch (`seams.storage.publication.ModelSwitch`) fails `in_sync` on
+every collection's `chunk_index` too, whatever Dagster's verdict: its materializations carry the
+new model, yet search answers with the old one until the batch is built, and the check's text
+says so ("held: waiting for batch K (collection default) ...: run `seams backfill`").
+
 Both live with the orchestration, beside the inbox sensor, not with the assets: they read the
 instance's verdict, which Dagster exposes only through its internals (`dagster_internals`).
 """
@@ -30,13 +35,16 @@ import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
 
 import dagster as dg
+import psycopg
 
 from seams.assets.partitions import BATCH_ASSETS, DEFAULT_LINEAGE, Lineage
+from seams.errors import SeamsError
 from seams.orchestration.dagster_internals import (
     AssetCheckEvaluationTargetMaterializationData,
     StaleStatus,
     stale_status_resolver,
 )
+from seams.storage import publication
 
 SYNC_CHECK = "in_sync"
 SYNC_SENSOR = "settings_sync"
@@ -88,7 +96,25 @@ def unsynced_partitions(
     }
 
 
-def _metadata(stale: list[str], total: int) -> dict[str, object]:
+def held_switch(defs: dg.Definitions) -> str | None:
+    """Why the index is held (a model switch waiting for batches: its `describe()`), or None:
+    nothing held, or the data cannot be read (the check then judges on Dagster's verdict)."""
+    try:
+        with defs.resources["postgres"].connection() as conn:
+            switch = publication.model_switch(conn)
+    except (psycopg.Error, SeamsError, KeyError):
+        return None
+    return switch.describe() if switch is not None and switch.waiting else None
+
+
+def held_keys(lineages: Sequence[Lineage]) -> frozenset[dg.AssetKey]:
+    """The assets a held switch fails `in_sync` on: every lineage's `chunk_index`."""
+    return frozenset(lin.key("chunk_index") for lin in lineages)
+
+
+def _metadata(stale: list[str], total: int, held: str | None = None) -> dict[str, object]:
+    if held is not None:
+        return {"unsynced_batches": len(stale), "batches": total, "held": held}
     listed = "\n".join(f"- {p}" for p in stale[:LISTED_BATCHES])
     if len(stale) > LISTED_BATCHES:
         listed += f"\n- ... and {len(stale) - LISTED_BATCHES} more"
@@ -99,18 +125,25 @@ def _metadata(stale: list[str], total: int) -> dict[str, object]:
     return metadata
 
 
-def _verdict(stale: list[str], total: int) -> str | None:
+def _verdict(stale: list[str], total: int, held: str | None = None) -> str | None:
     """The result's one line, what to click included (None when in sync)."""
+    if held is not None:
+        return held
     if not stale:
         return None
     return f"{len(stale)} of {total} batch(es) unsynced: launch the job {BACKFILL_JOB}"
 
 
 def sync_evaluation(
-    key: dg.AssetKey, stale: list[str], total: int, latest: object | None = None
+    key: dg.AssetKey,
+    stale: list[str],
+    total: int,
+    latest: object | None = None,
+    held: str | None = None,
 ) -> dg.AssetCheckEvaluation:
     """The `in_sync` verdict of one asset, as the sensor reports it, tied to `latest` (the asset's
-    latest materialization record, if any) so the UI counts it as evaluated on that one."""
+    latest materialization record, if any) so the UI counts it as evaluated on that one; `held`:
+    why its index is held (it fails whatever Dagster says)."""
     target = None
     if latest is not None:
         target = AssetCheckEvaluationTargetMaterializationData(
@@ -121,18 +154,23 @@ def sync_evaluation(
     return dg.AssetCheckEvaluation(
         asset_key=key,
         check_name=SYNC_CHECK,
-        passed=not stale,
-        metadata=_metadata(stale, total),
+        passed=not stale and held is None,
+        metadata=_metadata(stale, total, held),
         severity=dg.AssetCheckSeverity.WARN,
-        description=_verdict(stale, total),
+        description=_verdict(stale, total, held),
         target_materialization_data=target,
     )
 
 
-def describe(stale: Mapping[dg.AssetKey, Sequence[str]], total: int) -> str:
-    """One line on what is unsynced: `2 of 3 batches unsynced: in_sync failed on chunks, ...`."""
+def describe(
+    stale: Mapping[dg.AssetKey, Sequence[str]], total: int, held: str | None = None
+) -> str:
+    """One line on what is unsynced: `2 of 3 batches unsynced: in_sync failed on chunks, ...`
+    (and why the index is held, when it is)."""
     batches = {batch for keys in stale.values() for batch in keys}
     failed = [key.to_user_string() for key, keys in stale.items() if keys]
+    if held is not None:
+        return f"{len(batches)} of {total} batch(es) unsynced; the index is {held}"
     if not failed:
         return f"all {total} batch(es) in sync: in_sync passed on every asset"
     return f"{len(batches)} of {total} batch(es) unsynced: in_sync failed on {', '.join(failed)}"
@@ -177,8 +215,10 @@ def build_sync_check(
         partitions = lineage_partitions(context.instance, lineages)
         totals = _totals(partitions)
         try:
-            graph = location().resolve_asset_graph()
+            defs = location()
+            graph = defs.resolve_asset_graph()
             stale = unsynced_partitions(context.instance, graph, partitions)
+            held = held_switch(defs)
         except Exception as exc:  # a check that cannot look must not fail the run it is in
             context.log.warning(f"in_sync could not be evaluated: {exc}")
             for key in totals:
@@ -195,13 +235,14 @@ def build_sync_check(
         for key, batches in stale.items():
             if key not in selected:
                 continue
+            why = held if key in held_keys(lineages) else None
             yield dg.AssetCheckResult(
                 asset_key=key,
                 check_name=SYNC_CHECK,
-                passed=not batches,
+                passed=not batches and why is None,
                 severity=dg.AssetCheckSeverity.WARN,
-                metadata=_metadata(batches, totals[key]),
-                description=_verdict(batches, totals[key]),
+                metadata=_metadata(batches, totals[key], why),
+                description=_verdict(batches, totals[key], why),
             )
 
     return in_sync
@@ -213,10 +254,13 @@ def _totals(partitions: Mapping[Lineage, Sequence[str]]) -> dict[dg.AssetKey, in
 
 
 def build_sync_sensor(
-    minimum_interval_seconds: int = 30, lineages: Sequence[Lineage] = (DEFAULT_LINEAGE,)
+    minimum_interval_seconds: int = 30,
+    lineages: Sequence[Lineage] = (DEFAULT_LINEAGE,),
+    location: Callable[[], dg.Definitions] | None = None,
 ) -> dg.SensorDefinition:
     """Reports `in_sync` for every watched asset of `lineages` whenever the answer changes (on
-    by default)."""
+    by default); with `location` (the code location's definitions), a held model switch fails
+    `chunk_index`'s too."""
 
     @dg.sensor(
         name=SYNC_SENSOR,
@@ -230,6 +274,7 @@ def build_sync_sensor(
         totals = _totals(partitions)
         graph = context.repository_def.asset_graph
         stale = unsynced_partitions(context.instance, graph, partitions)
+        held = held_switch(location()) if location is not None else None
         latest = latest_materializations(context.instance, list(stale))
         state = {
             key.to_user_string(): [batches, getattr(latest.get(key), "storage_id", None)]
@@ -237,15 +282,22 @@ def build_sync_sensor(
         }
         every = sorted(batch for batches in partitions.values() for batch in batches)
         state["__batches__"] = every
+        state["__held__"] = held
         digest = hashlib.sha256(json.dumps(state, sort_keys=True).encode()).hexdigest()
-        found = describe(stale, len(every))
+        found = describe(stale, len(every), held)
         # The tick's text is what it found; a SkipReason is the one text a tick shows, and the
         # evaluations it carries are reported all the same.
         if digest == context.cursor:
             return dg.SensorResult(skip_reason=dg.SkipReason(f"{found} (unchanged)"))
         return dg.SensorResult(
             asset_events=[
-                sync_evaluation(key, batches, totals[key], latest.get(key))
+                sync_evaluation(
+                    key,
+                    batches,
+                    totals[key],
+                    latest.get(key),
+                    held if key in held_keys(lineages) else None,
+                )
                 for key, batches in stale.items()
             ],
             cursor=digest,

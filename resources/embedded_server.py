@@ -28,6 +28,11 @@ its binaries to o+rx. Here the server is started with `initdb`/`pg_ctl` directly
   at ~20k chunks, and from there each added batch writes into indexes that no longer fit, so
   its cost grows with the corpus. A setting chosen with `ALTER SYSTEM` (saved in the data dir's
   `postgresql.auto.conf`) is left to that file; a restart applies either.
+- The server runs at normal priority, whoever starts it: every backend it forks inherits its
+  niceness, a reader's too, and only batch work yields the CPU (its own backends are lowered by
+  the connection's owner, `seams.resources.postgres`). A batch command lowers itself after the
+  server is up, and `pg_ctl start` runs from a thread at niceness 0 where the system allows it
+  (root); a server found running niced is raised back where it can be.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
+import logging
 import os
 import re
 import shlex
@@ -55,6 +61,8 @@ from seams.resources.server_files import (
     reachable_binaries,
     server_user,
 )
+
+log = logging.getLogger(__name__)
 
 SUPERUSER = "postgres"
 SOCKET_NAME = ".s.PGSQL.5432"
@@ -322,6 +330,7 @@ def start_server(pgdata: Path, *, runtime_dir: Path | None = None) -> str:
         info = running_postmaster(pgdata)
         if info is not None:
             _check_socket_is_private(pgdata, info.socket_dir, user)
+            _normal_server_priority(info.pid)
             return info.get_uri(database=SUPERUSER)
         if not (pgdata / "PG_VERSION").exists():
             stop_orphaned_servers(pgdata)
@@ -348,14 +357,15 @@ def start_server(pgdata: Path, *, runtime_dir: Path | None = None) -> str:
             start = [*wait, "-o", server_options, "-l", str(log), "start"]
             logged = log.stat().st_size if log.exists() else 0
             try:
-                _pg_command(
-                    binaries,
-                    "pg_ctl",
-                    start,
-                    pgdata=pgdata,
-                    timeout=START_TIMEOUT_S + 30,
-                    user=user,
-                )
+                with _normal_priority():  # the server inherits the starting thread's niceness
+                    _pg_command(
+                        binaries,
+                        "pg_ctl",
+                        start,
+                        pgdata=pgdata,
+                        timeout=START_TIMEOUT_S + 30,
+                        user=user,
+                    )
                 break
             except subprocess.CalledProcessError:
                 # A system that cannot reserve the sized shared memory (strict overcommit, a
@@ -368,6 +378,39 @@ def start_server(pgdata: Path, *, runtime_dir: Path | None = None) -> str:
                 f"the embedded PostgreSQL in {pgdata} did not come up: see {pgdata / 'log'}"
             )
         return info.get_uri(database=SUPERUSER)
+
+
+@contextlib.contextmanager
+def _normal_priority() -> Iterator[None]:
+    """The calling thread at niceness 0 while the block runs (Linux keeps a niceness per thread,
+    and a child inherits its creator's), then back at its own; where raising a priority is not
+    allowed (not root), the thread stays as it is."""
+    try:
+        own = os.getpriority(os.PRIO_PROCESS, 0)
+    except (AttributeError, OSError):
+        own = 0
+    raised = False
+    if own > 0:
+        try:
+            os.setpriority(os.PRIO_PROCESS, 0, 0)
+            raised = True
+        except OSError as exc:
+            log.info("the embedded PostgreSQL starts at this process's niceness %s: %s", own, exc)
+    try:
+        yield
+    finally:
+        if raised:
+            os.setpriority(os.PRIO_PROCESS, 0, own)
+
+
+def _normal_server_priority(pid: int) -> None:
+    """A running server started niced (by a batch command of an older Seams) back at niceness
+    0, so the backends it forks for readers are too; left as it is where that is not allowed."""
+    try:
+        if os.getpriority(os.PRIO_PROCESS, pid) > 0:
+            os.setpriority(os.PRIO_PROCESS, pid, 0)
+    except (AttributeError, OSError) as exc:
+        log.info("the embedded PostgreSQL (pid %s) keeps its niceness: %s", pid, exc)
 
 
 def _shared_memory_refused(log: Path, offset: int) -> bool:

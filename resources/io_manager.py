@@ -101,11 +101,23 @@ def write_metadata(result: WriteResult, table: schema.Table) -> dict[str, Any]:
     )
     if table.partitioned:
         meta["dagster/partition_row_count"] = result.rows_written
+        (written,) = result.batches.values()
+        meta.update(_build_state(written, result.held.get(result.partitions[0])))
     return meta
 
 
-def batch_metadata(batch: BatchWrite) -> dict[str, Any]:
-    """One partition's own numbers, for its materialization (Dagster's row-count keys too)."""
+def _build_state(batch: BatchWrite, held: str | None) -> dict[str, Any]:
+    """A partition write's effect on what readers see: the published rows its build replaces
+    once published (`rows_replaced`; readers still see them), and why its build is held."""
+    state: dict[str, Any] = {"rows_replaced": batch.rows_replaced}
+    if held is not None:
+        state["held"] = held
+    return state
+
+
+def batch_metadata(batch: BatchWrite, held: str | None = None) -> dict[str, Any]:
+    """One partition's own numbers, for its materialization (Dagster's row-count keys too), and
+    why its build is held (`held`)."""
     return {
         "dagster/row_count": batch.rows_written,
         "dagster/partition_row_count": batch.rows_written,
@@ -113,6 +125,7 @@ def batch_metadata(batch: BatchWrite) -> dict[str, Any]:
         "rows_deleted": batch.rows_deleted,
         "bytes_written": batch.bytes_written,
         "write_seconds": _seconds(batch.seconds),
+        **_build_state(batch, held),
     }
 
 
@@ -125,7 +138,9 @@ def _add_batch_metadata(context: dg.OutputContext, result: WriteResult) -> None:
         return
     for key, written in result.batches.items():
         step.add_asset_metadata(
-            batch_metadata(written), asset_key=context.asset_key, partition_key=key
+            batch_metadata(written, result.held.get(key)),
+            asset_key=context.asset_key,
+            partition_key=key,
         )
 
 

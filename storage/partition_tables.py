@@ -54,12 +54,16 @@ class BatchWrite:
 
     rows_written: int
     rows_deleted: int
-    """Rows the write replaces: the build's own earlier rows, or the published ones (which
-    stay visible until the build is published)."""
+    """Rows the write retired: the build's own earlier rows, and the published rows it replaces
+    once its build is published (a build held or left open retires none of those: readers
+    still see them)."""
     bytes_written: int
     seconds: float
     generation: int | None = None
     """The batch's build the rows belong to (None: an unpartitioned table)."""
+    rows_replaced: int = 0
+    """Published rows the write's build replaces that readers still see: they are retired when
+    the build is published (a later write's publication, or never if it is held)."""
 
 
 @dataclass(frozen=True)
@@ -150,11 +154,11 @@ def _write_table_once(
                     builds = publication.open_builds(conn, keys, run_id)
                 # Every partition's rows go before any are written (a key that spans batches
                 # cannot collide with a row about to be deleted); each is timed and counted.
-                deleted, seconds = {}, {}
+                deleted, replaced, seconds = {}, {}, {}
                 for key in keys or [None]:
                     begun = time.perf_counter()
                     build = None if key is None else builds[key]
-                    deleted[key] = _delete(conn, table, key, build)
+                    deleted[key], replaced[key] = _delete(conn, table, key, build)
                     seconds[key] = time.perf_counter() - begun
                 for key, rows in _rows_by_partition(table, columns, keys):
                     begun = time.perf_counter()
@@ -172,6 +176,7 @@ def _write_table_once(
                         nbytes,
                         seconds[key] + time.perf_counter() - begun,
                         None if key is None else builds[key].generation,
+                        replaced[key],
                     )
                 if builds:
                     publication.record_part(conn, table, builds)
@@ -179,6 +184,11 @@ def _write_table_once(
                         published = publication.complete_and_publish(
                             conn, _with_part(builds, table.name), run_id=run_id
                         )
+            for key in batches.keys() & published.published.keys():  # replaced rows are gone
+                done = batches[key]
+                batches[key] = replace(
+                    done, rows_deleted=done.rows_deleted + done.rows_replaced, rows_replaced=0
+                )
             if published.retired_models:  # a model switch was published: the old index goes
                 publication.drop_retired_indexes(conn, published)
         except psycopg.errors.UniqueViolation as exc:
@@ -270,25 +280,26 @@ def _delete(
     table: schema.Table,
     key: str | None,
     build: publication.Build | None,
-) -> int:
-    """Remove what this write replaces; returns how many rows it replaces.
+) -> tuple[int, int]:
+    """Remove what this write replaces; returns how many rows it removed, and how many published
+    rows it replaces without removing them.
 
     Unpartitioned: every row. A partition: the open build's own rows of the table (a rerun of
     the step). A table the build had not written yet replaces the published rows, which stay
-    visible and go when the build is published: they are counted, not deleted.
+    visible and go when the build is published: they are counted apart, not deleted.
     """
     if key is None or build is None:
-        return conn.execute(sql.SQL("DELETE FROM {}").format(table.identifier())).rowcount
+        return conn.execute(sql.SQL("DELETE FROM {}").format(table.identifier())).rowcount, 0
     query = sql.SQL("DELETE FROM {} WHERE {} = %s AND {} = %s").format(
         table.identifier(), sql.Identifier(schema.BATCH_KEY), sql.Identifier(schema.GENERATION)
     )
     removed = conn.execute(query, (key, build.generation)).rowcount
     if table.name in build.parts or build.published_generation is None:
-        return removed
+        return removed, 0
     count = sql.SQL("SELECT count(*) FROM {} WHERE {} = %s AND {} <= %s").format(
         table.identifier(), sql.Identifier(schema.BATCH_KEY), sql.Identifier(schema.GENERATION)
     )
-    return int(conn.execute(count, (key, build.published_generation)).fetchone()[0])
+    return removed, int(conn.execute(count, (key, build.published_generation)).fetchone()[0])
 
 
 class _CountingWriter(LibpqWriter):

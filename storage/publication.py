@@ -141,17 +141,32 @@ class ModelSwitch:
     """Batches with a complete build of `target`, held."""
     waiting: tuple[str, ...]
     """Batches whose current chunks have vectors of another model and no such build yet."""
+    collections: Mapping[str, str] = field(default_factory=dict)
+    """The collection of each waiting batch (a collection the settings no longer declare is
+    built by `seams backfill`, not by a job)."""
 
     @property
     def total(self) -> int:
         return len(self.ready) + len(self.waiting)
 
-    def describe(self) -> str:
-        """`waiting for the model switch from ab12 to cd34: 2 of 5 batch(es) ready`."""
+    def waiting_for(self, most: int = 5) -> str:
+        """`batch K (collection default), batch L (collection notes)` (and how many more)."""
+        named = [
+            f"batch {b} (collection {self.collections.get(b, COLLECTION)})"
+            for b in self.waiting[:most]
+        ]
+        more = f" and {len(self.waiting) - most} more" if len(self.waiting) > most else ""
+        return ", ".join(named) + more
+
+    def describe(self, command: str = "seams backfill") -> str:
+        """`held: waiting for batch K (collection default) to switch models from ab12 to cd34
+        (2 of 3 batch(es) ready; search answers with ab12 until every batch is): run `seams
+        backfill``."""
         return (
-            f"waiting for the model switch from {self.serving[:12]} to {self.target[:12]}: "
-            f"{len(self.ready)} of {self.total} batch(es) ready (search answers with "
-            f"{self.serving[:12]} until every batch is; `seams backfill` builds the rest)"
+            f"held: waiting for {self.waiting_for() or 'the other held builds'} to switch "
+            f"models from {self.serving[:12]} to {self.target[:12]} ({len(self.ready)} of "
+            f"{self.total} batch(es) ready; search answers with {self.serving[:12]} until every "
+            f"batch is): run `{command}`"
         )
 
 
@@ -316,7 +331,7 @@ def complete_and_publish(
         mine = {b: g for b, g in ready.items() if models.get(b) == target}
         group, runs, waiting = _switch_group(conn, target, mine)
         if waiting or len(switching) > 1:  # two new models at once: neither is the switch
-            state = ModelSwitch(serving, target, tuple(sorted(group)), waiting)
+            state = ModelSwitch(serving, target, tuple(sorted(group)), tuple(waiting), waiting)
             _hold(conn, mine)
             held.update(dict.fromkeys(mine, state.describe()))
             continue
@@ -356,26 +371,28 @@ def build_models(conn: psycopg.Connection[Any], builds: Mapping[str, int]) -> di
     return {str(b): str(m) for b, m in rows}
 
 
-def _waiting_batches(conn: psycopg.Connection[Any], target: str) -> list[str]:
+def _waiting_batches(conn: psycopg.Connection[Any], target: str) -> dict[str, str]:
     """Published batches with current documents whose visible vectors are of another model than
-    `target`: each needs a complete build of `target` before the switch is published."""
+    `target`, with their collections: each needs a complete build of `target` before the switch
+    is published."""
     rows = conn.execute(
-        "SELECT b.batch_key FROM seams.batch_builds AS b WHERE b.state = 'published'"
+        "SELECT b.batch_key, b.collection FROM seams.batch_builds AS b"
+        " WHERE b.state = 'published'"
         " AND EXISTS (SELECT 1 FROM seams.current_documents AS d WHERE d.batch_key = b.batch_key)"
         " AND EXISTS (SELECT 1 FROM seams.chunk_index AS i WHERE i.batch_key = b.batch_key"
         "             AND i.generation <= b.generation AND i.model_id <> %s)"
         " ORDER BY b.batch_key",
         (target,),
     ).fetchall()
-    return [str(r[0]) for r in rows]
+    return {str(b): str(c) for b, c in rows}
 
 
 def _switch_group(
     conn: psycopg.Connection[Any], target: str, mine: Mapping[str, int]
-) -> tuple[dict[str, int], dict[str, str | None], tuple[str, ...]]:
+) -> tuple[dict[str, int], dict[str, str | None], dict[str, str]]:
     """The builds a switch to `target` would publish together (`mine`, the caller's complete
     builds of it, and every other complete build of it whose row is free, now locked), the runs
-    that wrote those others, and the batches still waiting for one."""
+    that wrote those others, and the batches still waiting for one (with their collections)."""
     others = conn.execute(
         _BUILD_ROWS + " WHERE o.state IN ('building', 'complete') AND 'chunk_index' = ANY(o.parts)"
         " AND o.batch_key <> ALL(%s)"
@@ -386,7 +403,7 @@ def _switch_group(
     models = _complete_models(conn, candidates)
     others = {b: candidates[b].generation for b, m in models.items() if m == target}
     group = {**mine, **others}
-    waiting = tuple(b for b in _waiting_batches(conn, target) if b not in group)
+    waiting = {b: c for b, c in _waiting_batches(conn, target).items() if b not in group}
     return group, {b: candidates[b].run_id for b in others}, waiting
 
 
@@ -440,8 +457,8 @@ def model_switch(conn: psycopg.Connection[Any]) -> ModelSwitch | None:
         return None
     target = max(targets, key=lambda m: sum(v == m for v in models.values()))
     ready = tuple(sorted(b for b, m in models.items() if m == target))
-    waiting = tuple(b for b in _waiting_batches(conn, target) if b not in ready)
-    return ModelSwitch(serving, target, ready, waiting)
+    waiting = {b: c for b, c in _waiting_batches(conn, target).items() if b not in ready}
+    return ModelSwitch(serving, target, ready, tuple(waiting), waiting)
 
 
 def incomplete(conn: psycopg.Connection[Any], builds: Mapping[str, Build]) -> dict[str, str]:

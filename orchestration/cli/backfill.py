@@ -20,16 +20,19 @@ from seams.orchestration.priority import lower_priority
 def run(args: argparse.Namespace) -> int:
     """Recompute, for every batch, the assets a settings or code change made unsynced, once no
     other `seams run`/`seams backfill` works on the same data (see `--no-wait`)."""
-    lower_priority(args.settings.execution.niceness)  # readers searching meanwhile come first
     defs = definitions(args)
     if args.collection is not None:  # a name the settings lack: said before any work
         lineage_named(defs, args.collection)
     runner.check_can_submit(defs, "seams backfill")
+    # The embedded server is started (at normal priority: readers' backends inherit it) before
+    # this process yields the CPU to readers searching meanwhile.
+    seams_instance = prepare_instance(args.environment)
+    lower_priority(args.settings.execution.niceness)
     started = time.perf_counter()
     report = (lambda _m: None) if args.json else say
     waiting = (lambda m: print_err(f"seams: {m}")) if args.json else say  # JSON stays parseable
     with (
-        prepare_instance(args.environment).open() as instance,
+        seams_instance.open() as instance,
         runner.hold_data(defs, "seams backfill", waiting, wait=not args.no_wait),
     ):
         # The models the settings name exist before any batch needs them (a switch to the

@@ -207,11 +207,13 @@ def records_report(
 
 
 def _switch_line(switch: publication.ModelSwitch) -> str:
-    """`switching models from ab12 to cd34: 2 of 5 batch(es) ready; search answers with ab12
-    until every batch is: run `seams backfill``."""
+    """`switching models from ab12 to cd34: 2 of 3 batch(es) ready, waiting for batch K
+    (collection default); search answers with ab12 until every batch is: run `seams
+    backfill``."""
+    waiting = f", waiting for {switch.waiting_for()}" if switch.waiting else ""
     return (
         f"switching models from {switch.serving[:12]} to {switch.target[:12]}: "
-        f"{len(switch.ready)} of {switch.total} batch(es) ready; search answers with "
+        f"{len(switch.ready)} of {switch.total} batch(es) ready{waiting}; search answers with "
         f"{switch.serving[:12]} until every batch is: run `{seams_command()} backfill`"
     )
 

@@ -40,12 +40,15 @@ def run(args: argparse.Namespace) -> int:
                 f"(`{runner.seams_command()} run` alone chunks "
                 + ("every collection's source)" if collections else "the bundled sample corpus)")
             )
-    lower_priority(args.settings.execution.niceness)  # readers searching meanwhile come first
     defs = definitions(args)
     runner.check_can_submit(defs, "seams run")
+    # The embedded server is started (at normal priority: readers' backends inherit it) before
+    # this process yields the CPU to readers searching meanwhile.
+    seams_instance = prepare_instance(args.environment)
+    lower_priority(args.settings.execution.niceness)
     command = f"seams run {paths[0].absolute()}" if args.path else "seams run"
     with (
-        prepare_instance(args.environment).open() as instance,
+        seams_instance.open() as instance,
         runner.hold_data(defs, command, say, wait=not args.no_wait),  # before anything is read
     ):
         runner.ensure_model(instance, say, defs=defs)

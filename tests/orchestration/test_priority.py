@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -107,3 +109,97 @@ def test_the_default_niceness_and_its_bounds() -> None:
     for bad in (-1, 20):
         with pytest.raises(ValueError, match="niceness"):
             SeamsSettings.model_validate({"execution": {"niceness": bad}})
+
+
+BATCH_COMMAND = """
+    import json, sys
+    from pathlib import Path
+    from seams.orchestration.priority import lower_priority
+    from seams.resources.database import DATA_DATABASE, EmbeddedPostgres, database_url_for
+    from seams.resources.postgres import _open_pool
+
+    def niceness(pid):
+        with open(f"/proc/{pid}/stat") as stat:  # field 19, after the command's parentheses
+            return int(stat.read().rsplit(")", 1)[1].split()[16])
+
+    lower_priority(int(sys.argv[2]))  # the worst case: lowered before it starts the server
+    server = EmbeddedPostgres(Path(sys.argv[1]))
+    url = database_url_for(server.start(), DATA_DATABASE)
+    pool = _open_pool(url, 1, local_server=True)  # the batch command's own connections
+    with pool.connection() as conn:
+        batch = niceness(conn.info.backend_pid)
+    pool.close()
+    print(json.dumps({"url": url, "batch_backend": batch, "own": niceness("self")}))
+"""
+
+
+def _niceness(pid: int) -> int:
+    """A process's niceness as /proc says it (field 19 of its stat line)."""
+    with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+        return int(stat.read().rsplit(")", 1)[1].split()[16])
+
+
+@pytest.mark.slow  # a server of its own: initdb and a start (the attach below is the lean one)
+@pytest.mark.services
+def test_only_batch_backends_run_niced_on_a_server_a_batch_command_started() -> None:
+    """A batch command lowered to `execution.niceness` starts the embedded server: the server
+    (and so every backend it forks for a reader) runs at normal priority; the batch command's
+    own backends run at its niceness."""
+    if os.geteuid() != 0:
+        pytest.skip("raising the starting thread's priority back to 0 needs root")
+    import psycopg
+
+    from seams.resources.database import EmbeddedPostgres
+    from seams.resources.embedded_server import server_tempdir
+
+    folder = server_tempdir("seams-nice-")
+    server = EmbeddedPostgres(folder / "pgdata")
+    try:
+        seen = _child(BATCH_COMMAND, str(folder / "pgdata"), "10")
+        assert seen["own"] == 10 and seen["batch_backend"] == 10, seen
+        postmaster = int((folder / "pgdata" / "postmaster.pid").read_text().split()[0])
+        assert _niceness(postmaster) == 0
+        with psycopg.connect(seen["url"]) as reader:  # a reader: a plain connection
+            assert _niceness(reader.info.backend_pid) == 0
+    finally:
+        server.stop()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.mark.services
+def test_a_batch_command_raises_a_niced_server_and_lowers_only_its_own_backends(
+    pg_server_url: str, database_url: str
+) -> None:
+    """The test server, found running niced (as a batch command of an older Seams started it),
+    is raised back to normal priority by a lowered batch command that attaches to it (a thread
+    of its own at niceness 10: Linux keeps a niceness per thread): a reader's backend then runs
+    at 0, the batch command's own at its niceness."""
+    if os.geteuid() != 0:
+        pytest.skip("raising a server's priority back to 0 needs root (or its own start)")
+    import psycopg
+
+    from seams.resources.database import EmbeddedPostgres
+
+    with psycopg.connect(pg_server_url) as conn:
+        pgdata = Path(conn.execute("SHOW data_directory").fetchone()[0])
+    postmaster = int((pgdata / "postmaster.pid").read_text().split()[0])
+    os.setpriority(os.PRIO_PROCESS, postmaster, 10)
+    try:
+        with psycopg.connect(database_url) as reader:
+            assert _niceness(reader.info.backend_pid) == 10  # what readers got before
+        started: list[str] = []
+
+        def batch_command() -> None:
+            os.setpriority(os.PRIO_PROCESS, 0, 10)  # this thread only
+            started.append(EmbeddedPostgres(pgdata).start())
+
+        thread = threading.Thread(target=batch_command)
+        thread.start()
+        thread.join()
+        assert started, "the batch command's start failed"
+        assert _niceness(postmaster) == 0
+        assert _backend_niceness(database_url, local=True, niceness=10) == 10
+        with psycopg.connect(database_url) as reader:
+            assert _niceness(reader.info.backend_pid) == 0
+    finally:
+        os.setpriority(os.PRIO_PROCESS, postmaster, 0)

@@ -18,13 +18,16 @@ from __future__ import annotations
 import itertools
 import threading
 
+import dagster as dg
 import numpy as np
 import pytest
 
 from seams.orchestration.cli.check import index_report
+from seams.orchestration.sync import sync_evaluation
+from seams.resources.io_manager import write_metadata
 from seams.resources.postgres import PostgresResource
 from seams.storage import publication, schema, vector_indexes
-from seams.storage.partition_tables import write_table
+from seams.storage.partition_tables import WriteResult, read_table, write_table
 from seams.storage.search import SearchResponse, search_response
 from tests.storage.search.test_model_choice import FixedQueries
 from tests.storage.test_vector_indexes import (
@@ -136,12 +139,14 @@ def test_an_index_switch_built_batch_by_batch_is_published_whole(
         assert (switch.serving, switch.target) == (PACKAGED, SMALL)
         assert switch.ready == BATCHES[:done] and switch.waiting == BATCHES[done:]
         assert set(left) == set(BATCHES[:done])
-        assert all("waiting for the model switch" in u.reason for u in left.values())
+        waiting = ", ".join(f"batch {b} (collection default)" for b in BATCHES[done:])
+        assert all(u.reason.startswith(f"held: waiting for {waiting} ") for u in left.values())
         assert all(u.state == "complete" for u in left.values())
         lines, status = index_report(postgres)
         assert status == 1
         assert (
-            f"Index: switching models from {PACKAGED} to {SMALL}: {done} of 3 batch(es) ready; "
+            f"Index: switching models from {PACKAGED} to {SMALL}: {done} of 3 batch(es) ready, "
+            f"waiting for {waiting}; "
             f"search answers with {PACKAGED} until every batch is: run `"
         ) in lines, lines
         assert lines.endswith(" backfill`"), lines  # the held batches are that one line
@@ -330,3 +335,51 @@ def test_a_batch_without_current_documents_does_not_hold_the_switch_and_loses_it
     with postgres.connection() as conn:  # the publishing write dropped the old model's index
         assert [i.model_id for i in vector_indexes.model_indexes(conn)] == [SMALL]
     assert answer(postgres).model_id == SMALL
+
+
+def test_a_held_switch_names_what_it_waits_for_and_retires_nothing_until_published(
+    postgres: PostgresResource,
+) -> None:
+    for batch, seed in (("b1", 1), ("b2", 2)):
+        publish(postgres, batch, PACKAGED, unit_vectors(CHUNKS, DIMENSIONS[PACKAGED], seed))
+    with postgres.connection() as conn:
+        vector_indexes.ensure_model_index(conn, SMALL, DIMENSIONS[SMALL])
+    new = {b: unit_vectors(CHUNKS, DIMENSIONS[SMALL], seed=s) for b, s in (("b1", 3), ("b2", 4))}
+
+    def switch(batch: str) -> WriteResult:
+        chunks = read_table(postgres, schema.CHUNKS, [batch])
+        frame = index_rows(chunks, SMALL, new[batch])
+        return write_table(postgres, schema.CHUNK_INDEX, frame, [batch], run_id="r")
+
+    held = switch("b2")
+    reason = held.held["b2"]
+    assert reason == (
+        f"held: waiting for batch b1 (collection default) to switch models from {PACKAGED} to "
+        f"{SMALL} (1 of 2 batch(es) ready; search answers with {PACKAGED} until every batch "
+        "is): run `seams backfill`"
+    )
+    # The page of the held write says why, and retired nothing: readers still search those rows.
+    meta = write_metadata(held, schema.CHUNK_INDEX)
+    assert meta["held"] == reason
+    assert (meta["rows_deleted"], meta["rows_replaced"]) == (0, CHUNKS)
+    assert answer(postgres).model_id == PACKAGED
+    assert count_rows(postgres, "b2", PACKAGED) == CHUNKS
+    # in_sync fails on chunk_index with that text; `seams check` names the batch and command.
+    evaluation = sync_evaluation(dg.AssetKey("chunk_index"), [], 2, None, reason)
+    assert not evaluation.passed and evaluation.description == reason
+    lines, status = index_report(postgres)
+    assert status == 1 and "waiting for batch b1 (collection default); search" in lines, lines
+
+    done = switch("b1")  # what `seams backfill` builds for a batch no job builds
+    assert sorted(done.published) == ["b1", "b2"] and done.held == {}
+    assert (done.batches["b1"].rows_deleted, done.batches["b1"].rows_replaced) == (CHUNKS, 0)
+    assert answer(postgres).model_id == SMALL
+    assert count_rows(postgres, "b2", PACKAGED) == 0
+
+
+def count_rows(postgres: PostgresResource, batch: str, model_id: str) -> int:
+    with postgres.connection() as conn:
+        return conn.execute(
+            "SELECT count(*) FROM seams.chunk_index WHERE batch_key = %s AND model_id = %s",
+            (batch, model_id),
+        ).fetchone()[0]

@@ -112,7 +112,7 @@ def publish(
     written = write_table(postgres, schema.CHUNK_INDEX, frame, [key], run_id="r")
     generation = written.published.get(key)
     if beside:
-        assert "waiting for the model switch" in written.held[key], written.held
+        assert written.held[key].startswith("held: waiting for batch"), written.held
         generation = written.batches[key].generation
         with postgres.connection() as conn, conn.transaction():
             publication.publish(conn, {key: generation}, run_id="r")
