@@ -189,7 +189,12 @@ def _distill(source: Path) -> Any:
     transformers.logging.set_verbosity_error()
     params = {k: v for k, v in DISTILL_PARAMS.items() if k != "vocabulary"}
     with _deterministic_torch(torch), _quiet():
-        return distill(str(source), vocabulary=DISTILL_PARAMS["vocabulary"], **params)
+        return distill(
+            str(source),
+            vocabulary=DISTILL_PARAMS["vocabulary"],
+            trust_remote_code=False,  # a folder's own Python never runs
+            **params,
+        )
 
 
 @contextlib.contextmanager

@@ -343,7 +343,18 @@ def _export_fp32(source: Path, out: Path, example: list[list[int]] | None = None
     transformers.utils.logging.disable_progress_bar()
     # Eager attention: its traced graph runs faster in onnxruntime than the SDPA one (which adds
     # IsNaN/Where guards around the softmax), with identical embeddings.
-    model = transformers.AutoModel.from_pretrained(str(source), attn_implementation="eager")
+    try:  # a folder's own Python code (`auto_map`) never runs, even if someone answers "y"
+        model = transformers.AutoModel.from_pretrained(
+            str(source), attn_implementation="eager", trust_remote_code=False
+        )
+    except ValueError as exc:
+        if "trust_remote_code" not in str(exc):
+            raise
+        raise ConfigError(
+            f"{source / 'config.json'}: the model needs its own Python code to load (auto_map), "
+            "which Seams never runs: give a folder of a model transformers knows, or export it "
+            "to model.onnx + tokenizer.json yourself"
+        ) from None
     model.eval()
 
     class _KeywordEncoder(torch.nn.Module):
