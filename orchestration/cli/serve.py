@@ -79,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
         anyio.to_thread.current_default_thread_limiter().total_tokens = THREADS
         await server.serve(sockets=[sock])
 
-    anyio.run(serve)
+    anyio.run(serve)  # after SIGTERM, uvicorn raises it again once the requests are answered
     if not server.started:  # the lifespan failed (no model, no database): its line was logged
         return 2
     print("seams serve: stopped", file=sys.stderr, flush=True)
