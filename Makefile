@@ -19,7 +19,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/uv pip uninstall -q --python $(BIN)/python seams 2>/dev/null || true
 	# Bytecode compiled once here, so a quick command (`seams search`) does not compile its
 	# imports again on every call where Python cannot write its cache.
-	$(UV) --compile-bytecode -e '.[pipeline,export,dev,celery,langchain,llama-index,parquet,qdrant,lancedb,chroma,milvus,serve]'
+	$(UV) --compile-bytecode -e '.[pipeline,export,dev,celery,langchain,llama-index,parquet,qdrant,lancedb,chroma,milvus,serve,s3]'
 	@touch $@
 
 install: $(STAMP)

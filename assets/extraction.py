@@ -1,7 +1,9 @@
 """`extracted_text`: one row per document of the batch, read from the frozen manifest.
 
-The bytes come from the database (stored when the batch was registered), never from the inbox,
-so a rerun sees exactly the first run's input and no run needs the inbox mounted.
+The bytes come from where the batch froze them, never from a local inbox: a file's from the
+database (stored when the batch was registered), an object's from its store, the very version
+the manifest recorded (`seams.storage.sources.DocumentReader`). So a rerun sees exactly the
+first run's input, or fails with one line naming the object, and no run needs the inbox mounted.
 """
 
 import dagster as dg
@@ -16,7 +18,8 @@ from seams.extraction.document import failed
 from seams.extraction.limits import ExtractionLimits
 from seams.resources.postgres import PostgresResource
 from seams.storage import quarantine
-from seams.storage.batches import batch_manifest, source_bytes
+from seams.storage.batches import batch_manifest
+from seams.storage.sources import DocumentReader
 
 # 2: NUL bytes stripped, mostly-UTF-8 kept as UTF-8, deep HTML flattened, per-document limits.
 EXTRACTION_VERSION = "2"
@@ -25,10 +28,14 @@ MAX_LISTED_DOCUMENTS = 200
 
 
 def build_extraction_asset(
-    limits: ExtractionLimits, lineage: Lineage = DEFAULT_LINEAGE
+    limits: ExtractionLimits,
+    lineage: Lineage = DEFAULT_LINEAGE,
+    endpoint_url: str | None = None,
 ) -> dg.AssetsDefinition:
     """`extracted_text` of `lineage`'s batches under per-document `limits` (non-default limits
-    join its code version)."""
+    join its code version), reading objects from the S3 store at `endpoint_url` (None: the
+    environment's). Where the bytes come from changes no code version: they are checked
+    against the manifest's sha256."""
 
     @dg.asset(
         **lineage.asset_defaults(),
@@ -39,13 +46,16 @@ def build_extraction_asset(
     def extracted_text(
         context: dg.AssetExecutionContext, postgres: PostgresResource
     ) -> pd.DataFrame:
-        return extract_batch(context, postgres, limits)
+        return extract_batch(context, postgres, limits, endpoint_url)
 
     return extracted_text
 
 
 def extract_batch(
-    context: dg.AssetExecutionContext, postgres: PostgresResource, limits: ExtractionLimits
+    context: dg.AssetExecutionContext,
+    postgres: PostgresResource,
+    limits: ExtractionLimits,
+    endpoint_url: str | None = None,
 ) -> pd.DataFrame:
     """One row per document of the run's batches, each extracted under `limits`; a document
     whose extraction killed an earlier run is quarantined (see `seams.storage.quarantine`)."""
@@ -53,6 +63,7 @@ def extract_batch(
     run_id = context.run.run_id
     retry = context.run.tags.get(quarantine.QUARANTINE_RETRY_TAG) == "true"
     with postgres.connection() as conn:
+        reader = DocumentReader(conn, endpoint_url=endpoint_url, max_bytes=limits.file_bytes_max)
         poison = {}
         if not retry:
             poison = quarantine.left_behind(
@@ -65,7 +76,7 @@ def extract_batch(
                     error = quarantine.quarantine_error(file_name(entry.source_uri), died_in)
                     doc = failed("application/octet-stream", error)
                 else:
-                    content = source_bytes(conn, entry.source_sha256)
+                    content = reader.read(batch_key, entry)
                     quarantine.begin(
                         conn, batch_key, entry.document_id, entry.source_sha256, run_id
                     )

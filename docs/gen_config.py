@@ -58,7 +58,12 @@ MEANINGS: dict[str, str] = {
     "embedder.batch_size": "Texts per inference call; batches are sorted by length, and small "
     "batches are faster on a CPU.",
     "embedder.threads": "onnxruntime intra-op threads; 0 lets onnxruntime decide.",
-    "inbox.path": "The folder the inbox sensor watches; null: `<data dir>/inbox`.",
+    "inbox.path": "The folder the inbox sensor watches, or an `s3://bucket/prefix` (see "
+    "[Collections](collections.md#object-storage)); null: `<data dir>/inbox`.",
+    "inbox.endpoint_url": "The endpoint of an S3-compatible store (MinIO, Ceph, R2, ...) for "
+    "`s3://` sources; null: the environment's S3 configuration (`AWS_ENDPOINT_URL`, "
+    "`~/.aws/config`), else AWS. Credentials never go here: see [Collections]"
+    "(collections.md#object-storage).",
     "inbox.min_files": "The sensor registers a batch when this many new file versions wait...",
     "inbox.max_wait_minutes": "...or when the oldest of them has waited this long.",
     "inbox.seal_cron": "When the schedule seals whatever is pending into a batch "
@@ -80,9 +85,9 @@ MEANINGS: dict[str, str] = {
     "backfills the assets the change made unsynced by itself.",
     "backfill.max_batches_per_run": "null: a backfill is one run over all its batches; k: runs "
     "of k batches each (`BackfillPolicy.multi_run(k)`), so N workers get N runs.",
-    "collections.NAME.source": "The folder `seams run` (without a path) and the collection's "
-    "inbox sensor read; relative: from the settings file's folder. Sources may nest: a file "
-    "goes to the collection whose source is nearest above it.",
+    "collections.NAME.source": "The folder (or `s3://bucket/prefix`) `seams run` (without a "
+    "path) and the collection's inbox sensor read; relative: from the settings file's folder. "
+    "Sources may nest: a file goes to the collection whose source is nearest above it.",
     "collections.NAME.match": "Which files of the source are the collection's: globs on the "
     "path relative to the source (`*.pdf` matches a file name at any depth, `signed/**/*.pdf` "
     "the whole path); null: every file the extractor reads.",

@@ -112,7 +112,7 @@ def build_lineage(
     retrieval = settings.retrieval
     automation = settings_changed_condition(settings.backfill.automatic)
     assets = [
-        build_extraction_asset(settings.extraction_limits(), lineage),
+        build_extraction_asset(settings.extraction_limits(), lineage, settings.inbox.endpoint_url),
         build_candidates_asset(config, parts, automation_condition=automation, lineage=lineage),
         build_embeddings_asset(
             config,
@@ -279,8 +279,9 @@ def build_definitions(
         job = build_chunk_batches_job(lineage)
         inbox = own.inbox.for_environment(environment)
         jobs.append(job)
-        inboxes.append(build_inbox_sensor(inbox, lineage, declared))
-        seals.append(build_seal_schedule(inbox, lineage, declared))
+        max_bytes = own.extraction_limits().file_bytes_max  # objects over it are never read
+        inboxes.append(build_inbox_sensor(inbox, lineage, declared, max_bytes))
+        seals.append(build_seal_schedule(inbox, lineage, declared, max_bytes))
     location = dg.Definitions(
         assets=[*assets, *evaluation, *targets],
         asset_checks=[build_sync_check(this_location, lineages), *evaluation_checks],

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
 
 import dagster as dg
 
@@ -19,6 +18,7 @@ from seams.assets.model import MODEL_KEY, distils_static
 from seams.assets.partitions import Lineage
 from seams.collections import Collection, route
 from seams.errors import InputError, SeamsError
+from seams.extraction import MAX_BYTES
 from seams.models.model_store import load_manifest, load_static_manifest
 from seams.orchestration import command_lock, launch, ownership
 from seams.orchestration.evaluation_run import refresh_retrieval_eval, retrieval_eval_unsynced
@@ -43,14 +43,16 @@ from seams.orchestration.target_run import refresh_targets
 from seams.paths import sample_corpus
 from seams.resources.postgres import PostgresResource
 from seams.storage import publication, quarantine
-from seams.storage.batches import (
-    RETIRE_REASON,
-    SourceFile,
-    register_batch,
-    retire_missing,
-    scan_inbox,
-)
+from seams.storage.batches import RETIRE_REASON, register_batch, unregistered
 from seams.storage.schema import DEFAULT_COLLECTION
+from seams.storage.sources import (
+    Location,
+    ObjectSource,
+    Version,
+    found_at,
+    location_text,
+    open_source,
+)
 
 __all__ = [
     "JOB_NAME",
@@ -150,55 +152,63 @@ def ensure_model(
         raise SeamsError("exporting the embedding model failed: see the run in the Dagster UI")
 
 
-def source_of(path: Path) -> str:
-    """How batches registered by `seams run PATH` name their source: the absolute folder, so the
-    UI shows where a batch came from and `seams run .` gets the folder's name in its key."""
-    return f"cli:{path.absolute()}"
+def source_of(path: Location) -> str:
+    """How batches registered by `seams run PATH` name their source: the absolute folder (or
+    the `s3://` prefix), so the UI shows where a batch came from and `seams run .` gets the
+    folder's name in its key."""
+    return f"cli:{location_text(path)}"
 
 
 def register_path(
-    path: Path,
+    path: Location,
     report: Report,
     *,
     defs: dg.Definitions,
     retired: list[str] | None = None,
     collections: Mapping[str, Collection] | None = None,
+    endpoint_url: str | None = None,
+    max_bytes: int = MAX_BYTES,
 ) -> list[str]:
-    """Freeze the new file versions under `path` (a folder or one file) into batches of
-    <= MAX_BATCH_DOCUMENTS, and retire the documents whose files left the folder (their URIs
-    are appended to `retired`). With `collections`, each file goes to the collection that takes
-    it (`seams.collections.route`), in batches of that collection; a file none takes is
-    skipped, saying so."""
-    files, refused = scan_inbox(path)
-    for item in refused:
+    """Freeze the new file versions under `path` (a folder, one file, or an `s3://` prefix on
+    the store at `endpoint_url`) into batches of <= MAX_BATCH_DOCUMENTS, and retire the
+    documents whose files left the folder (their URIs are appended to `retired`). With
+    `collections`, each file goes to the collection that takes it (`seams.collections.route`),
+    in batches of that collection; a file none takes is skipped, saying so. Objects are read
+    only when new or changed, and only once the whole prefix is listed: a listing that fails
+    midway registers nothing."""
+    source = open_source(path, endpoint_url=endpoint_url, max_bytes=max_bytes)
+    scan = source.scan(report)
+    for item in scan.refused:
         report(f"skipped {item.path}: {item.reason}")
+    files = scan.found
     grouped = _by_collection(files, collections, report)
     if files and not grouped:
         raise InputError(
-            f"{path}: no collection takes any of its {len(files)} file(s): add a collection "
-            "whose `source` holds them under `collections:`, or widen its `match`"
+            f"{location_text(path)}: no collection takes any of its {len(files)} file(s): add a "
+            "collection whose `source` holds them under `collections:`, or widen its `match`"
         )
     postgres = _postgres(defs=defs)
     postgres.ensure_schema()
     keys = []
+    objects = isinstance(source, ObjectSource)
     with postgres.connection() as conn:
         for collection, mine in grouped.items():
-            for start in range(0, len(mine), MAX_BATCH_DOCUMENTS):
-                key = register_batch(
-                    conn,
-                    mine[start : start + MAX_BATCH_DOCUMENTS],
-                    source=source_of(path),
-                    collection=collection,
-                )
+            pending = unregistered(conn, mine, collection)
+            for start in range(0, len(pending), MAX_BATCH_DOCUMENTS):
+                part = source.freeze(pending[start : start + MAX_BATCH_DOCUMENTS], report)
+                key = register_batch(conn, part, source=source_of(path), collection=collection)
                 if key:
                     keys.append(key)
-        gone = retire_missing(conn, path, [*(f.path for f in files), *(r.path for r in refused)])
+                if objects and len(pending) > MAX_BATCH_DOCUMENTS:
+                    done = min(start + MAX_BATCH_DOCUMENTS, len(pending))
+                    report(f"read and registered {done:,} of {len(pending):,} new object(s)")
+        gone = source.retire_missing(conn, scan)
     for document in gone:
         report(f"retired {document.source_uri}: {RETIRE_REASON}")
     if retired is not None:
         retired.extend(document.source_uri for document in gone)
     if not files and not gone:
-        raise InputError(f"{path} holds no files to chunk")
+        raise InputError(f"{location_text(path)} holds no files to chunk")
     return keys
 
 
@@ -365,19 +375,19 @@ def quarantined_batches(source: str, *, defs: dg.Definitions) -> list[str]:
 
 
 def _by_collection(
-    files: Sequence[SourceFile],
+    files: Sequence[Version],
     collections: Mapping[str, Collection] | None,
     report: Report,
-) -> dict[str, list[SourceFile]]:
+) -> dict[str, list[Version]]:
     """The files per collection, in scan order (all the default collection's without
     `collections:`); a file no collection takes is said and left out."""
     if not collections:
         return {DEFAULT_COLLECTION: list(files)} if files else {}
-    grouped: dict[str, list[SourceFile]] = {}
+    grouped: dict[str, list[Version]] = {}
     for f in files:
-        name = route(f.path, collections)
+        name = route(found_at(f), collections)
         if name is None:
-            report(f"skipped {f.path}: no collection takes it (their `source` and `match`)")
+            report(f"skipped {found_at(f)}: no collection takes it (their `source` and `match`)")
             continue
         grouped.setdefault(name, []).append(f)
     return grouped

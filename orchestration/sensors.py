@@ -7,21 +7,30 @@ failed before its partition was added is picked up by the next tick.
 """
 
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import dagster as dg
 
 from seams.assets.partitions import DEFAULT_LINEAGE, Lineage
 from seams.collections import Collection, route
+from seams.extraction import MAX_BYTES
 from seams.resources.postgres import PostgresResource
 from seams.settings import InboxSettings
 from seams.storage.batches import (
-    SourceFile,
     all_batch_keys,
     register_batch,
-    scan_inbox,
     unregistered,
+)
+from seams.storage.sources import (
+    BATCH_OBJECTS_MAX,
+    ObjectSource,
+    Report,
+    Version,
+    found_at,
+    location_text,
+    open_source,
 )
 
 
@@ -47,41 +56,55 @@ def look_at_inbox(
     now: float | None = None,
     lineage: Lineage = DEFAULT_LINEAGE,
     collections: Mapping[str, Collection] | None = None,
+    max_bytes: int = MAX_BYTES,
+    report: Report | None = None,
 ) -> InboxTick:
     """Register a batch of `lineage`'s collection when enough files wait, the oldest waited
     long enough, or `seal` is set. With `collections`, only the files of the inbox that belong
-    to that collection count (another collection may read a folder inside this one)."""
-    folder = inbox.folder()
-    folder.mkdir(parents=True, exist_ok=True)
-    files = _files_of(scan_inbox(folder)[0], lineage, collections)
+    to that collection count (another collection may read a folder inside this one).
+
+    An object prefix is listed (no bytes read to decide what is new); only the objects that
+    make the batch are read, at most `BATCH_OBJECTS_MAX` per look (the rest make the next)."""
+    location = inbox.location()
+    if isinstance(location, Path):
+        location.mkdir(parents=True, exist_ok=True)
+    source = open_source(location, endpoint_url=inbox.endpoint_url, max_bytes=max_bytes)
+    found = _files_of(source.scan(report).found, lineage, collections)
     now = time.time() if now is None else now
     with postgres.connection() as conn:
         mine = all_batch_keys(conn, collection=lineage.collection)
         orphaned = [k for k in mine if k not in known_partitions]
-        pending = unregistered(conn, files, lineage.collection)
-        if not pending:
-            return InboxTick(None, orphaned, "no new or changed files")
-        waited_min = (now - min(f.mtime for f in pending)) / 60
-        if seal:
-            reason = f"sealed {len(pending)} pending file(s) on schedule"
-        elif len(pending) >= inbox.min_files:
-            reason = f"{len(pending)} new file(s) >= min_files={inbox.min_files}"
-        elif waited_min >= inbox.max_wait_minutes:
-            reason = f"oldest file waited {waited_min:.1f} min >= {inbox.max_wait_minutes}"
-        else:
-            return InboxTick(
-                None, orphaned, f"{len(pending)} file(s) waiting ({waited_min:.1f} min)"
-            )
-        key = register_batch(conn, pending, source=f"inbox:{folder}", collection=lineage.collection)
+        pending = unregistered(conn, found, lineage.collection)
+    if not pending:
+        return InboxTick(None, orphaned, "no new or changed files")
+    waited_min = (now - min(f.mtime for f in pending)) / 60
+    if seal:
+        reason = f"sealed {len(pending)} pending file(s) on schedule"
+    elif len(pending) >= inbox.min_files:
+        reason = f"{len(pending)} new file(s) >= min_files={inbox.min_files}"
+    elif waited_min >= inbox.max_wait_minutes:
+        reason = f"oldest file waited {waited_min:.1f} min >= {inbox.max_wait_minutes}"
+    else:
+        return InboxTick(None, orphaned, f"{len(pending)} file(s) waiting ({waited_min:.1f} min)")
+    if isinstance(source, ObjectSource):
+        pending = pending[:BATCH_OBJECTS_MAX]
+    frozen = source.freeze(pending, report)
+    with postgres.connection() as conn:
+        key = register_batch(
+            conn,
+            frozen,
+            source=f"inbox:{location_text(location)}",
+            collection=lineage.collection,
+        )
     return InboxTick(key, orphaned, reason)
 
 
 def _files_of(
-    files: list[SourceFile], lineage: Lineage, collections: Mapping[str, Collection] | None
-) -> list[SourceFile]:
+    files: Sequence[Version], lineage: Lineage, collections: Mapping[str, Collection] | None
+) -> list[Version]:
     if not collections:
-        return files
-    return [f for f in files if route(f.path, collections) == lineage.collection]
+        return list(files)
+    return [f for f in files if route(found_at(f), collections) == lineage.collection]
 
 
 def _run_requests(tick: InboxTick) -> list[dg.RunRequest]:
@@ -95,9 +118,10 @@ def build_inbox_sensor(
     inbox: InboxSettings,
     lineage: Lineage = DEFAULT_LINEAGE,
     collections: Mapping[str, Collection] | None = None,
+    max_bytes: int = MAX_BYTES,
 ) -> dg.SensorDefinition:
     """The sensor that turns what waits in `inbox` into batches of `lineage`'s collection and
-    runs of its job."""
+    runs of its job (objects over `max_bytes` are refused unread)."""
     partitions = lineage.partitions
 
     @dg.sensor(
@@ -112,7 +136,14 @@ def build_inbox_sensor(
     ) -> dg.SensorResult | dg.SkipReason:
         known = set(context.instance.get_dynamic_partitions(partitions.name))
         tick = look_at_inbox(
-            postgres, inbox, known, seal=False, lineage=lineage, collections=collections
+            postgres,
+            inbox,
+            known,
+            seal=False,
+            lineage=lineage,
+            collections=collections,
+            max_bytes=max_bytes,
+            report=context.log.info,
         )
         if not tick.batch_keys:
             return dg.SkipReason(tick.reason)
@@ -129,6 +160,7 @@ def build_seal_schedule(
     inbox: InboxSettings,
     lineage: Lineage = DEFAULT_LINEAGE,
     collections: Mapping[str, Collection] | None = None,
+    max_bytes: int = MAX_BYTES,
 ) -> dg.ScheduleDefinition:
     """The schedule that seals whatever of `lineage`'s collection waits in `inbox` on
     `inbox.seal_cron` into a batch, run by its job."""
@@ -145,7 +177,14 @@ def build_seal_schedule(
     ) -> list[dg.RunRequest] | dg.SkipReason:
         known = set(context.instance.get_dynamic_partitions(partitions.name))
         tick = look_at_inbox(
-            postgres, inbox, known, seal=True, lineage=lineage, collections=collections
+            postgres,
+            inbox,
+            known,
+            seal=True,
+            lineage=lineage,
+            collections=collections,
+            max_bytes=max_bytes,
+            report=context.log.info,
         )
         if not tick.batch_keys:
             return dg.SkipReason(tick.reason)

@@ -5,6 +5,8 @@ tenant (the `collections:` block of seams.yaml).
 collections:
   handbook:
     source: /data/handbook          # the folder `seams run` and the inbox sensor read for it
+  tickets:
+    source: s3://acme-docs/tickets  # or every object under an S3 prefix (see docs/collections.md)
     tenant: acme                    # optional: the PostgreSQL role that may read it
     chunking: {preset: technical_docs}
   contracts:
@@ -35,6 +37,8 @@ them):
   the same folder that both accept a file make it ambiguous: a one-line error naming the file
   and both collections. So nested sources are fine (`/data` and `/data/contracts`), and the
   order of the block never changes where a file goes.
+- **Object sources** (`s3://bucket/prefix`) follow the same rules on keys: the prefix is a
+  folder (`s3://b/docs` holds `docs/a.md`, not `docs2/a.md`), the nearest prefix asks first.
 - **Patterns** (`match`) are globs on the file's path relative to its source, in `/` form: one
   without `/` matches the file name at any depth (`*.pdf`); one with `/` matches the whole
   relative path, `*` and `?` within one folder level, `**` across any number of them
@@ -57,6 +61,7 @@ from pydantic import BaseModel, Field, ValidationError, field_validator
 
 from seams.chunking.config import Section
 from seams.errors import ConfigError
+from seams.storage.object_store import ObjectPrefix, is_object_uri
 
 Settings = TypeVar("Settings", bound=BaseModel)
 """The project's settings model (`seams.settings.SeamsSettings`, which reads this module: the
@@ -120,11 +125,13 @@ class CollectionSettings(Section):
 
 @dataclass(frozen=True)
 class Collection:
-    """A validated collection: its name, absolute source folder, patterns and tenant."""
+    """A validated collection: its name, absolute source folder (or object prefix), patterns
+    and tenant."""
 
     name: str
-    source: Path
-    """Absolute and resolved (symlinks followed), so two spellings of one folder are one."""
+    source: Path | ObjectPrefix
+    """A folder absolute and resolved (symlinks followed), so two spellings of one folder are
+    one; or an `s3://bucket/prefix`."""
     match: tuple[str, ...] | None
     tenant: str | None
     blocks: Mapping[str, Mapping[str, Any]]
@@ -177,6 +184,19 @@ def parse_collections(raw: Any, *, base: Path | None) -> dict[str, Collection]:
             settings = CollectionSettings.model_validate(dict(block))
         except ValidationError as exc:
             raise ConfigError(_problems(exc, f"collections.{name}")) from None
+        if is_object_uri(settings.source):
+            try:
+                source: Path | ObjectPrefix = ObjectPrefix.parse(settings.source)
+            except ConfigError as exc:
+                raise ConfigError(f"collections.{name}.source={exc}") from None
+            parsed[name] = Collection(
+                name=name,
+                source=source,
+                match=settings.match,
+                tenant=settings.tenant,
+                blocks=_given(settings),
+            )
+            continue
         source = Path(settings.source).expanduser()
         if not source.is_absolute():
             if base is None:
@@ -185,14 +205,12 @@ def parse_collections(raw: Any, *, base: Path | None) -> dict[str, Collection]:
                     "from the settings file's folder, and there is none: give an absolute path"
                 )
             source = base / source
-        source = source.resolve()
-        blocks = {key: getattr(settings, key) for key in OVERRIDABLE}
         parsed[name] = Collection(
             name=name,
-            source=source,
+            source=source.resolve(),
             match=settings.match,
             tenant=settings.tenant,
-            blocks={k: v for k, v in blocks.items() if v is not None},
+            blocks=_given(settings),
         )
     _no_certain_overlap(parsed.values())
     return parsed
@@ -224,21 +242,43 @@ def effective_settings(
 
 
 def route(path: Path | str, collections: Mapping[str, Collection]) -> str | None:
-    """The collection `path` belongs to, or None when no collection takes it.
+    """The collection `path` (a file, or an object's `s3://` URI) belongs to, or None when no
+    collection takes it.
 
-    Nearest source folder first; a file that two collections on that same folder both accept
-    is a one-line `ConfigError` naming the file and both collections."""
+    Nearest source first; a file that two collections on that same source both accept is a
+    one-line `ConfigError` naming the file and both collections."""
+    if is_object_uri(path):
+        return _route_object(str(path), collections)
     file = Path(path).expanduser().resolve()
     by_source: dict[Path, list[Collection]] = {}
     for collection in collections.values():
-        if file != collection.source and file.is_relative_to(collection.source):
-            by_source.setdefault(collection.source, []).append(collection)
-    for source in sorted(by_source, key=lambda folder: len(folder.parts), reverse=True):
-        relative = PurePosixPath(file.relative_to(source).as_posix())
-        taken = sorted(c.name for c in by_source[source] if c.accepts(relative))
+        source = collection.source
+        if isinstance(source, Path) and file != source and file.is_relative_to(source):
+            by_source.setdefault(source, []).append(collection)
+    nearest_first = sorted(by_source, key=lambda folder: len(folder.parts), reverse=True)
+    relative = {s: PurePosixPath(file.relative_to(s).as_posix()) for s in nearest_first}
+    return _first_taker(str(file), [(str(s), relative[s], by_source[s]) for s in nearest_first])
+
+
+def _route_object(uri: str, collections: Mapping[str, Collection]) -> str | None:
+    by_prefix: dict[ObjectPrefix, list[Collection]] = {}
+    for collection in collections.values():
+        source = collection.source
+        if isinstance(source, ObjectPrefix) and source.holds(uri):
+            by_prefix.setdefault(source, []).append(collection)
+    nearest_first = sorted(by_prefix, key=lambda prefix: len(prefix.uri), reverse=True)
+    return _first_taker(uri, [(p.uri, p.relative(uri), by_prefix[p]) for p in nearest_first])
+
+
+def _first_taker(
+    name: str, candidates: list[tuple[str, PurePosixPath, list[Collection]]]
+) -> str | None:
+    """The one collection of the nearest source that accepts the file (`relative` to it)."""
+    for source, relative, those in candidates:
+        taken = sorted(c.name for c in those if c.accepts(relative))
         if len(taken) > 1:
             raise ConfigError(
-                f"{file}: matched by collections.{taken[0]} and collections.{taken[1]} (both "
+                f"{name}: matched by collections.{taken[0]} and collections.{taken[1]} (both "
                 f"read {source}): narrow their `match` patterns so each file belongs to one"
             )
         if taken:
@@ -257,6 +297,12 @@ def tenants(collections: Mapping[str, Collection]) -> dict[str, str | None]:
 
 
 # --- internals -------------------------------------------------------------------------------
+
+
+def _given(settings: CollectionSettings) -> dict[str, Mapping[str, Any]]:
+    """The overriding blocks a collection names (those it leaves out are inherited)."""
+    blocks = {key: getattr(settings, key) for key in OVERRIDABLE}
+    return {k: v for k, v in blocks.items() if v is not None}
 
 
 def _merged(top: Settings, collection: Collection) -> Settings:

@@ -32,6 +32,7 @@ from seams.environment import CONFIG_ENV, PROJECT_SETTINGS, SeamsEnvironment
 from seams.errors import ConfigError
 from seams.extraction.limits import ExtractionLimits
 from seams.paths import packaged_default
+from seams.storage.object_store import ObjectPrefix, is_object_uri
 from seams.storage.search import DEFAULT_TEXT_SEARCH_CONFIG, LEXICAL_WEIGHT, SENTENCE_WEIGHT
 from seams.targets import TargetSettings, check_targets, project_tenants
 
@@ -94,7 +95,12 @@ SEAL_CRON = "0 * * * *"
 
 
 class InboxSettings(Section):
+    # A folder, or every object under an S3 prefix (`s3://bucket/prefix`): credentials, region
+    # and endpoint come from the environment's S3 configuration (AWS_* variables, ~/.aws/).
     path: str | None = None
+    # The endpoint of an S3-compatible store (MinIO, Ceph, R2, ...): null = the environment's
+    # (AWS_ENDPOINT_URL, ~/.aws/config), else AWS. Read by the inbox and by every worker.
+    endpoint_url: str | None = Field(None, pattern=r"^https?://[^\s/]+(/\S*)?$", max_length=2048)
     min_files: int = Field(20, ge=1, le=1_000_000)
     max_wait_minutes: float = Field(10.0, ge=0.0, le=7 * 24 * 60)
     seal_cron: str = SEAL_CRON
@@ -116,17 +122,30 @@ class InboxSettings(Section):
             raise ValueError(f"seal_cron={value!r}: not a valid 5-field cron expression") from None
         return value
 
-    def folder(self, environment: SeamsEnvironment | None = None) -> Path:
-        """`path`, else the data dir's `inbox`. The composition root fills `path` in from its
-        environment (`for_environment`); a caller holding neither resolves the process's."""
+    @field_validator("path")
+    @classmethod
+    def _object_prefix(cls, value: str | None) -> str | None:
+        if is_object_uri(value):
+            try:
+                return ObjectPrefix.parse(value).uri
+            except ConfigError as exc:
+                raise ValueError(f"path={exc}") from None
+        return value
+
+    def location(self, environment: SeamsEnvironment | None = None) -> Path | ObjectPrefix:
+        """`path` (a folder or an `s3://` prefix), else the data dir's `inbox`. The composition
+        root fills `path` in from its environment (`for_environment`); a caller holding
+        neither resolves the process's."""
+        if is_object_uri(self.path):
+            return ObjectPrefix.parse(self.path)
         if self.path:
             return Path(self.path).expanduser().resolve()
         return (environment or SeamsEnvironment.from_os()).inbox_dir
 
     def for_environment(self, environment: SeamsEnvironment) -> InboxSettings:
         """These settings with `path` resolved against `environment`: the sensor and schedule
-        then watch one folder, whatever process evaluates them."""
-        return self.model_copy(update={"path": str(self.folder(environment))})
+        then watch one source, whatever process evaluates them."""
+        return self.model_copy(update={"path": str(self.location(environment))})
 
 
 class ExecutionSettings(Section):
@@ -328,6 +347,8 @@ def _sources_from(collections: Any, base: Path) -> Any:
     resolved = {}
     for name, block in collections.items():
         source = block.get("source") if isinstance(block, dict) else None
+        if is_object_uri(source):  # an object prefix is where it is
+            source = None
         if isinstance(source, str) and source and not Path(source).expanduser().is_absolute():
             block = {**block, "source": str(base / source)}
         resolved[name] = block

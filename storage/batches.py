@@ -1,10 +1,18 @@
 """Document batches: frozen manifests of source files, registered once, never changed.
 
 A batch is what one partition of every per-batch asset reads. Registering one stores, in a single
-transaction, the manifest rows (`seams.batches`, `seams.batch_documents`) and the bytes of each
-file version (`seams.source_files`, content-addressed by sha256). So a rerun or backfill reads
-exactly the inputs of the first run, even after the inbox changed, and no step hands data through
-local files (the code location runs unchanged on k8s or celery executors).
+transaction, the manifest rows (`seams.batches`, `seams.batch_documents`) and what makes each
+document version readable again on any machine:
+
+- a file of a folder: its bytes (`seams.source_files`, content-addressed by sha256), since no
+  other machine sees the folder;
+- an object of an `s3://` prefix: its key (in the URI), ETag, version id (where the bucket keeps
+  versions) and the sha256 of the bytes read; every worker reads the store itself, and a rerun
+  reads that version again or fails with one line naming the object (`seams.storage.sources`).
+
+So a rerun or backfill reads exactly the inputs of the first run, even after the inbox changed,
+and no step hands data through local files (the code location runs unchanged on k8s or celery
+executors).
 
 Registration is idempotent: a file version that is already its document's newest registered
 version never lands in another batch, whoever (sensor, schedule, CLI) races to register it.
@@ -22,6 +30,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path, PurePath
+from typing import TypeVar
 
 import psycopg
 
@@ -29,6 +38,7 @@ from seams.errors import InputError
 from seams.models.model_store import file_sha256
 from seams.storage import publication, schema
 from seams.storage.connections import describe_connection, retrying
+from seams.storage.object_store import ListedObject
 
 REGISTER_LOCK = "seams:register-batch"
 _COLLECTION_NAME = re.compile(r"[a-z][a-z0-9_]{0,39}")
@@ -47,8 +57,28 @@ class SourceFile:
 
 
 @dataclass(frozen=True)
+class ObjectVersion:
+    """One object version read from an object store, as a batch records it (its bytes stay in
+    the store)."""
+
+    source_uri: str
+    document_id: str
+    sha256: str
+    size_bytes: int
+    mtime: float
+    etag: str
+    version_id: str | None
+
+
+DocumentVersion = SourceFile | ObjectVersion
+"""What a batch freezes: a file version (bytes stored) or an object version (bytes in the store)."""
+V = TypeVar("V", SourceFile, ObjectVersion, ListedObject)
+
+
+@dataclass(frozen=True)
 class RefusedFile:
-    path: Path
+    path: Path | str
+    """The file's path, or an object's `s3://` URI."""
     reason: str
 
 
@@ -58,6 +88,10 @@ class ManifestEntry:
     source_uri: str
     source_sha256: str
     size_bytes: int
+    etag: str | None = None
+    """An object's ETag (None for a file of a folder)."""
+    version_id: str | None = None
+    """An object's version id, where its bucket keeps versions."""
 
 
 def document_id_for(source_uri: str) -> str:
@@ -124,10 +158,11 @@ def _source_file(path: Path, target: Path) -> SourceFile:
 
 
 def unregistered(
-    conn: psycopg.Connection, files: Sequence[SourceFile], collection: str | None = None
-) -> list[SourceFile]:
-    """The files that are not their document's newest registered version (of `collection`,
-    when given), in input order.
+    conn: psycopg.Connection, files: Sequence[V], collection: str | None = None
+) -> list[V]:
+    """The files (or objects) that are not their document's newest registered version (of
+    `collection`, when given), in input order. A file's version is its sha256; an object's, its
+    ETag, so a listing decides what is new without reading a byte.
 
     A file never registered is new; so is one that changed, one reverted to an older version
     (A -> B -> A: A is again newer than B, as `current_chunks` must then show), one that
@@ -137,25 +172,38 @@ def unregistered(
     """
     if not files:
         return []
+    ids = [_document_id(f) for f in files]
     latest = {
-        document_id: None if retired else (sha256, owner if collection is not None else None)
-        for document_id, sha256, owner, retired in conn.execute(
-            "SELECT DISTINCT ON (d.document_id) d.document_id, d.source_sha256, d.collection,"
+        document_id: None if retired else (version, owner if collection is not None else None)
+        for document_id, version, owner, retired in conn.execute(
+            "SELECT DISTINCT ON (d.document_id) d.document_id,"
+            " coalesce(d.etag, d.source_sha256), d.collection,"
             " EXISTS ("
             "  SELECT 1 FROM seams.document_tombstones AS t"
             "  WHERE t.document_id = d.document_id AND t.retired_at >= d.registered_at)"
             " FROM seams.batch_documents AS d WHERE d.document_id = ANY(%s)"
             " ORDER BY d.document_id, d.registered_at DESC, d.batch_key DESC",
-            ([f.document_id for f in files],),
+            (ids,),
         )
     }
     seen: set[str] = set()
     fresh = []
-    for f in files:
-        if latest.get(f.document_id) != (f.sha256, collection) and f.document_id not in seen:
-            seen.add(f.document_id)
+    for f, document_id in zip(files, ids, strict=True):
+        if latest.get(document_id) != (_version(f), collection) and document_id not in seen:
+            seen.add(document_id)
             fresh.append(f)
     return fresh
+
+
+def _document_id(item: SourceFile | ObjectVersion | ListedObject) -> str:
+    return (
+        item.document_id if not isinstance(item, ListedObject) else document_id_for(item.source_uri)
+    )
+
+
+def _version(item: SourceFile | ObjectVersion | ListedObject) -> str:
+    """What tells two versions of a document apart: a file's sha256, an object's ETag."""
+    return item.sha256 if isinstance(item, SourceFile) else item.etag
 
 
 SLUG_MAX = 24
@@ -175,7 +223,7 @@ def source_slug(source: str) -> str:
 
 
 def batch_key_for(
-    files: Iterable[SourceFile], now: datetime | None = None, *, source: str = ""
+    files: Iterable[DocumentVersion], now: datetime | None = None, *, source: str = ""
 ) -> str:
     """Sortable by creation time, unique by content, named after its source folder:
     `20261122-190512-sample_corpus-1a2b3c4d` (`20261122-190512-1a2b3c4d` without a name; keys
@@ -190,7 +238,7 @@ def batch_key_for(
 
 def register_batch(
     conn: psycopg.Connection,
-    files: Sequence[SourceFile],
+    files: Sequence[DocumentVersion],
     *,
     source: str,
     collection: str = schema.DEFAULT_COLLECTION,
@@ -222,7 +270,7 @@ def check_collection(collection: str) -> str:
 
 
 def _register_batch_once(
-    conn: psycopg.Connection, files: Sequence[SourceFile], *, source: str, collection: str
+    conn: psycopg.Connection, files: Sequence[DocumentVersion], *, source: str, collection: str
 ) -> str | None:
     """Freeze the files that are new versions into a new batch of `collection`; None when
     nothing is new. Every row the batch's builds write carries its collection
@@ -243,18 +291,22 @@ def _register_batch_once(
             (key, source, len(fresh), collection),
         )
         for f in fresh:
-            _store_file(conn, f)
+            if isinstance(f, SourceFile):  # an object's bytes stay in its store
+                _store_file(conn, f)
         with conn.cursor() as cur:
             cur.executemany(
-                "INSERT INTO seams.batch_documents"
-                " (batch_key, document_id, source_uri, source_sha256, size_bytes, collection)"
-                " VALUES (%s, %s, %s, %s, %s, %s)",
-                [
-                    (key, f.document_id, f.source_uri, f.sha256, f.size_bytes, collection)
-                    for f in fresh
-                ],
+                "INSERT INTO seams.batch_documents (batch_key, document_id, source_uri,"
+                " source_sha256, size_bytes, etag, version_id, collection)"
+                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
+                [(key, *_manifest_row(f), collection) for f in fresh],
             )
     return key
+
+
+def _manifest_row(f: DocumentVersion) -> tuple[str, str, str, int, str | None, str | None]:
+    """document_id, source_uri, sha256, size, ETag and version id (an object's) of a version."""
+    etag, version_id = (f.etag, f.version_id) if isinstance(f, ObjectVersion) else (None, None)
+    return (f.document_id, f.source_uri, f.sha256, f.size_bytes, etag, version_id)
 
 
 def _store_file(conn: psycopg.Connection, f: SourceFile) -> None:
@@ -272,7 +324,7 @@ def _store_file(conn: psycopg.Connection, f: SourceFile) -> None:
 def batch_manifest(conn: psycopg.Connection, batch_key: str) -> list[ManifestEntry]:
     """The frozen manifest of one batch, ordered by document id; an unknown key is an error."""
     rows = conn.execute(
-        "SELECT document_id, source_uri, source_sha256, size_bytes"
+        "SELECT document_id, source_uri, source_sha256, size_bytes, etag, version_id"
         " FROM seams.batch_documents WHERE batch_key = %s ORDER BY document_id",
         (batch_key,),
     ).fetchall()
@@ -363,6 +415,7 @@ class RetiredDocument:
 
 
 RETIRE_REASON = "its file is no longer in the folder"
+"""Also said of an object no longer under its prefix."""
 
 
 def retire_missing(
@@ -379,6 +432,14 @@ def retire_missing(
         return []
     prefix = root.absolute().as_uri().rstrip("/") + "/"
     seen = [document_id_for(path.absolute().as_uri()) for path in present]
+    return retire_absent(conn, prefix, seen)
+
+
+def retire_absent(
+    conn: psycopg.Connection, prefix: str, seen: Sequence[str]
+) -> list[RetiredDocument]:
+    """Retire every live document whose URI starts with `prefix` (a folder's `file://` URI or
+    an `s3://bucket/prefix/`) and whose id is not in `seen` (see `retire_missing`)."""
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (REGISTER_LOCK,))
         rows = conn.execute(

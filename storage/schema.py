@@ -564,6 +564,14 @@ BATCH_DOCUMENTS = Table(
         Column("size_bytes", "bigint"),
         Column("registered_at", "timestamptz", default="now()"),
         collection_column("its batch's collection"),
+        # Declared last: a table made before object sources gets them by ADD COLUMN (ddl()).
+        Column("etag", "text", NULL, description="an object's ETag (NULL: a file of a folder)"),
+        Column(
+            "version_id",
+            "text",
+            NULL,
+            description="an object's version id (NULL: a file, or a bucket without versions)",
+        ),
     ),
     key=("batch_key", "document_id"),
     partitioned=False,
@@ -574,6 +582,9 @@ BATCH_DOCUMENTS = Table(
     foreign_keys=((("batch_key", "collection"), "batches", ("batch_key", "collection")),),
     description="The frozen manifest: which file versions make up each batch.",
 )
+
+OBJECT_COLUMNS = ("etag", "version_id")
+"""The columns of `batch_documents` that pin an object version (added to older tables)."""
 
 SOURCE_FILES = Table(
     "source_files",
@@ -1085,6 +1096,12 @@ def ddl(*, schema_exists: bool = False, vector_exists: bool = False) -> list[sql
             CHUNK_INDEX.identifier(), _column_sql(CHUNK_INDEX.column("text_search_config"))
         )
     )
+    for name in OBJECT_COLUMNS:
+        statements.append(
+            sql.SQL("ALTER TABLE {} ADD COLUMN IF NOT EXISTS {}").format(
+                BATCH_DOCUMENTS.identifier(), _column_sql(BATCH_DOCUMENTS.column(name))
+            )
+        )
     statements.extend(builds_ddl())
     statements.append(current_versions_view())
     statements.append(current_chunks_view())

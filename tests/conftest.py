@@ -26,6 +26,7 @@ from seams.resources.postgres import PostgresResource, close_pool
 from tests.support import ast_parse, processes
 from tests.support.databases import database_name, fresh_database, migrated_postgres
 from tests.support.instances import current_definitions, keep_environment, open_instance
+from tests.support.object_store import Bucket, make_bucket, s3_server, use_s3_environment
 
 ast_parse.install()  # before pytest parses a test module or formats a traceback
 
@@ -232,3 +233,25 @@ def pytest_terminal_summary(
         terminalreporter.write_line(
             "seams: the tests marked slow were left out; `make test-all` runs them too"
         )
+
+
+@pytest.fixture(scope="session")
+def s3_endpoint() -> Iterator[str]:
+    """A real S3 API server (moto's server mode) for the session's object-source tests."""
+    with s3_server() as endpoint:
+        yield endpoint
+
+
+@pytest.fixture
+def bucket(s3_endpoint: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Bucket:
+    """A fresh versioned bucket, with this process's S3 configuration pointing at the server's
+    test credentials (never the user's)."""
+    use_s3_environment(monkeypatch, tmp_path)
+    return make_bucket(s3_endpoint, versioned=True)
+
+
+@pytest.fixture
+def plain_bucket(s3_endpoint: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Bucket:
+    """A fresh bucket that keeps no versions (a changed object's old bytes are gone)."""
+    use_s3_environment(monkeypatch, tmp_path)
+    return make_bucket(s3_endpoint, versioned=False)

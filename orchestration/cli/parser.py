@@ -124,7 +124,9 @@ def build_parser() -> argparse.ArgumentParser:
         "run", help="chunk the files under PATH (default: the bundled sample corpus) end to end"
     )
     run.add_argument(
-        "path", nargs="?", help="a file or a folder of documents (default: sample corpus)"
+        "path",
+        nargs="?",
+        help="a file, a folder of documents or an s3://bucket/prefix (default: sample corpus)",
     )
     run.add_argument(
         "--retry-quarantined",

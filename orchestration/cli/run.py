@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import time
 from pathlib import Path
+from typing import Any
 
 from seams.errors import InputError
 from seams.orchestration import recovered, runner
@@ -13,7 +14,9 @@ from seams.orchestration.cli.db import sync_before_writing
 from seams.orchestration.cli.terminal import printable, say
 from seams.orchestration.instance import prepare_instance
 from seams.orchestration.priority import lower_priority
+from seams.settings import SeamsSettings
 from seams.storage.quarantine import QUARANTINE_RETRY_TAG
+from seams.storage.sources import Location, location_of, location_text
 
 
 def run(args: argparse.Namespace) -> int:
@@ -22,10 +25,10 @@ def run(args: argparse.Namespace) -> int:
     backfill` works on the same data (see `--no-wait`)."""
     collections = args.settings.declared_collections()
     if args.path:
-        paths = [Path(args.path)]
+        paths: list[Location] = [location_of(args.path)]
     elif collections:
         for c in collections.values():
-            if not c.source.is_dir():
+            if isinstance(c.source, Path) and not c.source.is_dir():
                 raise InputError(
                     f"collections.{c.name}.source: {c.source} is not a folder: create it or "
                     "point `source` at the folder of the collection's documents"
@@ -34,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         paths = [runner.SAMPLE_CORPUS]
     for path in paths:
-        if not path.expanduser().exists():  # before any expensive work (model, database)
+        if isinstance(path, Path) and not path.expanduser().exists():  # before any expensive work
             raise InputError(
                 f"{path} does not exist: pass a file or a folder of documents "
                 f"(`{runner.seams_command()} run` alone chunks "
@@ -46,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
     # this process yields the CPU to readers searching meanwhile.
     seams_instance = prepare_instance(args.environment)
     lower_priority(args.settings.execution.niceness)
-    command = f"seams run {paths[0].absolute()}" if args.path else "seams run"
+    command = f"seams run {location_text(paths[0])}" if args.path else "seams run"
     with (
         seams_instance.open() as instance,
         runner.hold_data(defs, command, say, wait=not args.no_wait),  # before anything is read
@@ -82,7 +85,12 @@ def run(args: argparse.Namespace) -> int:
             key
             for path in paths
             for key in runner.register_path(
-                path, say, defs=defs, retired=retired, collections=collections or None
+                path,
+                say,
+                defs=defs,
+                retired=retired,
+                collections=collections or None,
+                **_reading(args.settings, path),
             )
         ]
         # Tenants as the settings say, once the files are routed (an ambiguous file stops the
@@ -118,3 +126,20 @@ def run(args: argparse.Namespace) -> int:
     if switch is not None:  # new batches of the new model wait for it too
         say(f"index: {switch.describe()}")
     return 0
+
+
+def _reading(settings: SeamsSettings, location: Location) -> dict[str, Any]:
+    """How a source is read: the S3 endpoint and the size limit of the collection whose
+    source it is (else the top level's)."""
+    own = next(
+        (
+            settings.collection_settings()[c.name]
+            for c in settings.declared_collections().values()
+            if c.source == location
+        ),
+        settings,
+    )
+    return {
+        "endpoint_url": own.inbox.endpoint_url,
+        "max_bytes": own.extraction_limits().file_bytes_max,
+    }

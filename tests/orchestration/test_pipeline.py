@@ -195,7 +195,7 @@ def test_sensor_registers_a_batch_once_and_again_for_a_new_version(
 ) -> None:
     inbox_sensor = build_inbox_sensor(SETTINGS.inbox)
     seal_inbox_schedule = build_seal_schedule(SETTINGS.inbox)
-    folder = SETTINGS.inbox.folder()
+    folder = SETTINGS.inbox.location()
     folder.mkdir(parents=True, exist_ok=True)
     for path in folder.iterdir():
         path.unlink()
