@@ -19,6 +19,7 @@ from seams.extraction.limits import ExtractionLimits
 from seams.resources.postgres import PostgresResource
 from seams.storage import quarantine
 from seams.storage.batches import batch_manifest
+from seams.storage.object_store import ObjectChanged, ObjectGone
 from seams.storage.sources import DocumentReader
 
 # 2: NUL bytes stripped, mostly-UTF-8 kept as UTF-8, deep HTML flattened, per-document limits.
@@ -76,7 +77,10 @@ def extract_batch(
                     error = quarantine.quarantine_error(file_name(entry.source_uri), died_in)
                     doc = failed("application/octet-stream", error)
                 else:
-                    content = reader.read(batch_key, entry)
+                    try:
+                        content = reader.read(batch_key, entry)
+                    except (ObjectChanged, ObjectGone) as exc:  # no retry brings it back
+                        raise dg.Failure(description=str(exc), allow_retries=False) from None
                     quarantine.begin(
                         conn, batch_key, entry.document_id, entry.source_sha256, run_id
                     )
