@@ -6,8 +6,8 @@ environment variables, `AWS_PROFILE`, `~/.aws/config` and `~/.aws/credentials`, 
 container roles), so seams.yaml never holds a secret; it may name an `endpoint_url` for a store
 other than AWS. Throttling and transient failures are retried with backoff by botocore's
 `standard` retry mode (`AWS_MAX_ATTEMPTS` / `max_attempts` in the config file, else
-`MAX_ATTEMPTS`). boto3 is the optional extra `seams-chunking[s3]`, imported only when an `s3://` source is
-named.
+`MAX_ATTEMPTS`). boto3 is the optional extra `seams-chunking[s3]`, imported only when an `s3://`
+source is named.
 
 Every failure is one line naming the bucket (and the key, where there is one) and what to do.
 """
