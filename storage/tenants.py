@@ -41,8 +41,9 @@ exist (`statistics_ddl`).
 Residual, by design of PostgreSQL: a tenant sees catalog metadata (table and column names,
 function bodies, approximate row counts in `pg_class`/`pg_stat_*`), plan estimates on the key
 columns the pipeline joins on (`KEEP_STATISTICS`: one who guesses another tenant's exact file
-URI, hence its document id, may see that it is frequent), and can take advisory locks (a
-denial of service, not a read); none of it is document content.
+URI, hence its document id, may see that it is frequent); none of it is document content.
+What a tenant may spend and call (connections, timeouts, temporary files, sleep, large objects,
+advisory locks) and how its role is removed: `seams.storage.tenant_roles`.
 """
 
 from __future__ import annotations
@@ -60,7 +61,7 @@ from psycopg import sql
 from psycopg.pq import TransactionStatus
 
 from seams.errors import StorageError
-from seams.storage import schema
+from seams.storage import schema, tenant_roles
 from seams.storage.connections import describe_connection, retrying
 
 GROUP = "seams_tenants"
@@ -364,12 +365,13 @@ def _group(conn: psycopg.Connection[Any]) -> None:
             )
         for statement in [*ddl(), *_grants(), *statistics_ddl(conn.info.server_version)]:
             conn.execute(statement)
+        tenant_roles.restrict_functions(conn, GROUP)
 
 
 def ensure_tenant(conn: psycopg.Connection[Any], tenant: str) -> bool:
     """The login role of `tenant`, a member of `seams_tenants` that cannot SET ROLE, with no
-    attribute beyond LOGIN; True when it was created now (it has no password until
-    `rotate_tenant`). Its attributes are reasserted when it exists."""
+    attribute beyond LOGIN and the limits of `tenant_roles.LIMITS`; True when it was created now
+    (it has no password until `rotate_tenant`). Its attributes are reasserted when it exists."""
     role = sql.Identifier(tenant_role(tenant))
     ensure_group(conn)
     attributes = sql.SQL(
@@ -395,6 +397,7 @@ def ensure_tenant(conn: psycopg.Connection[Any], tenant: str) -> bool:
                     sql.Identifier(GROUP), role
                 )
             )
+            tenant_roles.apply_limits(conn, tenant_role(tenant))
         except psycopg.errors.InsufficientPrivilege:
             raise StorageError(
                 f"cannot {'create' if created else 'update'} tenant role {tenant_role(tenant)} "
@@ -425,9 +428,11 @@ def rotate_tenant(conn: psycopg.Connection[Any], tenant: str) -> str:
     return password
 
 
-def drop_tenant(conn: psycopg.Connection[Any], tenant: str) -> None:
-    """Remove `tenant`: its collections unassigned, its role out of the group and dropped (a
-    role that was given privileges of its own somewhere stays: one line)."""
+def drop_tenant(conn: psycopg.Connection[Any], tenant: str) -> str | None:
+    """Remove `tenant`: its collections unassigned, its role out of the group and without login
+    (committed first: its URL stops connecting whatever follows), its sessions ended, what it
+    owns here dropped (large objects included), then the role. None when the role is gone, else
+    the one line saying why it stays (`tenant_roles.remove_role`)."""
     name = tenant_role(tenant)
     with conn.transaction():
         _lock(conn)
@@ -437,20 +442,9 @@ def drop_tenant(conn: psycopg.Connection[Any], tenant: str) -> None:
         )
         exists = conn.execute("SELECT to_regrole(%s) IS NOT NULL", (name,)).fetchone()
         if not (exists and exists[0]):
-            return
-        # A tenant owns nothing and holds no grant of its own (it can create nothing; its
-        # rights are the group's), so leaving the group and dropping the role removes it all.
-        conn.execute(
-            sql.SQL("REVOKE {} FROM {}").format(sql.Identifier(GROUP), sql.Identifier(name))
-        )
-        try:
-            with conn.transaction():
-                conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(name)))
-        except psycopg.errors.DependentObjectsStillExist:
-            raise StorageError(
-                f"role {name} holds privileges of its own (granted outside Seams): revoke them "
-                f"(`DROP OWNED BY {name}` in each database, as a superuser), then drop the tenant"
-            ) from None
+            return None
+        tenant_roles.disable(conn, name, GROUP)
+    return tenant_roles.remove_role(conn, name)
 
 
 def sync_tenants(conn: psycopg.Connection[Any], assignments: Mapping[str, str | None]) -> list[str]:
@@ -494,17 +488,20 @@ class TenantChanges:
     """Tenant -> its collections, sorted, as the database now says."""
     created: tuple[str, ...] = ()
     removed: tuple[str, ...] = ()
+    left: tuple[str, ...] = ()
+    """Why each removed tenant's role that could not be dropped stays (`tenant_roles`)."""
 
     @property
     def changed(self) -> bool:
-        """Whether a role was created or removed (what a run reports; `describe` says all)."""
-        return bool(self.created or self.removed)
+        """Whether a role was created or removed, or one is left over (what a run reports;
+        `describe` says all)."""
+        return bool(self.created or self.removed or self.left)
 
     def describe(self) -> str:
         """`tenants: acme reads contracts, handbook; beta reads tickets (created
         seams_tenant_beta; removed seams_tenant_old: no collection names it any more)`, or ""
         for a project that has no tenants and had none."""
-        if not self.reads and not self.removed:
+        if not self.reads and not self.removed and not self.left:
             return ""
         reads = "; ".join(
             f"{tenant} reads {', '.join(collections)}"
@@ -516,7 +513,8 @@ class TenantChanges:
         if self.removed:
             roles = ", ".join(tenant_role(t) for t in self.removed)
             done.append(f"removed {roles}: no collection names it any more")
-        return "tenants: " + (reads or "none") + (f" ({'; '.join(done)})" if done else "")
+        line = "tenants: " + (reads or "none") + (f" ({'; '.join(done)})" if done else "")
+        return "; ".join([line, *self.left])
 
 
 def sync_project(conn: psycopg.Connection[Any], wanted: Mapping[str, str | None]) -> TenantChanges:
@@ -527,10 +525,12 @@ def sync_project(conn: psycopg.Connection[Any], wanted: Mapping[str, str | None]
 
     Roles are per server: a dropped tenant also stops reading another Seams database on the
     same server that still names it, until a sync there creates its role again (without the
-    password it had). Costs one read when the project has no tenants and had none."""
+    password it had). A role that cannot be dropped loses its login and is tried again, and
+    named, by every later sync until it is gone. Costs two reads when the project has no
+    tenants and had none."""
     before = assignments(conn)
     if not before and not any(wanted.values()):
-        return TenantChanges(reads={})
+        return TenantChanges(reads={}, left=tuple(_drop_leftovers(conn)))
     created = sync_tenants(conn, wanted)
     named = {t for t in wanted.values() if t is not None}
     removed = sorted(set(before.values()) - named)
@@ -544,7 +544,18 @@ def sync_project(conn: psycopg.Connection[Any], wanted: Mapping[str, str | None]
         reads={t: tuple(c) for t, c in reads.items()},
         created=tuple(created),
         removed=tuple(removed),
+        left=tuple(_drop_leftovers(conn)),
     )
+
+
+def _drop_leftovers(conn: psycopg.Connection[Any]) -> list[str]:
+    """Drop every removed tenant's role still on the server; why each that stays does."""
+    lines = []
+    for role in tenant_roles.leftovers(conn, ROLE_PREFIX, GROUP):
+        line = tenant_roles.remove_role(conn, role)
+        if line is not None:
+            lines.append(line)
+    return lines
 
 
 # --- the tenant's URL --------------------------------------------------------------------------

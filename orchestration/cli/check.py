@@ -17,7 +17,7 @@ from seams.orchestration.instance import prepare_instance
 from seams.orchestration.runner import seams_command
 from seams.resources.database import redact
 from seams.resources.postgres import PostgresResource
-from seams.storage import publication, tenants
+from seams.storage import publication, tenant_roles, tenants
 from seams.storage.schema import DEFAULT_COLLECTION
 
 EXIT_UNPUBLISHED = 1
@@ -137,12 +137,17 @@ def tenancy_report(
     tenant without a role yet, a collection its tenant does not read yet, a collection read by
     a tenant the settings do not give it (exit 1); `seams db upgrade` syncs them. Then every
     way a tenant could read past its collections (`tenants.isolation_problems`), each with its
-    fix (exit 1)."""
+    fix (exit 1); then what tenants may still spend or call and removed tenants' roles left on
+    the server (`tenant_roles.problems`: said, the status unchanged, as a server where Seams is
+    not a superuser cannot change some of it)."""
     wanted = {c: t for c, t in (declared or {}).items() if t is not None}
     try:
         with postgres.connection() as conn:
             set_up = tenants.set_up_here(conn)
             problems = tenants.isolation_problems(conn) if set_up else []
+            limits = (
+                tenant_roles.problems(conn, tenants.ROLE_PREFIX, tenants.GROUP) if set_up else []
+            )
             assigned = tenants.assignments(conn) if set_up else {}
             missing = [
                 t
@@ -183,6 +188,7 @@ def tenancy_report(
             + f": {upgrade} gives it"
         )
     lines += [f"Tenants: {problem}" for problem in problems]
+    lines += [f"Tenants: {line}" for line in limits]
     return "\n".join(lines), EXIT_ISOLATION if problems or extra else 0
 
 

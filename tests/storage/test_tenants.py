@@ -27,7 +27,7 @@ from psycopg.types.json import Jsonb
 from seams.errors import StorageError
 from seams.orchestration.cli import check
 from seams.resources.postgres import PostgresResource, close_pool
-from seams.storage import schema, tenants
+from seams.storage import schema, tenant_roles, tenants
 from seams.storage.search import dense
 from tests.support.concurrency import run_together
 from tests.support.databases import fresh_database, migrated_postgres
@@ -552,6 +552,15 @@ def test_an_owner_that_is_not_a_superuser_runs_it_all(pg_server_url: str) -> Non
                         _insert(conn, schema.CHUNKS, collection, seq)
                 assert conn.execute("SELECT count(*) FROM seams.chunks").fetchone() == (2,)
                 assert tenants.isolation_problems(conn) == []
+                # Only a superuser may take sleep, large objects and advisory locks from
+                # tenants: said until one does, and the owner keeps them then.
+                said = tenant_roles.problems(conn, tenants.ROLE_PREFIX, tenants.GROUP)
+                assert len(said) == 1 and "tenants may call lo_creat" in said[0]
+            with psycopg.connect(superuser_url, autocommit=True) as su:
+                tenant_roles.restrict_functions(su, tenants.GROUP)
+            with psycopg.connect(owner_url, autocommit=True) as conn:
+                assert tenant_roles.problems(conn, tenants.ROLE_PREFIX, tenants.GROUP) == []
+                assert conn.execute("SELECT pg_try_advisory_lock(7)").fetchone() == (True,)
             with psycopg.connect(tenants.tenant_url(owner_url, tenant)) as mine:
                 assert mine.execute("SELECT collection FROM seams.chunks").fetchall() == [
                     ("alpha",)
@@ -588,3 +597,6 @@ def test_tenant_changes_say_who_reads_what_and_which_roles_came_and_went() -> No
     assert tenants.TenantChanges(reads={}, removed=("old",)).describe() == (
         "tenants: none (removed seams_tenant_old: no collection names it any more)"
     )
+    left = tenants.TenantChanges(reads={}, left=("seams_tenant_old is left on the server",))
+    assert left.changed
+    assert left.describe() == "tenants: none; seams_tenant_old is left on the server"

@@ -1,0 +1,189 @@
+"""What a tenant's role may spend and call, and its removal: real roles on the test server
+(a superuser owner, as the embedded server's), on the tenancy of `test_tenants`."""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+from typing import Any
+
+import psycopg
+import psycopg.errors
+import pytest
+from psycopg import sql
+
+from seams.orchestration.cli import check
+from seams.orchestration.command_lock import LOCK_NAME, command_lock
+from seams.resources.postgres import PostgresResource, close_pool
+from seams.storage import tenant_roles, tenants
+from tests.storage.test_tenants import Tenancy
+from tests.storage.test_tenants import tenancy as tenancy  # the fixture, shared
+from tests.support.databases import fresh_database
+
+
+def test_a_tenants_connections_stop_at_its_limit_while_another_still_connects(
+    tenancy: Tenancy,
+) -> None:
+    opened: list[psycopg.Connection[Any]] = []
+    refused: list[str] = []
+    try:
+        for _ in range(100):
+            try:
+                opened.append(psycopg.connect(tenancy.urls[tenancy.a]))
+            except psycopg.OperationalError as exc:
+                refused.append(str(exc))
+        assert len(opened) == tenant_roles.LIMITS.connections
+        assert len(refused) == 100 - tenant_roles.LIMITS.connections
+        assert all("too many connections for role" in r for r in refused)
+        with psycopg.connect(tenancy.urls[tenancy.b]) as other:
+            assert other.execute("SELECT count(*) FROM seams.chunks").fetchone() == (1,)
+        # The limit is the owner's to change, not the tenant's.
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            opened[0].execute(
+                sql.SQL("ALTER ROLE {} CONNECTION LIMIT -1").format(
+                    sql.Identifier(tenants.tenant_role(tenancy.a))
+                )
+            )
+    finally:
+        for conn in opened:
+            conn.close()
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "SELECT pg_sleep(3600)",
+        "SELECT pg_sleep_for('1 hour')",
+        "SELECT pg_sleep_until(now() + interval '1 hour')",
+        "SELECT lo_from_bytea(0, 'x')",
+        "SELECT lo_create(0)",
+        "SELECT lo_creat(-1)",
+        f"SELECT pg_advisory_lock(hashtextextended('{LOCK_NAME}', 0))",
+        "SELECT pg_try_advisory_xact_lock_shared(1)",
+    ],
+)
+def test_sleep_large_objects_and_advisory_locks_are_refused_to_a_tenant(
+    tenancy: Tenancy, statement: str
+) -> None:
+    with (
+        psycopg.connect(tenancy.urls[tenancy.a]) as conn,
+        pytest.raises(psycopg.errors.InsufficientPrivilege, match="permission denied"),
+    ):
+        conn.execute(statement)
+
+
+def test_the_writers_command_lock_is_the_owners_alone(tenancy: Tenancy) -> None:
+    lines: list[str] = []
+    with psycopg.connect(tenancy.urls[tenancy.b], autocommit=True) as tenant:
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            tenant.execute("SELECT pg_advisory_lock(hashtextextended(%s, 0))", (LOCK_NAME,))
+        with command_lock(tenancy.owner_url, "seams run /data", lines.append, wait=False):
+            pass
+    assert lines == []
+    with psycopg.connect(tenancy.owner_url) as conn:
+        assert tenant_roles.problems(conn, tenants.ROLE_PREFIX, tenants.GROUP) == []
+
+
+def test_role_defaults_hold_and_temporary_files_are_bounded(tenancy: Tenancy) -> None:
+    role = tenants.tenant_role(tenancy.b)
+    with psycopg.connect(tenancy.urls[tenancy.b]) as conn:
+        shown = {
+            name: conn.execute(sql.SQL("SHOW {}").format(sql.Identifier(name))).fetchone()[0]  # type: ignore[index]
+            for name in tenant_roles.LIMITS.settings(conn.info.server_version)
+        }
+        assert shown["statement_timeout"] == "1min"
+        assert shown["idle_in_transaction_session_timeout"] == "1min"
+        assert shown["temp_file_limit"] == "1GB"
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            conn.execute("SET temp_file_limit = -1")
+    with psycopg.connect(tenancy.owner_url, autocommit=True) as owner:
+        tenant_roles.apply_limits(owner, role, tenant_roles.Limits(temp_file_limit="1MB"))
+    try:
+        with psycopg.connect(tenancy.urls[tenancy.b]) as conn:
+            conn.execute("SET work_mem = '64kB'")
+            with pytest.raises(psycopg.errors.ConfigurationLimitExceeded, match="temp_file_limit"):
+                conn.execute(
+                    "SELECT count(*) FROM (SELECT md5(g::text) AS h FROM"
+                    " generate_series(1, 300000) AS g ORDER BY 1) AS s"
+                ).fetchone()
+    finally:
+        with psycopg.connect(tenancy.owner_url, autocommit=True) as owner:
+            tenant_roles.apply_limits(owner, role)
+
+
+@contextlib.contextmanager
+def _extra_tenant(tenancy: Tenancy) -> Any:
+    """A third tenant `c` reading `gamma` in the tenancy's database; gone afterwards."""
+    fresh = f"c{uuid.uuid4().hex[:8]}"
+    base = {"alpha": tenancy.a, "alpha2": tenancy.a, "beta": tenancy.b}
+    with psycopg.connect(tenancy.owner_url, autocommit=True) as conn:
+        tenants.sync_project(conn, {**base, "gamma": fresh})
+    try:
+        yield fresh, base
+    finally:
+        close_pool(tenants.tenant_url(tenancy.owner_url, fresh))
+        with psycopg.connect(tenancy.owner_url, autocommit=True) as conn:
+            tenants.drop_tenant(conn, fresh)
+            tenants.sync_tenants(conn, {**base, "gamma": None})
+
+
+def _role_exists(url: str, role: str) -> bool:
+    with psycopg.connect(url) as conn:
+        return bool(conn.execute("SELECT to_regrole(%s) IS NOT NULL", (role,)).fetchone()[0])  # type: ignore[index]
+
+
+def test_a_removed_tenant_with_a_large_object_is_dropped_and_its_url_stops_connecting(
+    tenancy: Tenancy,
+) -> None:
+    with _extra_tenant(tenancy) as (fresh, base):
+        role = tenants.tenant_role(fresh)
+        url = tenants.tenant_url(tenancy.owner_url, fresh)
+        with psycopg.connect(tenancy.owner_url, autocommit=True) as owner:
+            # Created before large objects were denied, or granted by hand: the tenant's own.
+            oid = owner.execute("SELECT lo_from_bytea(0, 'x')").fetchone()[0]  # type: ignore[index]
+            owner.execute(
+                sql.SQL("ALTER LARGE OBJECT {} OWNER TO {}").format(
+                    sql.Literal(oid), sql.Identifier(role)
+                )
+            )
+            session = psycopg.connect(url, autocommit=True)
+            changes = tenants.sync_project(owner, {**base, "gamma": None})
+            assert changes.removed == (fresh,) and changes.left == ()
+            assert owner.execute(
+                "SELECT count(*) FROM pg_largeobject_metadata WHERE oid = %s", (oid,)
+            ).fetchone() == (0,)
+        assert not _role_exists(tenancy.owner_url, role)
+        with pytest.raises(psycopg.OperationalError):  # its open session was ended
+            session.execute("SELECT 1")
+        session.close()
+        with pytest.raises(psycopg.OperationalError, match=role):
+            psycopg.connect(url)
+
+
+def test_a_role_that_cannot_be_dropped_loses_its_login_and_is_named_until_it_is_gone(
+    tenancy: Tenancy, pg_server_url: str
+) -> None:
+    with _extra_tenant(tenancy) as (fresh, base), fresh_database(pg_server_url) as elsewhere:
+        role = tenants.tenant_role(fresh)
+        with psycopg.connect(elsewhere, autocommit=True) as other:
+            other.execute("CREATE TABLE kept (x int)")
+            other.execute(sql.SQL("ALTER TABLE kept OWNER TO {}").format(sql.Identifier(role)))
+        with psycopg.connect(tenancy.owner_url, autocommit=True) as owner:
+            first = tenants.sync_project(owner, {**base, "gamma": None})
+            later = tenants.sync_project(owner, {**base, "gamma": None})
+        for changes in (first, later):
+            assert changes.changed
+            assert len(changes.left) == 1 and changes.left[0].startswith(f"{role} is left")
+            assert changes.describe().endswith(changes.left[0])
+        name = psycopg.conninfo.conninfo_to_dict(elsewhere)["dbname"]
+        assert f"database(s) {name}" in first.left[0]
+        with pytest.raises(psycopg.OperationalError, match="not permitted to log in"):
+            psycopg.connect(tenants.tenant_url(tenancy.owner_url, fresh))
+        report, status = check.tenancy_report(PostgresResource(url=tenancy.owner_url))
+        assert f"Tenants: {role} is no tenant any more without login" in report
+        assert status == 0
+        with psycopg.connect(elsewhere, autocommit=True) as other:
+            other.execute("DROP TABLE kept")
+        with psycopg.connect(tenancy.owner_url, autocommit=True) as owner:
+            assert tenants.sync_project(owner, {**base, "gamma": None}).left == ()
+        assert not _role_exists(tenancy.owner_url, role)
