@@ -183,6 +183,8 @@ def remove_role(conn: psycopg.Connection[Any], role: str) -> str | None:
             if owns and owns[0]:
                 conn.execute(sql.SQL("DROP OWNED BY {}").format(name))
             conn.execute(sql.SQL("DROP ROLE {}").format(name))
+    except psycopg.errors.UndefinedObject:
+        return None  # another sync dropped it meanwhile
     except (
         psycopg.errors.DependentObjectsStillExist,
         psycopg.errors.InsufficientPrivilege,
