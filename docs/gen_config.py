@@ -40,6 +40,7 @@ from seams.collections import (
 )
 from seams.extraction.limits import ExtractionLimits
 from seams.settings import SeamsSettings
+from seams.targets import TargetSettings
 
 PAGE = Path(__file__).resolve().parent / "configuration.md"
 COMMAND = ".venv/bin/python docs/gen_config.py"
@@ -368,6 +369,22 @@ def _collections_section(meaning: _Meanings) -> list[str]:
     ]
 
 
+def _targets_section(meaning: _Meanings) -> list[str]:
+    """The `targets:` block: the vector stores that mirror the published chunks."""
+    return [
+        "Vector stores that mirror the published current chunks, one record per chunk with "
+        "its vector, text and lineage. Each key is a target name, each value a mapping with "
+        "the fields below; without it nothing leaves Seams' PostgreSQL.\n",
+        "```yaml\ntargets:\n  app_pg: {kind: pgvector, table: rag_chunks, "
+        "url_env: APP_DATABASE_URL}\n  app_lance: {kind: lancedb, table: rag_chunks, "
+        "path: lance}\n```\n",
+        "What readers see during changes and model switches, `seams sync` and tenants: "
+        "[Targets](targets.md).\n",
+        *_model_table(TargetSettings, "targets.NAME.", meaning),
+        "",
+    ]
+
+
 def render() -> str:
     """The whole page, as the models define it today."""
     meaning = _Meanings()
@@ -379,6 +396,9 @@ def render() -> str:
         out.append(f"## {section}\n")
         if section == "collections":
             out.extend(_collections_section(meaning))
+            continue
+        if section == "targets":
+            out.extend(_targets_section(meaning))
             continue
         if section == "extraction":
             out.append(

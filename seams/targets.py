@@ -62,11 +62,18 @@ class TargetSettings(Section):
     """One target as written in seams.yaml (checked per kind by `_per_kind`)."""
 
     kind: Literal["pgvector", "qdrant", "lancedb", "chroma", "milvus"]
+    """The store; its client is the extra `seams-chunking[<kind>]` (pgvector needs none)."""
     table: str | None = Field(None, min_length=1, max_length=81)
+    """pgvector and LanceDB: the table readers use (pgvector: a view, `name` or `schema.name`)."""
     collection: str | None = Field(None, min_length=1, max_length=40)
+    """Qdrant, Chroma and Milvus: the collection (or alias) readers use."""
     url_env: str | None = None
+    """The environment variable holding the store's URL (never the URL itself)."""
     path: str | None = Field(None, min_length=1, max_length=4096)
+    """A local store instead of `url_env`: a folder (LanceDB, Qdrant local mode, Chroma) or a
+    Milvus Lite `.db` file; relative to the settings file's folder."""
     collections: list[str] | None = Field(None, min_length=1)
+    """The Seams collections it receives, all of one tenant; null: every collection."""
 
     @model_validator(mode="after")
     def _per_kind(self) -> TargetSettings:

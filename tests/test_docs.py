@@ -35,7 +35,10 @@ BLOCK = re.compile(
 MAX_NOT_RUN = 3
 """Blocks marked `<!-- not run: why -->` just before them are skipped; keep such markers rare."""
 
-DEDICATED = {DOCS / "library.md": "tests/integrations/test_library_doc.py"}
+DEDICATED = {
+    DOCS / "library.md": "tests/integrations/test_library_doc.py",
+    DOCS / "targets.md": "tests/storage/targets/test_targets_doc.py",
+}
 """Pages whose blocks run in a test of their own (through `run_python_blocks`)."""
 
 

@@ -7,7 +7,7 @@ vector (and a target need not be sent it again)."""
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +19,8 @@ from seams.storage import publication, schema, vector_indexes
 from seams.storage.export_rows import ExportRequest, export_columns, stream_rows
 from seams.storage.partition_tables import write_table
 
+Embed = Callable[[list[str]], np.ndarray]
+"""A real model's `embed`: texts -> unit vectors."""
 Documents = Mapping[str, Sequence[str]]
 """document_id -> its chunk texts, in order."""
 
@@ -76,11 +78,22 @@ def register(
 
 
 def write_index(
-    postgres: PostgresResource, batch: str, chunks: pd.DataFrame, model_id: str, dimension: int
+    postgres: PostgresResource,
+    batch: str,
+    chunks: pd.DataFrame,
+    model_id: str,
+    dimension: int,
+    embed: Embed | None = None,
 ):
-    """The batch's `chunk_index` of `model_id` (its write publishes, or holds for a switch)."""
+    """The batch's `chunk_index` of `model_id` (its write publishes, or holds for a switch);
+    with `embed`, the vectors of the chunk texts by a real model."""
     with postgres.connection() as conn:
         vector_indexes.ensure_model_index(conn, model_id, dimension)
+    vectors = (
+        list(embed(list(chunks["text"])))
+        if embed is not None
+        else [vector_of(cid, model_id, dimension) for cid in chunks["chunk_id"]]
+    )
     rows = [
         {
             "batch_key": batch,
@@ -88,10 +101,10 @@ def write_index(
             "document_id": r.document_id,
             "mode": "pooled",
             "model_id": model_id,
-            "embedding": vector_of(r.chunk_id, model_id, dimension),
+            "embedding": vector,
             "text_search_config": "english",
         }
-        for r in chunks.itertuples(index=False)
+        for r, vector in zip(chunks.itertuples(index=False), vectors, strict=True)
     ]
     frame = pd.DataFrame(
         rows, columns=["batch_key", *(c.name for c in schema.CHUNK_INDEX.data_columns)]
@@ -106,12 +119,13 @@ def publish_batch(
     model_id: str,
     dimension: int,
     collection: str = "default",
+    embed: Embed | None = None,
 ) -> None:
     """Register `batch` with `documents` and publish its chunks and vectors."""
     register(postgres, batch, documents, collection)
     chunks = chunk_frame(batch, documents)
     write_table(postgres, schema.CHUNKS, chunks, [batch], run_id="r")
-    written = write_index(postgres, batch, chunks, model_id, dimension)
+    written = write_index(postgres, batch, chunks, model_id, dimension, embed)
     assert batch in written.published, written.held
 
 
