@@ -32,6 +32,7 @@ from seams.environment import CONFIG_ENV, PROJECT_SETTINGS, SeamsEnvironment
 from seams.errors import ConfigError
 from seams.extraction.limits import ExtractionLimits
 from seams.paths import packaged_default
+from seams.settings_yaml import load_settings_yaml
 from seams.storage.object_store import ObjectPrefix, is_object_uri
 from seams.storage.search import DEFAULT_TEXT_SEARCH_CONFIG, LEXICAL_WEIGHT, SENTENCE_WEIGHT
 from seams.targets import TargetSettings, check_targets, project_tenants
@@ -311,7 +312,7 @@ def load_settings(
 
 def _parse(text: str, source: str, *, base: Path | None = None) -> SeamsSettings:
     try:
-        raw = yaml.safe_load(text) or {}
+        raw = load_settings_yaml(text) or {}
     except yaml.YAMLError as exc:
         raise ConfigError(f"{source}: not valid YAML{_where(exc)}") from None
     if not isinstance(raw, dict):

@@ -23,6 +23,7 @@ ORDER = (
     "storage",
     "paths",
     "collections",
+    "settings_yaml",
     "settings",
     "resources",
     "serving",

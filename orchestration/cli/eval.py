@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -67,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
         sentence_weight=retrieval.sentence_weight,
         count_tokens=embedder.count_tokens,
         published_seq=published,
-        progress=_progress if sys.stderr.isatty() else None,
+        progress=_progress if sys.stderr.isatty() else _logged_progress(len(questions)),
     )
     documents = [sources[q.source].document_id for q in questions]  # one per file, however named
     choice = None
@@ -240,3 +241,15 @@ def format_report(report: dict[str, Any], name: str) -> str:
 def _progress(done: int, total: int) -> None:
     end = "\n" if done == total else ""
     print(f"\rseams eval: {done}/{total} question(s)", end=end, file=sys.stderr, flush=True)
+
+
+def _logged_progress(total: int, lines: int = 20) -> Callable[[int, int], None]:
+    """Progress for a log or a pipe (no terminal to redraw a line on): one line each twentieth
+    of the questions, so a long evaluation says how far it got."""
+    step = max(1, -(-total // lines))
+
+    def progress(done: int, total: int) -> None:
+        if done % step == 0 or done == total:
+            print(f"seams eval: {done}/{total} question(s)", file=sys.stderr, flush=True)
+
+    return progress

@@ -37,6 +37,13 @@ benchmark's sets lie within 0.005 over 0.5-0.8), so a finer grid mostly fits noi
 MIN_SOURCES_FOR_FOLDS = 4
 """With this many distinct sources, the folds keep each source's questions together."""
 
+MAX_QUESTIONS = 20_000
+"""The most questions `seams eval` takes in one file: each is a search per weight and budget
+(about 0.1 s here), so 20,000 take over half an hour; a sample of a few thousand measures the
+same within noise."""
+MAX_QUESTIONS_BYTES = 16 * 2**20
+"""The largest question file read (checked before it is read): 20,000 questions of a few
+hundred bytes each."""
 FIELDS = ("question", "source", "spans")
 EXAMPLE = '{"question": "...", "source": "notes.md", "spans": [[120, 186]]}'
 
@@ -58,6 +65,13 @@ def read_questions(path: Path) -> tuple[list[EvalQuestion], str]:
     """The questions of the file at `path` (`parse_questions`) and its content's sha256 (what a
     measurement of them is versioned by); an `InputError` naming the file when it cannot be read."""
     try:
+        size = path.stat().st_size
+        if size > MAX_QUESTIONS_BYTES and path.is_file():
+            raise InputError(
+                f"{path}: {size / 2**20:.1f} MiB, more than seams eval reads "
+                f"({MAX_QUESTIONS_BYTES // 2**20} MiB, about {MAX_QUESTIONS:,} questions): "
+                f"evaluate a sample of it (e.g. `shuf -n 2000 {path} > sample.jsonl`)"
+            )
         data = path.read_bytes()
         text = data.decode("utf-8")
     except FileNotFoundError:
@@ -107,6 +121,12 @@ def parse_questions(lines: Iterable[str], name: str) -> list[EvalQuestion]:
         )
     if not questions:
         raise InputError(f"{name}: no questions in it: write one JSON object per line, {EXAMPLE}")
+    if len(questions) > MAX_QUESTIONS:
+        raise InputError(
+            f"{name}: {len(questions):,} questions, more than seams eval takes "
+            f"({MAX_QUESTIONS:,}): evaluate a sample of them (e.g. `shuf -n 2000 {name} > "
+            "sample.jsonl`)"
+        )
     return questions
 
 

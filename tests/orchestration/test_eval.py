@@ -16,6 +16,7 @@ from seams.orchestration import cli
 from seams.paths import packaged_default
 from seams.settings import load_settings
 from seams.storage.search import search_response
+from seams.storage.search.budget_recall import MAX_QUESTIONS, MAX_QUESTIONS_BYTES
 from tests.support.cli import one_error_line, run_seams, seams_env
 from tests.support.databases import rows
 from tests.support.samples import SAMPLE_CORPUS, copy_samples
@@ -97,6 +98,25 @@ def test_a_questions_file_it_cannot_use_is_one_line(
     assert err.startswith(f"seams: error: {says.format(path=path)}"), err
 
 
+def test_a_questions_file_over_the_limits_is_one_line_before_any_work(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    huge = tmp_path / "huge.jsonl"
+    with huge.open("wb") as out:  # sparse: the size is what is refused, before reading
+        out.truncate(MAX_QUESTIONS_BYTES + 1)
+    many = tmp_path / "many.jsonl"
+    line = '{"question": "q", "source": "a.md", "spans": [[0, 1]]}\n'
+    many.write_text(line * (MAX_QUESTIONS + 1), encoding="utf-8")
+    for path, says in (
+        (huge, f"{huge}: 16.0 MiB, more than seams eval reads (16 MiB, about 20,000 questions)"),
+        (many, f"{many}: 20,001 questions, more than seams eval takes (20,000)"),
+    ):
+        assert cli.main(["eval", str(path)]) == cli.EXIT_ERROR
+        out, err = capfd.readouterr()
+        assert out == "" and err.count("\n") == 1, err
+        assert err.startswith(f"seams: error: {says}: evaluate a sample"), err
+
+
 def test_eval_is_a_command_with_its_flags() -> None:
     args = cli.build_parser().parse_args(
         ["eval", "q.jsonl", "--budgets", "100,250", "--weights", "0,0.5", "--json", "--apply"]
@@ -152,6 +172,8 @@ def test_eval_figures_are_those_of_search_with_a_budget_and_apply_writes_setting
         "eval", str(questions), "--json", "--budgets", budgets, "--weights", weights, env=env
     )
     assert done.returncode == 0, done.stdout + done.stderr
+    # No terminal (a pipe, a log): progress comes as lines, the last one the whole file's.
+    assert done.stderr.rstrip().endswith("seams eval: 7/7 question(s)"), done.stderr
     report = json.loads(done.stdout)
     retrieval = load_settings(config).retrieval
     assert (report["questions"], report["search"], report["lexical_weight"]) == (7, "hybrid", 0.0)

@@ -156,6 +156,38 @@ def test_a_broken_settings_file_names_the_file(tmp_path: Path, text: str, why: s
     assert str(path) in str(info.value)
 
 
+BOMB = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
+    f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join([f'*{chr(97 + i)}'] * 9)}]\n" for i in range(8)
+)
+"""Nine levels of nine aliases: 9**9 (387 million) strings once expanded."""
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        (BOMB, "not valid YAML at line 2, column 8: alias *a is not allowed in settings"),
+        (
+            "collections:\n  docs:\n    source: /a\n  docs:\n    source: /b\n",
+            "not valid YAML at line 4, column 3: duplicate key 'docs' (first at line 2): keep one",
+        ),
+        (
+            "retrieval:\n  mode: text\nchunking: {}\nretrieval:\n  mode: late\n",
+            "not valid YAML at line 4, column 1: duplicate key 'retrieval' (first at line 1)",
+        ),
+    ],
+    ids=["alias-bomb", "duplicate-collection", "duplicate-block"],
+)
+def test_aliases_and_duplicate_keys_are_refused_in_one_line(
+    tmp_path: Path, text: str, says: str
+) -> None:
+    path = tmp_path / "seams.yaml"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(ConfigError) as info:
+        load_settings(path)
+    message = str(info.value)
+    assert message.startswith(f"{path}: {says}") and "\n" not in message, message
+
+
 def test_the_shipped_settings_and_the_defaults_load(tmp_path: Path) -> None:
     assert isinstance(load_settings(), SeamsSettings)
     empty = tmp_path / "seams.yaml"
