@@ -16,6 +16,12 @@ figures behind the defaults", and docs/benchmarks-segmentation.md):
   moves cuts away from topic shifts).
 - `chunk_size_min=32`: a short topic may stand alone, fragments (a lone heading, a one-line tail)
   merge. A larger minimum cost topic fidelity; a smaller one gained nothing.
+
+A size left at its default never blocks one that was set: sizes not given (to the constructor,
+or as a preset's overrides; a preset's own sizes count as defaults) follow those given, so
+`chunk_size_max=150` alone brings `chunk_size_target` down to 150, and a `chunk_size_min` or
+`chunk_size_target` set above the default cap raises it. Only sizes given together can conflict,
+and then the error names them. (`_follow_given_sizes`)
 - Boundaries: `segmenter="optimal"` (`chunking.optimal`). The threshold rule
   (`segmenter="threshold"`: pooled windows of 4, local minima below the 30th percentile) stays as
   an option and as the per-gap evidence in `semantic_boundaries`.
@@ -37,6 +43,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Collection
+from contextvars import ContextVar
 from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -54,6 +62,11 @@ Language = Literal["en", "de", "fr", "es", "it", "auto"]
 #: `chunk_chars_max` by default: 8x the ~4 characters an English word piece averages, so only
 #: text that tokenizes pathologically (no spaces, [UNK] runs) ever meets it.
 CHARS_PER_TOKEN_CAP = 32
+
+#: The fields the user set, while `ChunkingConfig._given` validates a config built from a preset
+#: or a copy (pydantic passes no validation context through a custom `__init__`); None: the
+#: fields given to the constructor.
+_GIVEN: ContextVar[frozenset[str] | None] = ContextVar("chunking_config_given", default=None)
 
 #: Version of the fingerprint payload layout; bump only if the canonical form itself changes.
 FINGERPRINT_SCHEMA = 1
@@ -271,6 +284,12 @@ class ChunkingConfig(BaseModel):
 
     @model_validator(mode="after")
     def _check_relations(self) -> ChunkingConfig:
+        given = _GIVEN.get()
+        given = self.model_fields_set if given is None else given
+        sizes = {name: getattr(self, name) for name in SIZE_FIELDS}
+        for name, value in _follow_given_sizes(sizes, given).items():
+            if value != sizes[name]:  # frozen: a size not given moves before anyone sees it
+                object.__setattr__(self, name, value)
         lo, target, hi = self.chunk_size_min, self.chunk_size_target, self.chunk_size_max
         if target is not None and not (lo <= target and (hi is None or target <= hi)):
             raise ValueError(
@@ -329,11 +348,25 @@ class ChunkingConfig(BaseModel):
             raise ConfigError(
                 f"preset: unknown preset {name!r}; choose one of {', '.join(cls.PRESETS)}"
             ) from None
-        return cls(**{**base, **overrides})
+        return cls._given({**base, **overrides}, given=set(overrides))
 
     def with_overrides(self, **overrides: Any) -> ChunkingConfig:
-        """A validated copy with some fields changed (pydantic's model_copy does not validate)."""
-        return type(self)(**{**self.model_dump(), **overrides})
+        """A validated copy with some fields changed (pydantic's model_copy does not validate);
+        sizes neither given to this config nor overridden follow those that were."""
+        given = self.model_fields_set | set(overrides)
+        return type(self)._given({**self.model_dump(), **overrides}, given=given)
+
+    @classmethod
+    def _given(cls, values: dict[str, Any], *, given: set[str]) -> ChunkingConfig:
+        """A config of `values` in which only the fields named in `given` were set by the user
+        (the rest are defaults, and their sizes follow the given ones)."""
+        token = _GIVEN.set(frozenset(given))
+        try:
+            config = cls(**values)
+        finally:
+            _GIVEN.reset(token)
+        object.__setattr__(config, "__pydantic_fields_set__", set(given) & set(values))
+        return config
 
     # --- fingerprints ------------------------------------------------------------------------
     def section_params(self, section: str) -> dict[str, Any]:
@@ -414,6 +447,31 @@ _PRESETS: dict[str, dict[str, Any]] = {
         "null_spread": 0.65,
     },
 }
+
+
+SIZE_FIELDS = ("chunk_size_min", "chunk_size_target", "chunk_size_max")
+
+
+def _follow_given_sizes(sizes: dict[str, Any], given: Collection[str]) -> dict[str, Any]:
+    """`sizes` (min, target, max) with those not in `given` moved to the nearest values the given
+    ones allow: min <= target <= max, where a null target or max bounds nothing. Sizes given
+    together are left as they are (the relations check names their conflict)."""
+    lo, target, hi = (sizes[name] for name in SIZE_FIELDS)
+    lo_given, target_given, hi_given = (name in given for name in SIZE_FIELDS)
+    if hi is not None and lo > hi:
+        if lo_given and not hi_given:
+            hi = lo
+        elif hi_given and not lo_given:
+            lo = hi
+    if target is not None:
+        if target_given:
+            if target < lo and not lo_given:
+                lo = target
+            if hi is not None and target > hi and not hi_given:
+                hi = target
+        elif lo <= (hi if hi is not None else lo):
+            target = max(lo, target if hi is None else min(target, hi))
+    return dict(zip(SIZE_FIELDS, (lo, target, hi), strict=True))
 
 
 def _stable_dump(config: ChunkingConfig) -> dict[str, Any]:

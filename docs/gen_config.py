@@ -420,7 +420,12 @@ def render() -> str:
                 "`segmenter: threshold`; with the default `optimal` segmenter they shape the "
                 "per-gap evidence stored in `semantic_boundaries`, not where chunks are cut. "
                 "Relations are checked too: `chunk_size_min` <= `chunk_size_target` <= "
-                "`chunk_size_max`, and at most one of `overlap_tokens` and `overlap_ratio`.\n"
+                "`chunk_size_max`, and at most one of `overlap_tokens` and `overlap_ratio`. "
+                "A size you leave out never blocks one you set: sizes not in `overrides` (the "
+                "defaults, and the preset's own) follow those that are, so "
+                "`overrides: {chunk_size_max: 150}` alone brings `chunk_size_target` down to "
+                "150, and a `chunk_size_min` above 254 raises the cap with it. Only sizes set "
+                "together can conflict, and the error names them.\n"
             )
             out.extend([*_model_table(ChunkingConfig, "chunking.overrides.", meaning), ""])
     meaning.check()

@@ -348,3 +348,24 @@ def test_a_top_level_inbox_path_beside_collections_is_refused() -> None:
     top = SeamsSettings.model_validate({"inbox": {"path": "/srv/inbox"}})
     with pytest.raises(ConfigError, match=r"^inbox.path='/srv/inbox': with `collections:` each"):
         effective_settings(top, {"c": {"source": "/d"}}, base=BASE)
+
+
+def test_a_smaller_cap_alone_is_accepted_and_the_untouched_target_follows(tmp_path: Path) -> None:
+    """`chunk_size_max: 150` alone, at the top level or in a collection, is not refused for the
+    default `chunk_size_target: 200` nobody set: the target follows the cap."""
+    from seams.settings import load_settings
+
+    path = tmp_path / "seams.yaml"
+    path.write_text(
+        "chunking: {overrides: {chunk_size_max: 150}}\n"
+        "collections:\n"
+        "  notes:\n"
+        "    source: /srv/notes\n"
+        "    chunking: {preset: narrative, overrides: {chunk_size_max: 120}}\n",
+        encoding="utf-8",
+    )
+    settings = load_settings(path)
+    config = settings.chunking_config()
+    assert (config.chunk_size_target, config.chunk_size_max) == (150, 150)
+    notes = settings.collection_settings()["notes"].chunking_config()
+    assert (notes.chunk_size_min, notes.chunk_size_target, notes.chunk_size_max) == (40, 120, 120)

@@ -41,7 +41,10 @@ def test_defaults_fit_the_minilm_window():
         ({"size_unit": "words"}, ["size_unit='words'", "'tokens'", "'chars'", "'sentences'"]),
         ({"threshold_type": "magic"}, ["threshold_type", "'gradient'"]),
         ({"window_mode": "x"}, ["window_mode", "'pooled'"]),
-        ({"chunk_size_target": 300}, ["chunk_size_target=300", "chunk_size_max=254"]),
+        (
+            {"chunk_size_target": 300, "chunk_size_max": 254},
+            ["chunk_size_target=300", "chunk_size_max=254"],
+        ),
         ({"chunk_size_min": 250, "chunk_size_target": 240}, ["chunk_size_min=250"]),
         ({"overlap_tokens": 10, "overlap_ratio": 0.1}, ["overlap_tokens", "overlap_ratio"]),
         ({"extra_abbreviations": ("two words",)}, ["extra_abbreviations", "two words"]),
@@ -61,6 +64,37 @@ def test_model_validate_and_with_overrides_also_raise_config_error():
         ChunkingConfig.model_validate({"chunk_size_max": -1})
     with pytest.raises(ConfigError, match="percentile"):
         ChunkingConfig().with_overrides(percentile=-5)
+
+
+@pytest.mark.parametrize(
+    ("given", "sizes"),
+    [
+        ({"chunk_size_max": 150}, (32, 150, 150)),  # the target follows the cap down
+        ({"chunk_size_max": 20}, (20, 20, 20)),  # ... and so does the minimum
+        ({"chunk_size_min": 300}, (300, 300, 300)),  # the cap gives way to a larger minimum
+        ({"chunk_size_target": 10}, (10, 10, 254)),
+        ({"chunk_size_max": None}, (32, 200, None)),
+        ({"chunk_size_min": 40, "chunk_size_max": 150}, (40, 150, 150)),
+    ],
+)
+def test_a_size_left_at_its_default_follows_the_sizes_given(given, sizes):
+    config = ChunkingConfig(**given)
+    assert (config.chunk_size_min, config.chunk_size_target, config.chunk_size_max) == sizes
+    assert ChunkingConfig.preset("default", **given) == config
+    assert ChunkingConfig().with_overrides(**given) == config
+
+
+def test_a_presets_own_sizes_follow_its_overrides_and_only_given_sizes_conflict():
+    narrative = ChunkingConfig.preset("narrative", chunk_size_max=150)
+    assert (narrative.chunk_size_min, narrative.chunk_size_target) == (40, 150)
+    assert narrative.overlap_tokens == 32  # the rest of the preset stays
+    assert ChunkingConfig.preset("narrative").with_overrides(chunk_size_max=150) == narrative
+    with pytest.raises(ConfigError, match="chunk_size_target=200"):
+        ChunkingConfig.preset("narrative", chunk_size_max=150, chunk_size_target=200)
+    # Configs that change no size keep their values and digests.
+    assert ChunkingConfig.preset("default").fingerprint() == ChunkingConfig().fingerprint()
+    technical = ChunkingConfig.preset("technical_docs")
+    assert (technical.chunk_size_min, technical.chunk_size_target) == (64, 220)
 
 
 def test_config_is_frozen():
