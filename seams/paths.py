@@ -29,8 +29,9 @@ def sample_corpus() -> Path:
 
 
 #: The umask of every `seams` command: what Seams writes (Dagster's logs and run storage files,
-#: models, lock files, exports) is its owner's alone. Logs hold file names and extraction
-#: warnings; other local users have no business reading them.
+#: models, lock files) is its owner's alone. Logs hold file names and extraction warnings; other
+#: local users have no business reading them. An export is the user's own file: it follows the
+#: umask the command started with.
 PRIVATE_UMASK = 0o077
 
 

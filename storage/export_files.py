@@ -5,7 +5,8 @@ of `seams.storage.export_rows` (a consistent snapshot, `batch_rows` at a time) a
 batch at once, as one Parquet row group (`pyarrow.parquet.ParquetWriter`) or as JSON lines, so
 memory stays bounded whatever the table size. The file appears under its name only when
 complete: it is written to a temporary file beside it and renamed, so a failure leaves no
-half-written export (and an existing file untouched).
+half-written export (and an existing file untouched). A missing folder is made first (and removed
+again if the export fails); the file and folders get the modes the request's umask allows.
 """
 
 from __future__ import annotations
@@ -171,8 +172,11 @@ def export_chunks(postgres: ConnectionSource, request: ExportRequest) -> ExportS
     summary = ExportSummary(path=out, format=request.format)
     columns = export_columns(request.vectors)
     sink_type = _ParquetSink if request.format == "parquet" else _JsonLinesSink
+    umask = _process_umask() if request.umask is None else request.umask
+    made: list[Path] = []
     try:
-        with _replace_on_success(out) as handle, postgres.connection() as conn:
+        made = _make_folders(out.parent, 0o777 & ~umask)
+        with _replace_on_success(out, 0o666 & ~umask) as handle, postgres.connection() as conn:
             sink = sink_type(handle, columns)
             try:
                 for rows in stream_rows(conn, request):
@@ -181,15 +185,20 @@ def export_chunks(postgres: ConnectionSource, request: ExportRequest) -> ExportS
                     summary.batches += 1
             finally:
                 sink.close()
-    except OSError as exc:  # the target: read-only, full, vanished, not a real file system
-        raise _target_error(exc, out) from exc
+    except BaseException as exc:
+        for folder in reversed(made):  # nothing of a failed export stays behind
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+        if isinstance(exc, OSError):  # the target: read-only, full, vanished, not a file system
+            raise _target_error(exc, out) from exc
+        raise
     summary.seconds = time.perf_counter() - started
     return summary
 
 
 def check_target(out: Path) -> None:
-    """Refuse, before reading anything, an OUT that cannot be a file: a folder, a path under a
-    file, or one whose folder is missing (each named as what it is)."""
+    """Refuse, before reading anything, an OUT that cannot be a file: a folder, or a path under a
+    file (each named as what it is). A missing folder is no error: the export makes it."""
     if out.is_dir():
         raise InputError(f"OUT: {out} is a folder; give a file name such as chunks.parquet")
     if not out.parent.is_dir():
@@ -199,7 +208,23 @@ def check_target(out: Path) -> None:
                 f"OUT: cannot use {out}: {under} is a file, not a folder; give a path inside a "
                 "folder"
             )
-        raise InputError(f"OUT: the folder {out.parent} does not exist; create it first")
+
+
+def _process_umask() -> int:
+    """This process's umask (reading it means setting it: set back at once)."""
+    umask = os.umask(0o022)
+    os.umask(umask)
+    return umask
+
+
+def _make_folders(folder: Path, mode: int) -> list[Path]:
+    """Make `folder` and its missing parents with `mode` (not narrowed by the process's umask);
+    the folders made, outermost first."""
+    missing = [p for p in (folder, *folder.parents) if not p.exists()][::-1]
+    for path in missing:
+        path.mkdir(exist_ok=True)
+        os.chmod(path, mode)
+    return missing
 
 
 def _target_error(exc: OSError, out: Path) -> SeamsError:
@@ -213,12 +238,14 @@ def _target_error(exc: OSError, out: Path) -> SeamsError:
 
 
 @contextlib.contextmanager
-def _replace_on_success(path: Path) -> Iterator[IO[bytes]]:
-    """A temporary file beside `path`, renamed onto it only when the block succeeds."""
+def _replace_on_success(path: Path, mode: int) -> Iterator[IO[bytes]]:
+    """A temporary file beside `path`, renamed onto it with `mode` only when the block succeeds
+    (the temporary file stays its owner's alone while it is written)."""
     fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as handle:
             yield handle
+            os.fchmod(handle.fileno(), mode)
         os.replace(temp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):

@@ -47,7 +47,8 @@ class ExportColumn:
 class ExportRequest:
     """What to export: every batch or one (`batch_key`), every collection or one
     (`collection`), all versions or only the current ones (`seams.current_chunks`), with or
-    without vectors, in batches of `batch_rows` rows."""
+    without vectors, in batches of `batch_rows` rows. The file (and any folder made for it) is
+    written as `umask` allows (None: this process's umask), as any other tool's output is."""
 
     out: Path
     format: ExportFormat
@@ -56,6 +57,7 @@ class ExportRequest:
     current: bool = False
     vectors: bool = False
     batch_rows: int = DEFAULT_BATCH_ROWS
+    umask: int | None = None
 
     def __post_init__(self) -> None:
         if self.format not in FORMATS:

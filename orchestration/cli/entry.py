@@ -35,7 +35,7 @@ def _main(argv: Sequence[str] | None) -> int:
     args = build_parser().parse_args(argv)
     # What Seams and Dagster write (logs, models, locks) is the owner's alone; restored on the
     # way out for callers that run `main` in their own process (tests).
-    umask = os.umask(PRIVATE_UMASK)
+    umask = args.user_umask = os.umask(PRIVATE_UMASK)  # kept for what the user asked to write
     environment: SeamsEnvironment | None = None
     try:
         # The entry point: the process's environment is read here, once, and passed down.

@@ -43,6 +43,7 @@ def run(args: argparse.Namespace) -> int:
         current=args.current,
         vectors=args.vectors,
         batch_rows=args.batch_rows,
+        umask=args.user_umask,  # the user's file, not Seams' own: their umask, not the private one
     )
     summary = export_chunks(_postgres(args), request)
     where = printable(str(summary.path))  # OUT as typed: it may hold anything

@@ -4,6 +4,8 @@ PostgreSQL, exported to Parquet and JSON Lines, read back and compared with `sea
 from __future__ import annotations
 
 import json
+import os
+import stat
 from pathlib import Path
 
 import dagster as dg
@@ -158,3 +160,27 @@ def test_a_failed_export_leaves_no_file_and_names_the_bad_batch(
     assert [p.name for p in tmp_path.iterdir()] == ["chunks.parquet"]
     assert cli.main(["export", str(tmp_path / "chunks.csv")]) == cli.EXIT_ERROR
     assert "--format" in capsys.readouterr().err
+
+
+def test_export_makes_a_missing_folder_and_writes_as_the_users_umask_allows(
+    database_url: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture,
+) -> None:
+    """Seams keeps its own files private, but an export is the user's file: under umask 022 it is
+    0644 in folders of 0755 made for it; a failed export takes the folders it made away again."""
+    monkeypatch.setenv(URL_ENV, database_url)
+    previous = os.umask(0o022)
+    try:
+        failed = tmp_path / "missing" / "chunks.jsonl"
+        assert cli.main(["export", "--batch", "no-such-batch", str(failed)]) == cli.EXIT_ERROR
+        assert not (tmp_path / "missing").exists()
+        out = tmp_path / "exports" / "today" / "chunks.jsonl"
+        assert cli.main(["export", str(out)]) == 0
+    finally:
+        os.umask(previous)
+    assert "wrote 0 chunk rows" in capsys.readouterr().out
+    assert stat.S_IMODE(out.stat().st_mode) == 0o644
+    for folder in (out.parent, out.parent.parent):
+        assert stat.S_IMODE(folder.stat().st_mode) == 0o755
