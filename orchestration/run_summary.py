@@ -115,7 +115,7 @@ def format_summary(summary: RunSummary, *, home: Path) -> str:
         f"{_groups(summary.groups)})",
         f'                {seams_command()} search "your question"',
         f'                {python_command()} -c "import psycopg, sys; '
-        "print(*psycopg.connect(sys.argv[1]).execute('SELECT document_id, chunk_index, "
+        "print(*psycopg.connect(sys.argv[1]).execute('SELECT file_name, chunk_index, "
         "token_count, left(text, 60) FROM seams.current_chunks LIMIT 10'), sep='\\n')\" "
         f'"$({seams_command()} db url)"',
     ]

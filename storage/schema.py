@@ -918,6 +918,25 @@ def current_versions_view() -> sql.Composable:
     )
 
 
+URI_FILE_NAME_FUNCTION = "uri_file_name"
+
+
+def uri_file_name_function() -> sql.Composable:
+    """`seams.uri_file_name(uri)`: a source URI's last path segment, percent-decoded: the name
+    Seams gives a file everywhere else (`seams.assets.display.file_name`)."""
+    return sql.SQL(
+        """CREATE OR REPLACE FUNCTION {function}(uri text) RETURNS text
+        LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
+          SELECT coalesce(convert_from(string_agg(
+                   CASE WHEN part[1] IS NOT NULL THEN decode(substr(part[1], 2), 'hex')
+                        ELSE convert_to(part[2], 'UTF8') END, '' ORDER BY n), 'UTF8'), '')
+          FROM regexp_matches(
+                 regexp_replace(regexp_replace(uri, '[?#].*$', ''), '^.*/', ''),
+                 '(%[0-9A-Fa-f]{{2}})|([^%]+|%)', 'g') WITH ORDINALITY AS m(part, n)
+        $$"""
+    ).format(function=sql.Identifier(SCHEMA, URI_FILE_NAME_FUNCTION))
+
+
 def current_chunks_view() -> sql.Composable:
     """`seams.current_chunks`: the chunks readers see: per document, those of its current
     version (`seams.current_documents`) at its batch's published build, none for a document
@@ -926,18 +945,31 @@ def current_chunks_view() -> sql.Composable:
     A batch holds at most one generation of `chunks` at or below its published one (publication
     removes older ones), so `generation <= published` selects exactly that one; the rows of a
     build in progress sit above it.
+
+    Every column of `chunks`, then (contract: new columns go at the end, which is all `CREATE OR
+    REPLACE VIEW` can add to an existing database) the file each chunk was cut from: its
+    `source_uri` as registered (`seams.batch_documents`) and its `file_name`. A batch written
+    without registration (an import) has NULL there. `c.*` keeps each database's own column
+    order of `chunks`; a column added to `chunks` from now on would land before the file
+    columns, so it needs a migration step that drops and recreates this view (and its readers').
     """
     return sql.SQL(
         """CREATE OR REPLACE VIEW {view} WITH (security_invoker = true) AS
-        SELECT c.* FROM {chunks} AS c
+        SELECT c.*, f.source_uri, {file_name}(f.source_uri) AS file_name
+        FROM {chunks} AS c
         JOIN {current} AS d
           ON d.document_id = c.document_id
          AND d.batch_key = c.batch_key
-         AND c.generation <= d.generation"""
+         AND c.generation <= d.generation
+        LEFT JOIN {files} AS f
+          ON f.batch_key = c.batch_key
+         AND f.document_id = c.document_id"""
     ).format(
         view=sql.Identifier(SCHEMA, CURRENT_CHUNKS_VIEW),
+        file_name=sql.Identifier(SCHEMA, URI_FILE_NAME_FUNCTION),
         chunks=CHUNKS.identifier(),
         current=CURRENT_DOCUMENTS.identifier(),
+        files=BATCH_DOCUMENTS.identifier(),
     )
 
 
@@ -1104,6 +1136,7 @@ def ddl(*, schema_exists: bool = False, vector_exists: bool = False) -> list[sql
         )
     statements.extend(builds_ddl())
     statements.append(current_versions_view())
+    statements.append(uri_file_name_function())
     statements.append(current_chunks_view())
     statements.append(published_chunks_view())
     statements.append(chunk_parents_view())

@@ -427,7 +427,13 @@ def test_an_existing_database_migrates_to_published_and_open_builds(database_url
                 conn.execute(
                     "INSERT INTO seams.batch_documents (batch_key, document_id, source_uri,"
                     " source_sha256, size_bytes, registered_at) VALUES (%s, %s, %s, %s, 0, %s)",
-                    (key, doc, f"file:///{doc}", version, f"2026-01-{day:02d}"),
+                    (
+                        key,
+                        doc,
+                        f"file:///docs/{doc}%20n%C3%B6tes.md",
+                        version,
+                        f"2026-01-{day:02d}",
+                    ),
                 )
             conn.execute(
                 "INSERT INTO seams.document_tombstones (document_id, source_uri, last_batch_key,"
@@ -471,6 +477,21 @@ def test_an_existing_database_migrates_to_published_and_open_builds(database_url
         write_table(postgres, schema.CHUNK_INDEX, index_frame(b2), ["b2"])
         assert {(d, v) for d, v, _ in current(postgres)} == {("guide", "g2"), ("faq", "f1")}
         assert_bm25_exact(postgres)
+        # The upgraded view names each chunk's file, as registered, in its last two columns.
+        with postgres.connection() as conn:
+            files = conn.execute(
+                "SELECT DISTINCT c.document_id, c.source_uri, c.file_name, f.source_uri"
+                " FROM seams.current_chunks AS c JOIN seams.batch_documents AS f"
+                " USING (batch_key, document_id) ORDER BY 1"
+            ).fetchall()
+            view = conn.execute("SELECT * FROM seams.current_chunks LIMIT 0")
+            last = [column.name for column in view.description][-2:]
+        assert last == ["source_uri", "file_name"]
+        assert files == [
+            (doc, uri, f"{doc} nötes.md", uri)
+            for doc in ("faq", "guide")
+            for uri in [f"file:///docs/{doc}%20n%C3%B6tes.md"]
+        ]
         # The migration ran once: a second writer finds nothing to adopt.
         close_pool(database_url)
         PostgresResource(url=database_url).ensure_schema()
@@ -499,3 +520,22 @@ def _legacy_insert(conn: psycopg.Connection[Any], table: str, frame: pd.DataFram
                 for row in frame.itertuples(index=False)
             ],
         )
+
+
+URIS = (
+    "file:///srv/docs/notes.md",
+    "file:///srv/My%20Notes%2B1%20%28draft%29.md",
+    "file:///srv/%E6%97%A5%E6%9C%AC%E8%AA%9E.txt",
+    "file:///srv/100%25%20sure.txt",
+    "s3://bucket/reports/2026/q1.pdf",
+)
+
+
+def test_the_file_name_in_sql_is_the_one_the_ui_shows(postgres: PostgresResource) -> None:
+    """`current_chunks.file_name` comes from `seams.uri_file_name`, which must name a file as
+    the rest of Seams does (`seams.assets.display.file_name`)."""
+    from seams.assets.display import file_name
+
+    with postgres.connection() as conn:
+        named = [conn.execute("SELECT seams.uri_file_name(%s)", (u,)).fetchone()[0] for u in URIS]
+    assert named == [file_name(u) for u in URIS]
