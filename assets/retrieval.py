@@ -42,7 +42,7 @@ from seams.assets.frames import (
 from seams.assets.partitions import DEFAULT_LINEAGE, RETRIEVAL_GROUP, Lineage
 from seams.assets.versions import StageParts, code_version
 from seams.chunking import ChunkingConfig
-from seams.errors import EmbeddingError, SeamsError
+from seams.errors import EmbeddingError, SeamsError, counted
 from seams.models.chunk_vectors import (
     RetrievalMode,
     check_late_model,
@@ -185,7 +185,7 @@ def build_index_asset(
         skipped = chunks.loc[~keep, "batch_key"].value_counts()
         if len(skipped):
             context.log.warning(
-                f"{skipped.sum()} chunk(s) without candidate embeddings: not indexed"
+                f"{counted(skipped.sum(), 'chunk')} without candidate embeddings: not indexed"
             )
         batches = run_batches(context)
         cache = cache_numbers_by_batch(batches, list(chunks["batch_key"]), embedded)

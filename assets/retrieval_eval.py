@@ -30,7 +30,7 @@ import dagster as dg
 
 from seams.assets.display import asset_attributes, numbers
 from seams.assets.versions import code_version
-from seams.errors import ConfigError, InputError, SeamsError
+from seams.errors import ConfigError, InputError, SeamsError, counted
 from seams.models.model_store import load_manifest
 from seams.resources.embedder import OnnxEmbedderResource
 from seams.resources.postgres import PostgresResource
@@ -214,7 +214,7 @@ def build_eval_asset(
         if found["published_seq"] is not None:
             metadata["published_seq"] = dg.MetadataValue.int(int(found["published_seq"]))  # type: ignore[arg-type]
         shown = ", ".join(f"{recall_label(b)} {r:.3f}" for b, r in recall.items())
-        context.log.info(f"{found['questions']} question(s): {shown}")
+        context.log.info(f"{counted(found['questions'], 'question')}: {shown}")
         return dg.MaterializeResult(metadata=metadata)
 
     return retrieval_eval

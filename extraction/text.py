@@ -12,6 +12,7 @@ import codecs
 import re
 from dataclasses import dataclass, replace
 
+from seams.errors import counted
 from seams.extraction.document import (
     MIME_MARKDOWN,
     ExtractedDocument,
@@ -152,7 +153,7 @@ def nul_warning(count: int) -> list[str]:
     """The per-document warning for removed NUL bytes (none when there were none)."""
     if not count:
         return []
-    return [f"{count} NUL byte(s) removed (not text, and PostgreSQL cannot store them)"]
+    return [f"{counted(count, 'NUL byte')} removed (not text, and PostgreSQL cannot store them)"]
 
 
 def extract_plain(

@@ -7,6 +7,7 @@ from typing import Any
 import dagster as dg
 
 from seams.assets.partitions import DEFAULT_LINEAGE, Lineage
+from seams.errors import counted
 from seams.orchestration import launch, runner
 from seams.orchestration.lineages import all_partitions
 from seams.orchestration.sync import BACKFILL_JOB, LISTED_BATCHES, sync_check_keys
@@ -52,7 +53,7 @@ def build_backfill_unsynced_job(location: Callable[[], dg.Definitions]) -> dg.Jo
         unsynced = runner.unsynced_assets(context.instance, partitions, defs=defs)
         stale = {batch: keys for batch, keys in unsynced.items() if keys}
         if not stale:
-            context.log.info(f"all {len(partitions)} batch(es) are up to date: nothing to backfill")
+            context.log.info(f"{counted(len(partitions), 'batch')} up to date: nothing to backfill")
             yield dg.Output(None, metadata={"backfill": "none", "unsynced_batches": 0})
             return
         # Added as requested: the daemon plans and launches its runs, as for a UI backfill.

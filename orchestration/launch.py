@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 
 import dagster as dg
 
-from seams.errors import ConfigError, SeamsError
+from seams.errors import ConfigError, SeamsError, counted
 from seams.orchestration import dagster_internals, ownership
 from seams.orchestration.dagster_internals import (
     ASSET_PARTITION_RANGE_END_TAG,
@@ -111,7 +111,7 @@ def create_backfill(
         wanted,
         timestamp=time.time(),
         tags={**(tags or {}), **started_by_tags(started_by)},
-        title=f"{started_by}: {len(targets)} batch(es)",
+        title=f"{started_by}: {counted(len(targets), 'batch')}",
         description=", ".join(sorted(targets)),
         run_config=run_config,
     )
@@ -314,7 +314,7 @@ class _Progress:
     def run_started(self, batches: int, assets: int) -> None:
         with self.lock:
             self.runs += 1
-            self.report(f"run {self.runs}: {batches} batch(es), {assets} asset(s)")
+            self.report(f"run {self.runs}: {counted(batches, 'batch')}, {counted(assets, 'asset')}")
 
     def batch_ended(self, key: str, state: str, seconds: float) -> None:
         with self.lock:

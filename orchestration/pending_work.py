@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import dagster as dg
 
 from seams.assets.partitions import CHUNK_BATCHES_JOB, DEFAULT_LINEAGE, Lineage
+from seams.errors import counted
 from seams.orchestration.dagster_internals import StaleStatus, stale_status_resolver
 from seams.orchestration.lineages import batch_lineages
 from seams.resources.postgres import PostgresResource
@@ -124,7 +125,7 @@ def describe_unfinished(found: Sequence[Unfinished], *, most: int = 5) -> str:
     """One line: `finishing 2 batch(es) left unpublished: batch K: resuming at chunk_index; ...`."""
     shown = "; ".join(u.describe() for u in found[:most])
     more = f"; and {len(found) - most} more" if len(found) > most else ""
-    return f"finishing {len(found)} batch(es) left unpublished: {shown}{more}"
+    return f"finishing {counted(len(found), 'batch')} left unpublished: {shown}{more}"
 
 
 def model_switch(defs: dg.Definitions) -> publication.ModelSwitch | None:

@@ -11,6 +11,7 @@ import dagster as dg
 import numpy as np
 
 from seams.assets.partitions import PIPELINE_GROUP
+from seams.errors import counted
 from seams.orchestration import ownership
 from seams.orchestration.lineages import batch_lineages
 from seams.orchestration.shell_commands import python_command, seams_command
@@ -103,7 +104,7 @@ def format_summary(summary: RunSummary, *, home: Path) -> str:
     lines = [
         f"batches:        {', '.join(batches) or '-'}",
         f"documents:      {summary.documents} ({summary.failed_documents} failed)",
-        f"retired:        {len(summary.retired)} document(s) whose file left the folder "
+        f"retired:        {counted(len(summary.retired), 'document')} whose file left the folder "
         "(gone from current_chunks and search; history kept)",
         f"chunks:         {summary.chunks} (tokens per chunk p50 {summary.tokens_p50:.0f}, "
         f"p95 {summary.tokens_p95:.0f})",
@@ -139,7 +140,7 @@ def _throughput(summary: RunSummary) -> str:
             f"({summary.words_per_second:,.0f} words/s)"
         )
     resumed = (
-        f"resumed:        {len(summary.resumed)} batch(es) an earlier run left unfinished, "
+        f"resumed:        {counted(len(summary.resumed), 'batch')} an earlier run left unfinished, "
         "from their first unfinished step"
     )
     if not summary.words_done:

@@ -17,7 +17,7 @@ import dagster as dg
 from seams.assets.model import MODEL_KEY, distils_static
 from seams.assets.partitions import Lineage
 from seams.collections import Collection, route
-from seams.errors import InputError, SeamsError
+from seams.errors import InputError, SeamsError, counted
 from seams.extraction import MAX_BYTES
 from seams.models.model_store import load_manifest, load_static_manifest
 from seams.orchestration import command_lock, launch, ownership
@@ -184,8 +184,9 @@ def register_path(
     grouped = _by_collection(files, collections, report)
     if files and not grouped:
         raise InputError(
-            f"{location_text(path)}: no collection takes any of its {len(files)} file(s): add a "
-            "collection whose `source` holds them under `collections:`, or widen its `match`"
+            f"{location_text(path)}: no collection takes any of its "
+            f"{counted(len(files), 'file')}: add a collection whose `source` holds them under "
+            "`collections:`, or widen its `match`"
         )
     postgres = _postgres(defs=defs)
     postgres.ensure_schema()
@@ -201,7 +202,7 @@ def register_path(
                     keys.append(key)
                 if objects and len(pending) > MAX_BATCH_DOCUMENTS:
                     done = min(start + MAX_BATCH_DOCUMENTS, len(pending))
-                    report(f"read and registered {done:,} of {len(pending):,} new object(s)")
+                    report(f"read and registered {done:,} of {len(pending):,} new objects")
         gone = source.retire_missing(conn, scan)
     for document in gone:
         report(f"retired {document.source_uri}: {RETIRE_REASON}")
@@ -334,7 +335,9 @@ def _run_lineage_backfill(
     where = "steps on the workers" if distributed else "running here"
     shown = " (the UI shows it live)" if launch.daemon_is_running(instance) else ""
     whose = "" if lineage.is_default else f" of collection {lineage.collection}"
-    report(f"backfill {backfill.backfill_id}: {len(targets)} batch(es){whose}, {where}{shown}")
+    report(
+        f"backfill {backfill.backfill_id}: {counted(len(targets), 'batch')}{whose}, {where}{shown}"
+    )
     outcome = launch.run_backfill_here(
         instance, defs, backfill, lineage.job_name, report, distributed=distributed
     )
@@ -418,7 +421,7 @@ def backfill(
             stale[batch] = [found[batch].key("chunk_index")]
     summary = RunSummary(batches=list(stale))
     if not stale:
-        report(f"all {len(partitions)} batch(es) are up to date: nothing to backfill")
+        report(f"{counted(len(partitions), 'batch')} up to date: nothing to backfill")
     else:
         for partition, keys in stale.items():
             report(f"batch {partition}: unsynced {', '.join(k.to_user_string() for k in keys)}")

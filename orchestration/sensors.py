@@ -15,6 +15,7 @@ import dagster as dg
 
 from seams.assets.partitions import DEFAULT_LINEAGE, Lineage
 from seams.collections import Collection, route
+from seams.errors import counted
 from seams.extraction import MAX_BYTES
 from seams.resources.postgres import PostgresResource
 from seams.settings import InboxSettings
@@ -79,13 +80,15 @@ def look_at_inbox(
         return InboxTick(None, orphaned, "no new or changed files")
     waited_min = (now - min(f.mtime for f in pending)) / 60
     if seal:
-        reason = f"sealed {len(pending)} pending file(s) on schedule"
+        reason = f"sealed {counted(len(pending), 'pending file')} on schedule"
     elif len(pending) >= inbox.min_files:
-        reason = f"{len(pending)} new file(s) >= min_files={inbox.min_files}"
+        reason = f"{counted(len(pending), 'new file')} >= min_files={inbox.min_files}"
     elif waited_min >= inbox.max_wait_minutes:
         reason = f"oldest file waited {waited_min:.1f} min >= {inbox.max_wait_minutes}"
     else:
-        return InboxTick(None, orphaned, f"{len(pending)} file(s) waiting ({waited_min:.1f} min)")
+        return InboxTick(
+            None, orphaned, f"{counted(len(pending), 'file')} waiting ({waited_min:.1f} min)"
+        )
     if isinstance(source, ObjectSource):
         pending = pending[:BATCH_OBJECTS_MAX]
     frozen = source.freeze(pending, report)

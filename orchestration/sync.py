@@ -38,7 +38,7 @@ import dagster as dg
 import psycopg
 
 from seams.assets.partitions import BATCH_ASSETS, DEFAULT_LINEAGE, Lineage
-from seams.errors import SeamsError
+from seams.errors import SeamsError, counted
 from seams.orchestration.dagster_internals import (
     AssetCheckEvaluationTargetMaterializationData,
     StaleStatus,
@@ -131,7 +131,7 @@ def _verdict(stale: list[str], total: int, held: str | None = None) -> str | Non
         return held
     if not stale:
         return None
-    return f"{len(stale)} of {total} batch(es) unsynced: launch the job {BACKFILL_JOB}"
+    return f"{len(stale)} of {counted(total, 'batch')} unsynced: launch the job {BACKFILL_JOB}"
 
 
 def sync_evaluation(
@@ -170,10 +170,13 @@ def describe(
     batches = {batch for keys in stale.values() for batch in keys}
     failed = [key.to_user_string() for key, keys in stale.items() if keys]
     if held is not None:
-        return f"{len(batches)} of {total} batch(es) unsynced; the index is {held}"
+        return f"{len(batches)} of {counted(total, 'batch')} unsynced; the index is {held}"
     if not failed:
-        return f"all {total} batch(es) in sync: in_sync passed on every asset"
-    return f"{len(batches)} of {total} batch(es) unsynced: in_sync failed on {', '.join(failed)}"
+        return f"{counted(total, 'batch')} in sync: in_sync passed on every asset"
+    return (
+        f"{len(batches)} of {counted(total, 'batch')} unsynced: in_sync failed on "
+        f"{', '.join(failed)}"
+    )
 
 
 def latest_materializations(

@@ -112,3 +112,13 @@ def os_error_message(exc: OSError, *, what: str = "", path: object = None) -> st
         reason = f"{path.parent} does not accept new files ({reason})"
         fix = "choose another place"
     return f"{doing}cannot use {path}: {reason}; {fix}"
+
+
+def counted(count: int, noun: str, plural: str | None = None) -> str:
+    """A count with its noun as a person writes it, for messages: `1 batch`, `3 batches`,
+    `0 files` (`plural` where adding -s or -es is wrong)."""
+    if count == 1:
+        return f"{count} {noun}"
+    if plural is None:
+        plural = noun + ("es" if noun.endswith(("s", "sh", "ch", "x", "z")) else "s")
+    return f"{count} {plural}"

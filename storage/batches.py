@@ -34,7 +34,7 @@ from typing import TypeVar
 
 import psycopg
 
-from seams.errors import InputError
+from seams.errors import InputError, counted
 from seams.models.model_store import file_sha256
 from seams.storage import publication, schema
 from seams.storage.connections import describe_connection, retrying
@@ -368,7 +368,7 @@ class BatchSource:
         return where if kind == "cli" else f"{kind} {where}"
 
     def __str__(self) -> str:
-        return f"{self.folder}, {self.files} file(s)"
+        return f"{self.folder}, {counted(self.files, 'file')}"
 
 
 def batch_sources(conn: psycopg.Connection, batch_keys: Sequence[str]) -> dict[str, BatchSource]:

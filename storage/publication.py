@@ -61,6 +61,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
+from seams.errors import counted
 from seams.storage import schema, vector_indexes
 
 COLLECTION = schema.DEFAULT_COLLECTION
@@ -165,8 +166,8 @@ class ModelSwitch:
         return (
             f"held: waiting for {self.waiting_for() or 'the other held builds'} to switch "
             f"models from {self.serving[:12]} to {self.target[:12]} ({len(self.ready)} of "
-            f"{self.total} batch(es) ready; search answers with {self.serving[:12]} until every "
-            f"batch is): run `{command}`"
+            f"{counted(self.total, 'batch')} ready; search answers with {self.serving[:12]} until "
+            f"every batch is): run `{command}`"
         )
 
 
@@ -508,7 +509,7 @@ def incomplete(conn: psycopg.Connection[Any], builds: Mapping[str, Build]) -> di
         if missing:
             reasons[batch] = (
                 f"build {check[batch].generation}: chunk_index holds no vector for {missing} of "
-                f"{chunks} chunk(s) (was the embedding model unavailable?): rematerialize "
+                f"{counted(chunks, 'chunk')} (was the embedding model unavailable?): rematerialize "
                 "chunk_index for this batch"
             )
     return reasons

@@ -10,6 +10,7 @@ import dagster as dg
 import psycopg
 
 from seams.collections import tenants as declared_tenants
+from seams.errors import counted
 from seams.orchestration import command_lock, recovered
 from seams.orchestration.cli.context import definitions
 from seams.orchestration.cli.terminal import printable
@@ -83,12 +84,13 @@ def collections_report(postgres: PostgresResource, named: list[str]) -> list[str
     lines = []
     if named:
         lines.append(
-            "Collections: " + ", ".join(f"{c} ({counts.get(c, 0)} batch(es))" for c in named)
+            "Collections: "
+            + ", ".join(f"{c} ({counted(counts.get(c, 0), 'batch')})" for c in named)
         )
     lines += [
-        f"Collections: {c} is not in the settings but holds {counts[c]} batch(es) and "
-        f"{current.get(c, 0)} searchable chunk(s); no job builds its batches (name it under "
-        "`collections:` again to build them)"
+        f"Collections: {c} is not in the settings but holds {counted(counts[c], 'batch')} and "
+        f"{counted(current.get(c, 0), 'searchable chunk')}; no job builds its batches (name it "
+        "under `collections:` again to build them)"
         for c in gone
     ]
     return lines
@@ -114,7 +116,7 @@ def index_report(postgres: PostgresResource) -> tuple[str, int]:
         )
     count, seq = published if published is not None else (0, None)
     lines = [
-        f"Index: {count} batch(es) published"
+        f"Index: {counted(count, 'batch')} published"
         + (f" (publication {seq})" if seq is not None else "")
         + (f", {len(left)} not published" if left else ", every registered batch searchable")
     ]
@@ -163,7 +165,7 @@ def tenancy_report(
     upgrade = f"`{seams_command()} db upgrade`"
     readers = sorted(set(assigned.values()))
     lines = [
-        f"Tenants: {len(readers)} tenant(s) reading {len(assigned)} collection(s)"
+        f"Tenants: {counted(len(readers), 'tenant')} reading {counted(len(assigned), 'collection')}"
         + ("; each reads only its collections' rows" if readers and not problems else "")
     ]
     if missing:
@@ -219,8 +221,8 @@ def _switch_line(switch: publication.ModelSwitch) -> str:
     waiting = f", waiting for {switch.waiting_for()}" if switch.waiting else ""
     return (
         f"switching models from {switch.serving[:12]} to {switch.target[:12]}: "
-        f"{len(switch.ready)} of {switch.total} batch(es) ready{waiting}; search answers with "
-        f"{switch.serving[:12]} until every batch is: run `{seams_command()} backfill`"
+        f"{len(switch.ready)} of {counted(switch.total, 'batch')} ready{waiting}; search answers "
+        f"with {switch.serving[:12]} until every batch is: run `{seams_command()} backfill`"
     )
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from seams.environment import PROJECT_SETTINGS
-from seams.errors import InputError, SeamsError
+from seams.errors import InputError, SeamsError, counted
 from seams.models.model_store import load_manifest
 from seams.orchestration.cli.context import definitions
 from seams.orchestration.cli.terminal import printable, printable_json
@@ -179,7 +179,8 @@ def format_report(report: dict[str, Any], name: str) -> str:
     budgets = [str(b) for b in report["budgets"]]
     current, search = report["lexical_weight"], report["search"]
     lines = [
-        f"{printable(name)}: {report['questions']} question(s) over {report['sources']} file(s); "
+        f"{printable(name)}: {counted(report['questions'], 'question')} over "
+        f"{counted(report['sources'], 'file')}; "
         f"share of the answers' characters inside the context `seams search --budget B` packs",
         "",
         f"{'':22}" + "".join(f"{'B=' + b:>9}" for b in budgets),
@@ -206,8 +207,9 @@ def format_report(report: dict[str, Any], name: str) -> str:
         ]
         for fold in cv["folds"]:
             lines.append(
-                f"  picked on {fold['picked_on']} question(s): {fold['lexical_weight']:g}, which "
-                f"scores {fold['score']:.3f} on the other {fold['scored_on']} "
+                f"  picked on {counted(fold['picked_on'], 'question')}: "
+                f"{fold['lexical_weight']:g}, which scores {fold['score']:.3f} on the other "
+                f"{fold['scored_on']} "
                 f"(the current {current:g}: {fold['current_score']:.3f})"
             )
         lines.append(
@@ -240,7 +242,8 @@ def format_report(report: dict[str, Any], name: str) -> str:
 
 def _progress(done: int, total: int) -> None:
     end = "\n" if done == total else ""
-    print(f"\rseams eval: {done}/{total} question(s)", end=end, file=sys.stderr, flush=True)
+    line = f"\rseams eval: {done}/{counted(total, 'question')}"
+    print(line, end=end, file=sys.stderr, flush=True)
 
 
 def _logged_progress(total: int, lines: int = 20) -> Callable[[int, int], None]:
@@ -250,6 +253,6 @@ def _logged_progress(total: int, lines: int = 20) -> Callable[[int, int], None]:
 
     def progress(done: int, total: int) -> None:
         if done % step == 0 or done == total:
-            print(f"seams eval: {done}/{total} question(s)", file=sys.stderr, flush=True)
+            print(f"seams eval: {done}/{counted(total, 'question')}", file=sys.stderr, flush=True)
 
     return progress

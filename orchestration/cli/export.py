@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from seams.errors import InputError
+from seams.errors import InputError, counted
 from seams.orchestration.cli.terminal import printable
 from seams.resources.postgres import PostgresResource
 from seams.storage.batches import stored_collections
@@ -48,8 +48,9 @@ def run(args: argparse.Namespace) -> int:
     summary = export_chunks(_postgres(args), request)
     where = printable(str(summary.path))  # OUT as typed: it may hold anything
     print(
-        f"seams: wrote {summary.rows} chunk rows to {where} ({summary.format}, "
-        f"{summary.batches} batches, {summary.seconds:.2f} s)",
+        f"seams: wrote {counted(summary.rows, 'chunk row')} to {where} ({summary.format}, "
+        f"{counted(summary.batches, 'write')} of up to {args.batch_rows} rows, "
+        f"{summary.seconds:.2f} s)",
         flush=True,
     )
     return 0

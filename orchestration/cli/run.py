@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from seams.errors import InputError
+from seams.errors import InputError, counted
 from seams.orchestration import recovered, runner
 from seams.orchestration.cli.context import definitions
 from seams.orchestration.cli.db import sync_before_writing
@@ -79,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
             else []
         )
         if retry:
-            say(f"reading the quarantined files of {len(retry)} batch(es) again")
+            say(f"reading the quarantined files of {counted(len(retry), 'batch')} again")
         retired: list[str] = []
         registered = [
             key
@@ -103,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
             return 0
         resumed = [k for k in unfinished if k not in retry]
         say(
-            f"registered {len(registered)} new batch(es) from {where}"
+            f"registered {counted(len(registered), 'new batch')} from {where}"
             + (f", resuming {len(resumed)} unfinished" if resumed else "")
             + "; materializing..."
         )

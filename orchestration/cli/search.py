@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from seams.errors import counted
 from seams.orchestration.cli.terminal import printable, printable_json
 from seams.orchestration.shell_commands import seams_command
 from seams.resources.readers import Readers
@@ -70,7 +71,8 @@ def format_response(
     if response.context is not None:
         packed = response.context
         lines.append(
-            f"context: {packed.tokens} of {packed.budget} tokens in {len(packed.spans)} span(s)"
+            f"context: {packed.tokens} of {packed.budget} tokens in "
+            f"{counted(len(packed.spans), 'span')}"
         )
         for span in packed.spans:
             ranks = ", ".join(str(r) for r in span.ranks)
@@ -79,7 +81,7 @@ def format_response(
                 f"  [{where}, {span.tokens} tokens, hits {ranks}] {_snippet(span.text, width - 40)}"
             )
     lines.append(
-        f"({len(response.hits)} hit(s); embedding {response.embed_ms:.1f} ms, "
+        f"({counted(len(response.hits), 'hit')}; embedding {response.embed_ms:.1f} ms, "
         f"search {response.search_ms:.1f} ms; search {response.search}, mode {response.mode})"
     )
     return "\n".join(lines)

@@ -110,7 +110,7 @@ def test_nul_bytes_are_removed_with_a_warning():
     doc = extract_document(b"abc\x00def. More text here.", "nul.txt")
     assert doc.error is None
     assert doc.text == "abcdef. More text here."
-    assert doc.warnings == ["1 NUL byte(s) removed (not text, and PostgreSQL cannot store them)"]
+    assert doc.warnings == ["1 NUL byte removed (not text, and PostgreSQL cannot store them)"]
 
 
 def test_text_with_a_pdf_extension_is_read_as_text_with_a_warning():

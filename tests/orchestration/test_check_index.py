@@ -33,7 +33,7 @@ def test_check_names_the_settings_and_every_batch_search_does_not_see(
     assert status == 1, lines
     assert any(line.startswith("Settings: ") for line in lines), lines
     index = [line for line in lines if line.startswith("Index: ")]
-    assert index[0] == "Index: 0 batch(es) published, 1 not published", index
+    assert index[0] == "Index: 0 batches published, 1 not published", index
     assert index[1].startswith(f"Index: batch {batch} (cli:{inbox}) not published: not built yet")
     assert index[1].endswith(f" run {inbox}`"), index
 
@@ -59,11 +59,11 @@ def test_check_names_the_settings_and_every_batch_search_does_not_see(
     # `seams run` finishes it: every batch searchable.
     assert main(["run", str(inbox)]) == 0
     out = capsys.readouterr().out
-    assert f"finishing 1 batch(es) left unpublished: batch {batch}: resuming at chunk_index" in out
+    assert f"finishing 1 batch left unpublished: batch {batch}: resuming at chunk_index" in out
     status, lines = _check(capsys)
     assert status == 0, lines
     assert any(
-        line.startswith("Index: 1 batch(es) published (publication ")
+        line.startswith("Index: 1 batch published (publication ")
         and line.endswith(", every registered batch searchable")
         for line in lines
     ), lines

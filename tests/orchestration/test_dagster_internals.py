@@ -207,7 +207,7 @@ def test_a_backfill_planned_run_and_finished(instance: dg.DagsterInstance) -> No
         [(key, part) for key in keys for part in ("a", "b")],
         timestamp=time.time(),
         tags={"seams/started_by": "test"},
-        title="test: 2 batch(es)",
+        title="test: 2 batches",
         description="a, b",
         run_config=None,
     )

@@ -265,7 +265,7 @@ def test_check_names_the_settings_tenants_without_a_role_and_what_differs(
     report, status = check.tenancy_report(postgres, declared)
     assert status == 0
     assert report.splitlines() == [
-        "Tenants: 0 tenant(s) reading 0 collection(s)",
+        "Tenants: 0 tenants reading 0 collections",
         f"Tenants: {a}, {b} named in the settings, without a role yet: {upgrade} creates them",
     ]
     with psycopg.connect(server, autocommit=True) as conn:
@@ -273,14 +273,14 @@ def test_check_names_the_settings_tenants_without_a_role_and_what_differs(
     report, status = check.tenancy_report(postgres, declared)
     assert status == check.EXIT_ISOLATION
     assert report.splitlines() == [
-        "Tenants: 1 tenant(s) reading 2 collection(s); each reads only its collections' rows",
+        "Tenants: 1 tenant reading 2 collections; each reads only its collections' rows",
         f"Tenants: {b} named in the settings, without a role yet: {upgrade} creates it",
         f"Tenants: {a} reads gamma, which the settings do not say: {upgrade} takes it away",
     ]
     with psycopg.connect(server, autocommit=True) as conn:
         tenants.sync_project(conn, declared)
     assert check.tenancy_report(postgres, declared) == (
-        "Tenants: 2 tenant(s) reading 2 collection(s); each reads only its collections' rows",
+        "Tenants: 2 tenants reading 2 collections; each reads only its collections' rows",
         0,
     )
     # Every tenant taken out of the settings: their roles go, and nothing is left to say
@@ -288,7 +288,7 @@ def test_check_names_the_settings_tenants_without_a_role_and_what_differs(
     with psycopg.connect(server, autocommit=True) as conn:
         tenants.sync_project(conn, {"alpha": None})
     assert check.tenancy_report(postgres, {"alpha": None}) == (
-        "Tenants: 0 tenant(s) reading 0 collection(s)",
+        "Tenants: 0 tenants reading 0 collections",
         0,
     )
 
@@ -418,18 +418,18 @@ def test_check_names_each_collection_and_the_ones_the_settings_dropped(
                         (key, collection),
                     )
             dropped = (
-                " is not in the settings but holds {} batch(es) and 0 searchable chunk(s); no job "
+                " is not in the settings but holds 1 batch and 0 searchable chunks; no job "
                 "builds its batches (name it under `collections:` again to build them)"
             )
             assert check.collections_report(postgres, ["alpha", "beta"]) == [
-                "Collections: alpha (2 batch(es)), beta (0 batch(es))",
-                "Collections: default" + dropped.format(1),
-                "Collections: old" + dropped.format(1),
+                "Collections: alpha (2 batches), beta (0 batches)",
+                "Collections: default" + dropped,
+                "Collections: old" + dropped,
             ]
             # Without `collections:` the project is the default collection: others are named.
             assert check.collections_report(postgres, []) == [
-                "Collections: alpha" + dropped.format(2),
-                "Collections: old" + dropped.format(1),
+                "Collections: alpha" + dropped.replace("1 batch ", "2 batches "),
+                "Collections: old" + dropped,
             ]
         finally:
             close_pool(url)

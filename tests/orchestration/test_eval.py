@@ -301,14 +301,14 @@ def test_the_report_for_a_person_marks_the_current_settings_and_says_what_apply_
         "applied": {"path": "/p/seams.yaml", "written": False, "lexical_weight": 0.75},
     }  # fmt: skip
     lines = format_report(report, "q.jsonl").splitlines()
-    assert lines[0].startswith("q.jsonl: 4 question(s) over 2 file(s); ")
+    assert lines[0].startswith("q.jsonl: 4 questions over 2 files; ")
     assert [line.split() for line in lines[2:5]] == [
         ["B=250", "B=1000"],
         ["hybrid", "(0.75)", "*", "0.500", "0.750"],
         ["dense", "0.250", "0.500"],
     ]
     assert "  0.75  *" in "\n".join(lines) and "  0 " in "\n".join(lines)
-    assert "  picked on 2 question(s): 0, which scores 0.400 on the other 2 (the current 0.75: " \
+    assert "  picked on 2 questions: 0, which scores 0.400 on the other 2 (the current 0.75: " \
         "0.600)" in lines  # fmt: skip
     assert lines[-2:] == [
         "  few questions: the figures are noisy; add questions to trust them",

@@ -180,7 +180,7 @@ def test_inbox_thresholds_count_and_age(instance: dg.DagsterInstance, inbox: Pat
     postgres = PostgresResource()
     settings = InboxSettings(path=str(inbox), min_files=3, max_wait_minutes=5)
     young = look_at_inbox(postgres, settings, set(), seal=False)
-    assert young.new_batch is None and "2 file(s) waiting" in young.reason
+    assert young.new_batch is None and "2 files waiting" in young.reason
     _age(inbox, 6)
     old = look_at_inbox(postgres, settings, set(), seal=False)
     assert old.new_batch and "waited" in old.reason

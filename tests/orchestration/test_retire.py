@@ -102,7 +102,7 @@ def test_a_removed_file_drops_out_of_current_chunks_on_the_next_run(
     _seams_run(instance, inbox, again, defs=defs)
     assert again == []
     summary = runner.format_summary(runner.RunSummary(retired=retired), home=_home())
-    assert "retired:        1 document(s)" in summary
+    assert "retired:        1 document" in summary
 
     # The same file put back is live again, even with the very same bytes.
     shutil.copy(runner.SAMPLE_CORPUS / SAMPLES[0], inbox / SAMPLES[0])

@@ -133,7 +133,7 @@ def test_in_sync_by_hand_and_the_one_click_backfill_after_a_settings_change(
 
     expected = {
         name: (
-            (False, 2, f"2 of 3 batch(es) unsynced: launch the job {BACKFILL_JOB}")
+            (False, 2, f"2 of 3 batches unsynced: launch the job {BACKFILL_JOB}")
             if name in CHANGED
             else (True, 0, None)
         )

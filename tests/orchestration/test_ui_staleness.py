@@ -243,9 +243,7 @@ def test_a_settings_change_shows_unsynced_assets_after_a_reload(
         _wait_for(
             client, {name: (name not in CHANGED, int(name in CHANGED)) for name in SYNCED_ASSETS}
         )
-        assert any(
-            "1 of 1 batch(es) unsynced: in_sync failed on " in t for t in _tick_texts(client)
-        )
+        assert any("1 of 1 batch unsynced: in_sync failed on " in t for t in _tick_texts(client))
 
         # A new batch, chunked with the new settings: the first batch is still unsynced.
         newer = tmp_path / "newer"
@@ -271,7 +269,7 @@ def test_a_settings_change_shows_unsynced_assets_after_a_reload(
             time.sleep(2)
             shown = {name: _shown_on_the_graph(client, name) for name in SYNCED_ASSETS}
         wanted = (
-            "1 of 2 batch(es) unsynced: in_sync failed on semantic_boundaries, chunks, chunk_index"
+            "1 of 2 batches unsynced: in_sync failed on semantic_boundaries, chunks, chunk_index"
         )
         deadline = time.monotonic() + 120
         while not any(t.startswith(wanted) for t in _tick_texts(client)):

@@ -239,7 +239,7 @@ def test_nul_bytes_are_stripped_with_a_warning_not_a_rejection() -> None:
     assert doc.error is None
     assert "\x00" not in doc.text and "Café au lait." in doc.text
     assert doc.text.count("\ufffd") == 20  # the NULs left no trace
-    assert doc.warnings[0] == "12 NUL byte(s) removed (not text, and PostgreSQL cannot store them)"
+    assert doc.warnings[0] == "12 NUL bytes removed (not text, and PostgreSQL cannot store them)"
     assert "20 undecodable" in doc.warnings[1]
 
 

@@ -281,7 +281,7 @@ def test_a_run_killed_at_every_place_in_turn_reruns_to_exactly_the_clean_index(
             assert not finishing, said
         else:
             assert len(finishing) == 1, (place, said)
-            assert finishing[0].startswith("seams: finishing 1 batch(es) left unpublished: batch ")
+            assert finishing[0].startswith("seams: finishing 1 batch left unpublished: batch ")
             assert finishing[0].endswith(_resumed_at(previous)), (previous, finishing)
         previous = place
 

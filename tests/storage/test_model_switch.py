@@ -123,7 +123,7 @@ def test_an_index_switch_built_batch_by_batch_is_published_whole(
     for done, batch in enumerate(BATCHES[:-1], 1):
         written = switch_batch(postgres, batch, new[batch], new_ids=False)
         assert written.published == {}
-        assert f"{done} of 3 batch(es) ready" in written.held[batch], written.held
+        assert f"{done} of 3 batches ready" in written.held[batch], written.held
         for search in ("hybrid", "dense", "lexical"):  # the old index, whole, on every side
             during = answer(postgres, search)
             assert during.model_id == PACKAGED and during.published_seq == before.published_seq
@@ -145,7 +145,7 @@ def test_an_index_switch_built_batch_by_batch_is_published_whole(
         lines, status = index_report(postgres)
         assert status == 1
         assert (
-            f"Index: switching models from {PACKAGED} to {SMALL}: {done} of 3 batch(es) ready, "
+            f"Index: switching models from {PACKAGED} to {SMALL}: {done} of 3 batches ready, "
             f"waiting for {waiting}; "
             f"search answers with {PACKAGED} until every batch is: run `"
         ) in lines, lines
@@ -288,7 +288,7 @@ def test_a_switch_whose_last_check_skipped_a_busy_build_is_published_by_publish_
         )
         last = switch_batch(postgres, "b3", new["b3"], new_ids=False)
     assert last.published == {}
-    assert "2 of 3 batch(es) ready" in last.held["b3"], last.held  # b1 skipped, not waited for
+    assert "2 of 3 batches ready" in last.held["b3"], last.held  # b1 skipped, not waited for
     assert answer(postgres).model_id == PACKAGED
     old_hnsw = schema.chunk_index_hnsw_name(PACKAGED, DIMENSIONS[PACKAGED])
     with postgres.connection() as conn:

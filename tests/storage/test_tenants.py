@@ -354,7 +354,7 @@ def test_a_view_replaced_without_security_invoker_is_caught_reported_and_repaire
     postgres = PostgresResource(url=tenancy.owner_url)
     try:
         assert check.tenancy_report(postgres) == (
-            "Tenants: 2 tenant(s) reading 3 collection(s); each reads only its collections' rows",
+            "Tenants: 2 tenants reading 3 collections; each reads only its collections' rows",
             0,
         )
         with psycopg.connect(tenancy.owner_url, autocommit=True) as conn:
@@ -365,7 +365,7 @@ def test_a_view_replaced_without_security_invoker_is_caught_reported_and_repaire
             )
             assert tenants.isolation_problems(conn) == [problem]
             assert check.tenancy_report(postgres) == (
-                f"Tenants: 2 tenant(s) reading 3 collection(s)\nTenants: {problem}",
+                f"Tenants: 2 tenants reading 3 collections\nTenants: {problem}",
                 check.EXIT_ISOLATION,
             )
             with psycopg.connect(tenancy.urls[tenancy.a]) as mine:
