@@ -74,9 +74,11 @@ def format_response(
             f"context: {packed.tokens} of {packed.budget} tokens in "
             f"{counted(len(packed.spans), 'span')}"
         )
+        files = {hit.rank: hit.file_name for hit in response.hits}
         for span in packed.spans:
             ranks = ", ".join(str(r) for r in span.ranks)
-            where = f"{span.document_id[:12]} {span.start_char}:{span.end_char}"
+            named = next((files[r] for r in span.ranks if r in files), span.document_id[:12])
+            where = f"{printable(named)} {span.start_char}:{span.end_char}"
             lines.append(
                 f"  [{where}, {span.tokens} tokens, hits {ranks}] {_snippet(span.text, width - 40)}"
             )

@@ -4,6 +4,7 @@ exact offsets and never over budget; without one, each whole hit marks its best 
 
 from __future__ import annotations
 
+from seams.orchestration.cli.search import format_response
 from seams.storage.search import search_response
 from tests.support.databases import rows
 from tests.support.search_index import Indexed, indexed_corpus_fixture
@@ -57,6 +58,13 @@ def test_a_small_budget_gets_the_answer_sentence_where_whole_chunks_do_not_fit(
                 for s in packed.spans
                 if hit.rank in s.ranks
             )
+    # `seams search --budget` names each context span's file, as it names the hits'.
+    shown = format_response(response).splitlines()
+    spans = [line for line in shown if line.startswith("  [")]
+    assert len(spans) == len(response.context.spans)
+    files = {hit.rank: hit.file_name for hit in response.hits}
+    for line, span in zip(spans, response.context.spans, strict=True):
+        assert line.startswith(f"  [{files[span.ranks[0]]} {span.start_char}:"), line
     whole = search_response(
         indexed.postgres, indexed.embedder, QUERY, 3, budget=60, passages=False
     ).context
