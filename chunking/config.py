@@ -41,9 +41,10 @@ LLM's tokens (tiktoken's cl100k_base) instead of the embedding model's word piec
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from contextvars import ContextVar
 from typing import Any, ClassVar, Literal
 
@@ -512,13 +513,37 @@ class Section(BaseModel):
         return reject_booleans_as_numbers(cls, data)
 
 
+def unknown_field(model: type[BaseModel], loc: Sequence[str | int]) -> str:
+    """The problem with a key that `model` has no field for at `loc` (pydantic's
+    `extra_forbidden`), naming the nearest field there: a typo in seams.yaml is the usual cause.
+    """
+    current: Any = model
+    for part in loc[:-1]:
+        field = current.model_fields.get(str(part)) if _is_model(current) else None
+        current = field.annotation if field is not None else None
+    near = (
+        difflib.get_close_matches(str(loc[-1]), list(current.model_fields), n=1, cutoff=0.6)
+        if _is_model(current) and loc
+        else []
+    )
+    if not near:
+        return "no such field (Extra inputs are not permitted)"
+    return f"no such field; did you mean {near[0]}?"
+
+
+def _is_model(value: Any) -> bool:
+    return isinstance(value, type) and issubclass(value, BaseModel)
+
+
 def describe_validation_error(exc: ValidationError) -> str:
     """One line per problem: `field=value: what is allowed`, for humans and logs."""
     problems = []
     for error in exc.errors():
         field = ".".join(str(part) for part in error.get("loc", ())) or "ChunkingConfig"
         message = error.get("msg", "invalid value").removeprefix("Value error, ")
-        if error.get("type") in {"value_error", "assertion_error"} or not error.get("loc"):
+        if error.get("type") == "extra_forbidden":
+            problems.append(f"{field}: {unknown_field(ChunkingConfig, error['loc'])}")
+        elif error.get("type") in {"value_error", "assertion_error"} or not error.get("loc"):
             problems.append(message)
         else:
             problems.append(f"{field}={error.get('input')!r}: {message}")

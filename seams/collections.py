@@ -59,7 +59,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
-from seams.chunking.config import Section
+from seams.chunking.config import Section, unknown_field
 from seams.errors import ConfigError
 from seams.storage.object_store import ObjectPrefix, is_object_uri
 
@@ -183,7 +183,7 @@ def parse_collections(raw: Any, *, base: Path | None) -> dict[str, Collection]:
         try:
             settings = CollectionSettings.model_validate(dict(block))
         except ValidationError as exc:
-            raise ConfigError(_problems(exc, f"collections.{name}")) from None
+            raise ConfigError(_problems(exc, f"collections.{name}", CollectionSettings)) from None
         if is_object_uri(settings.source):
             try:
                 source: Path | ObjectPrefix = ObjectPrefix.parse(settings.source)
@@ -316,7 +316,7 @@ def _merged(top: Settings, collection: Collection) -> Settings:
     try:
         settings = type(top).model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(_problems(exc, where)) from None
+        raise ConfigError(_problems(exc, where, type(top))) from None
     try:
         settings.chunking_config()
     except ConfigError as exc:
@@ -419,7 +419,7 @@ def _translate_part(part: str) -> str:
     return "".join(out)
 
 
-def _problems(exc: ValidationError, where: str) -> str:
+def _problems(exc: ValidationError, where: str, model: type[BaseModel]) -> str:
     """Pydantic's errors as one line, each naming `where.<field>` (a validator's own message
     names the bare field: it gets its section in front, as in `settings`)."""
     problems = []
@@ -428,6 +428,10 @@ def _problems(exc: ValidationError, where: str) -> str:
         message = error.get("msg", "invalid value").removeprefix("Value error, ")
         if error.get("type") == "missing":
             problems.append(f"{'.'.join([where, *parts])}: required")
+            continue
+        if error.get("type") == "extra_forbidden":
+            field = ".".join([where, *parts])
+            problems.append(f"{field}: {unknown_field(model, parts)}")
             continue
         if error.get("type") not in {"value_error", "assertion_error"}:
             field = ".".join([where, *parts])

@@ -26,6 +26,7 @@ from pydantic import (
 from seams.chunking.config import (
     ChunkingConfig,
     Section,
+    unknown_field,
 )
 from seams.collections import Collection, effective_settings, parse_collections
 from seams.environment import CONFIG_ENV, PROJECT_SETTINGS, SeamsEnvironment
@@ -369,6 +370,9 @@ def _problems(exc: ValidationError) -> str:
         message = error.get("msg", "invalid value").removeprefix("Value error, ")
         if not loc:
             problems.append(message)
+            continue
+        if error.get("type") == "extra_forbidden":
+            problems.append(f"{'.'.join(loc)}: {unknown_field(SeamsSettings, loc)}")
             continue
         if error.get("type") not in {"value_error", "assertion_error"}:
             problems.append(f"{'.'.join(loc)}={error.get('input')!r}: {message}")

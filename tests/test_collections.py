@@ -96,7 +96,11 @@ def test_relative_sources_count_from_the_settings_folder(tmp_path: Path) -> None
         ({"a__b": {"source": "x"}}, "collections.a__b: a collection name is"),
         ({"a": None}, "collections.a=None: expected a mapping"),
         ({"a": {}}, "collections.a.source: required"),
-        ({"a": {"source": "x", "bogus": 1}}, "collections.a.bogus=1: Extra inputs"),
+        ({"a": {"source": "x", "bogus": 1}}, "collections.a.bogus: no such field"),
+        (
+            {"a": {"source": "x", "mach": ["*.md"]}},
+            "collections.a.mach: no such field; did you mean match?",
+        ),
         ({"a": {"source": "x", "tenant": "Acme"}}, "collections.a.tenant='Acme': a tenant is"),
         ({"a": {"source": "x", "match": ["../*.pdf"]}}, "collections.a.match='../*.pdf':"),
         ({"a": {"source": "x", "match": []}}, "collections.a.match=[]:"),

@@ -8,6 +8,7 @@ mistyped flag load neither Dagster nor PostgreSQL's driver.
 from __future__ import annotations
 
 import argparse
+import difflib
 from collections.abc import Sequence
 from typing import Any
 
@@ -34,6 +35,20 @@ class CommandParser(argparse.ArgumentParser):
                     args = [*args[:i], *args[i + 1 :], "--", token]
                     break
         return super().parse_known_args(args, namespace)
+
+    def _check_value(self, action: argparse.Action, value: Any) -> None:
+        """argparse's check of a choice (a command, `seams db`'s action), naming the nearest
+        choice of a mistyped one: `seams serach` says "did you mean 'search'?"."""
+        if action.choices is not None and value not in action.choices:
+            choices = [str(choice) for choice in action.choices]
+            near = difflib.get_close_matches(str(value), choices, n=1, cutoff=0.6)
+            if near:
+                raise argparse.ArgumentError(
+                    action,
+                    f"invalid choice: {value!r}; did you mean {near[0]!r}? "
+                    f"(choose from {', '.join(choices)})",
+                )
+        super()._check_value(action, value)
 
     def _is_dash_word(self, token: str) -> bool:
         """True for '-queen', '--queen', '-hello'; False for this command's options, their
@@ -91,7 +106,7 @@ def _weights(text: str) -> tuple[float, ...]:
 
 def build_parser() -> argparse.ArgumentParser:
     """The `seams` parser; `args.command` names the module that runs the command."""
-    parser = argparse.ArgumentParser(
+    parser = CommandParser(
         prog="seams",
         description=(
             "Seams: semantic chunking for retrieval, as partitioned Dagster assets in PostgreSQL.\n"

@@ -48,7 +48,8 @@ def test_defaults_fit_the_minilm_window():
         ({"chunk_size_min": 250, "chunk_size_target": 240}, ["chunk_size_min=250"]),
         ({"overlap_tokens": 10, "overlap_ratio": 0.1}, ["overlap_tokens", "overlap_ratio"]),
         ({"extra_abbreviations": ("two words",)}, ["extra_abbreviations", "two words"]),
-        ({"unknown_knob": 1}, ["unknown_knob", "Extra inputs"]),
+        ({"unknown_knob": 1}, ["unknown_knob: no such field"]),
+        ({"cut_cots": 1}, ["cut_cots: no such field; did you mean cut_cost?"]),
     ],
 )
 def test_validation_errors_name_the_field_and_the_allowed_range(overrides, fragments):

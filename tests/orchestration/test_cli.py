@@ -29,6 +29,22 @@ def test_help_lists_every_command() -> None:
         assert command in text
 
 
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["serach", "bees"], "invalid choice: 'serach'; did you mean 'search'?"),
+        (["db", "strat"], "invalid choice: 'strat'; did you mean 'start'?"),
+        (["search", "bees", "--search", "lexcal"], "did you mean 'lexical'?"),
+    ],
+)
+def test_a_mistyped_command_or_choice_names_the_nearest_one(
+    argv: list[str], says: str, capsys: pytest.CaptureFixture
+) -> None:
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(argv)
+    assert says in capsys.readouterr().err
+
+
 def test_every_command_has_its_module() -> None:
     """`main` runs `seams.orchestration.cli.<command>.run`: a command the parser offers without
     its module would fail only when someone types it."""

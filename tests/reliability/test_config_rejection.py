@@ -71,8 +71,15 @@ def test_every_invalid_chunking_config_value_names_its_field(field: str, value: 
 @pytest.mark.parametrize(
     ("overrides", "names"),
     [
-        ({"chunk_size_min": 300}, ["chunk_size_target", "chunk_size_min"]),
-        ({"chunk_size_max": 100}, ["chunk_size_target", "chunk_size_max"]),
+        # Only sizes given together conflict: one alone moves the defaults (ChunkingConfig).
+        (
+            {"chunk_size_min": 300, "chunk_size_target": 200},
+            ["chunk_size_target", "chunk_size_min"],
+        ),
+        (
+            {"chunk_size_max": 100, "chunk_size_target": 200},
+            ["chunk_size_target", "chunk_size_max"],
+        ),
         ({"overlap_tokens": 10, "overlap_ratio": 0.1}, ["overlap_tokens", "overlap_ratio"]),
         ({"extra_abbreviations": ("two words",)}, ["extra_abbreviations"]),
         ({"extra_abbreviations": ("",)}, ["extra_abbreviations"]),
@@ -115,8 +122,17 @@ def _settings_cases() -> list[tuple[str, dict[str, Any], str]]:
         cases.append((f"chunking.overrides.{name}={value!r}", document, name))
     cases += [
         ("unknown section", {"chunker": {}}, "chunker"),
+        (
+            "misspelt field",
+            {"retrieval": {"lexical_wieght": 0.5}},
+            "retrieval.lexical_wieght: no such field; did you mean lexical_weight?",
+        ),
         ("unknown preset", {"chunking": {"preset": "no-such-preset"}}, "preset"),
-        ("relation", {"chunking": {"overrides": {"chunk_size_min": 999}}}, "chunk_size_min"),
+        (
+            "relation",
+            {"chunking": {"overrides": {"chunk_size_min": 999, "chunk_size_max": 254}}},
+            "chunk_size_min",
+        ),
         ("variant", {"embedder": {"variant": "fp16"}}, "embedder.variant"),
         ("cron", {"inbox": {"seal_cron": "every hour"}}, "inbox.seal_cron='every hour'"),
         ("cron fields", {"inbox": {"seal_cron": "0 * * *"}}, "inbox.seal_cron"),
