@@ -11,12 +11,16 @@ import psycopg
 
 from seams.collections import tenants as declared_tenants
 from seams.errors import counted
+from seams.models.known_models import recalled_models
 from seams.orchestration import command_lock, recovered
 from seams.orchestration.cli.context import definitions
 from seams.orchestration.cli.terminal import printable
 from seams.orchestration.instance import prepare_instance
+from seams.orchestration.lineages import all_partitions
+from seams.orchestration.pending_work import unsynced_assets
 from seams.orchestration.runner import seams_command
 from seams.resources.database import redact
+from seams.resources.embedder import PipelineModels
 from seams.resources.postgres import PostgresResource
 from seams.storage import publication, tenant_roles, tenants
 from seams.storage.schema import DEFAULT_COLLECTION
@@ -26,6 +30,8 @@ EXIT_UNPUBLISHED = 1
 EXIT_ISOLATION = 1
 """Tenants exist and something would let one read past its collections."""
 CLI_SOURCE = "cli:"
+SHOWN_UNSYNCED = 5
+"""How many unsynced batches `seams check` names (the UI's in_sync check lists them all)."""
 
 
 def run(args: argparse.Namespace) -> int:
@@ -38,6 +44,7 @@ def run(args: argparse.Namespace) -> int:
     with seams_instance.open() as instance:
         storage = type(instance.run_storage).__name__
         records = records_report(instance, defs, args)
+        sync = sync_report(instance, defs)
     urls = seams_instance.urls
     where = "embedded" if urls.embedded else "external"
     settings = args.environment.describe_settings().removeprefix("settings: ")
@@ -53,10 +60,13 @@ def run(args: argparse.Namespace) -> int:
         f"PostgreSQL ({where}): {redact(urls.data)}\n"
         f"Settings: {settings}\n"
         f"Dagster instance: {seams_instance.home} ({storage})\n"
-        f"Definitions: {len(repo.assets_defs_by_key)} assets, {len(repo.get_all_jobs())} jobs, "
-        f"{len(repo.sensor_defs)} sensors, {len(repo.schedule_defs)} schedules\n"
+        f"Definitions: {counted(len(repo.assets_defs_by_key), 'asset')}, "
+        f"{counted(len(repo.get_all_jobs()), 'job')}, {counted(len(repo.sensor_defs), 'sensor')}, "
+        f"{counted(len(repo.schedule_defs), 'schedule')}\n"
         + "".join(f"{line}\n" for line in collection_lines)
+        + "".join(f"{line}\n" for line in models_report(args, defs))
         + printable(index, keep="\n")  # batch sources are the user's folder names
+        + "".join(f"\n{printable(line)}" for line in sync)
         + "".join(f"\n{line}" for line in records)
         + "\nNext: `seams dev` and open the UI."
     )
@@ -123,8 +133,11 @@ def index_report(postgres: PostgresResource) -> tuple[str, int]:
     held = set(switch.ready) if switch is not None else set()
     if switch is not None:
         lines.append(f"Index: {_switch_line(switch)}")
-    lines += [f"Index: {_unpublished_line(u)}" for u in left if u.batch_key not in held]
-    if left and holder is not None:
+    building = holder is not None
+    lines += [
+        f"Index: {_unpublished_line(u, building=building)}" for u in left if u.batch_key not in held
+    ]
+    if left and building:
         lines.append(f"Index: being built now by {holder.describe()}: search sees them once done")
         return "\n".join(lines), 0
     return "\n".join(lines), EXIT_UNPUBLISHED if left else 0
@@ -226,10 +239,15 @@ def _switch_line(switch: publication.ModelSwitch) -> str:
     )
 
 
-def _unpublished_line(state: publication.Unpublished) -> str:
+def _unpublished_line(state: publication.Unpublished, *, building: bool = False) -> str:
     """`batch K (cli:/data/in) not published: build 3 stopped after chunks (run R, 12:03):
-    run `seams run /data/in``."""
+    run `seams run /data/in``; while a command holds the command lock (`building`), the build it
+    works on is in progress, not stopped."""
     source = f" ({state.source})" if state.source else ""
+    reason = state.reason
+    if building and state.state == "building" and state.generation is not None:
+        done = f"{state.parts[-1]} written so far" if state.parts else "nothing written yet"
+        reason = f"build {state.generation} in progress ({done})"
     seen = []
     if state.run_id:
         seen.append(f"run {state.run_id}")
@@ -241,10 +259,57 @@ def _unpublished_line(state: publication.Unpublished) -> str:
         if state.published_generation is not None
         else "; search shows none of it"
     )
-    return (
-        f"batch {state.batch_key}{source} not published: {state.reason}{when}{previous}: "
-        f"run `{_fix(state.source)}`"
+    fix = "search sees it once done" if building else f"run `{_fix(state.source)}`"
+    return f"batch {state.batch_key}{source} not published: {reason}{when}{previous}: {fix}"
+
+
+def models_report(args: argparse.Namespace, defs: dg.Definitions) -> list[str]:
+    """The `Model` lines: the three models at work, as the settings name them (nothing is
+    exported or run to say so). Boundaries: `embedder.model`; retrieval (the index being
+    built, and queries): `retrieval.model`; serving: the model of the published index, which
+    search answers with (it differs from retrieval's while a model switch is being built)."""
+    models = PipelineModels.of(args.settings, args.environment)
+    retrieval = models.retrieval.describe()
+    if args.settings.retrieval.model is None:
+        retrieval += " (the embedder's)" if not models.boundary_is_static else " (for static)"
+    lines = [
+        f"Model (boundaries, embedder.model): {models.boundary.describe()}",
+        f"Model (retrieval, retrieval.model): {retrieval}",
+    ]
+    postgres, embedder = defs.resources["postgres"], defs.resources["embedder"]
+    try:
+        with postgres.connection() as conn:
+            serving = publication.serving_model(conn)
+    except psycopg.errors.UndefinedTable:
+        serving = None  # an older schema: the Index line says to upgrade it
+    if serving is None:
+        lines.append("Model (serving, the published index): none yet (nothing published)")
+        return lines
+    known = {m.model_id: m.model_dir for m in recalled_models(embedder.resolved_models_dir())}
+    folder = known.get(serving)
+    where = f" ({printable(folder)})" if folder else ""
+    lines.append(f"Model (serving, the published index): {serving[:12]}{where}")
+    return lines
+
+
+def sync_report(instance: dg.DagsterInstance, defs: dg.Definitions) -> list[str]:
+    """The `Sync:` line: the batches the current settings (or code) leave to recompute, with
+    their assets, as `seams backfill` finds them; nothing before the first batch."""
+    partitions = list(all_partitions(instance, defs))
+    if not partitions:
+        return []
+    stale = {p: k for p, k in unsynced_assets(instance, partitions, defs=defs).items() if k}
+    if not stale:
+        return [f"Sync: {counted(len(partitions), 'batch')} in sync with the current settings"]
+    shown = "; ".join(
+        f"{batch}: {', '.join(key.path[-1] for key in keys)}"
+        for batch, keys in list(stale.items())[:SHOWN_UNSYNCED]
     )
+    more = f"; and {len(stale) - SHOWN_UNSYNCED} more" if len(stale) > SHOWN_UNSYNCED else ""
+    return [
+        f"Sync: {len(stale)} of {counted(len(partitions), 'batch')} unsynced with the current "
+        f"settings ({shown}{more}): `{seams_command()} backfill` recomputes them"
+    ]
 
 
 def _fix(source: str) -> str:

@@ -24,6 +24,7 @@ def test_check_names_the_settings_and_every_batch_search_does_not_see(
     defs: dg.Definitions,
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     inbox = copy_samples(tmp_path / "inbox", ("field_notes.md",))
     (batch,) = runner.register_path(inbox, print, defs=defs)
@@ -32,6 +33,12 @@ def test_check_names_the_settings_and_every_batch_search_does_not_see(
     status, lines = _check(capsys)
     assert status == 1, lines
     assert any(line.startswith("Settings: ") for line in lines), lines
+    # The three models at work, by the settings that name them.
+    assert [line for line in lines if line.startswith("Model ")] == [
+        "Model (boundaries, embedder.model): packaged",
+        "Model (retrieval, retrieval.model): packaged (the embedder's)",
+        "Model (serving, the published index): none yet (nothing published)",
+    ]
     index = [line for line in lines if line.startswith("Index: ")]
     assert index[0] == "Index: 0 batches published, 1 not published", index
     assert index[1].startswith(f"Index: batch {batch} (cli:{inbox}) not published: not built yet")
@@ -55,6 +62,8 @@ def test_check_names_the_settings_and_every_batch_search_does_not_see(
         status, lines = _check(capsys)
     assert status == 0, lines
     assert any(f"being built now by `seams run {inbox}` (pid " in line for line in lines), lines
+    building = next(line for line in lines if line.startswith(f"Index: batch {batch} "))
+    assert "in progress (chunks written so far)" in building and "stopped" not in building
 
     # `seams run` finishes it: every batch searchable.
     assert main(["run", str(inbox)]) == 0
@@ -67,3 +76,14 @@ def test_check_names_the_settings_and_every_batch_search_does_not_see(
         and line.endswith(", every registered batch searchable")
         for line in lines
     ), lines
+    serving = next(line for line in lines if line.startswith("Model (serving"))
+    assert serving.startswith("Model (serving, the published index): ") and "none" not in serving
+
+    # A settings change names the batches it leaves unsynced, and what recomputes them.
+    changed = tmp_path / "seams.yaml"
+    changed.write_text("chunking: {overrides: {cut_cost: 2.0}}\n", encoding="utf-8")
+    monkeypatch.setenv("SEAMS_CONFIG", str(changed))
+    status, lines = _check(capsys)
+    (sync,) = [line for line in lines if line.startswith("Sync: ")]
+    assert sync.startswith(f"Sync: 1 of 1 batch unsynced with the current settings ({batch}: ")
+    assert "chunks" in sync and sync.endswith("backfill` recomputes them"), sync
