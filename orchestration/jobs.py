@@ -72,8 +72,8 @@ def build_backfill_unsynced_job(location: Callable[[], dg.Definitions]) -> dg.Jo
         if len(stale) > LISTED_BATCHES:
             listed.append(f"- ... and {len(stale) - LISTED_BATCHES} more")
         context.log.info(
-            f"backfill {backfill.backfill_id} requested: {len(stale)} of {len(partitions)} "
-            "batch(es); the daemon launches its runs (Runs -> Backfills)"
+            f"backfill {backfill.backfill_id} requested: {len(stale)} of "
+            f"{counted(len(partitions), 'batch')}; the daemon launches its runs (Runs -> Backfills)"
         )
         yield dg.Output(
             None,

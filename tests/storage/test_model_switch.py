@@ -355,7 +355,7 @@ def test_a_held_switch_names_what_it_waits_for_and_retires_nothing_until_publish
     reason = held.held["b2"]
     assert reason == (
         f"held: waiting for batch b1 (collection default) to switch models from {PACKAGED} to "
-        f"{SMALL} (1 of 2 batch(es) ready; search answers with {PACKAGED} until every batch "
+        f"{SMALL} (1 of 2 batches ready; search answers with {PACKAGED} until every batch "
         "is): run `seams backfill`"
     )
     # The page of the held write says why, and retired nothing: readers still search those rows.
