@@ -114,7 +114,7 @@ def test_relative_sources_count_from_the_settings_folder(tmp_path: Path) -> None
             {"a": {"source": "x", "retrieval": {"lexical_weight": 2}}},
             "collections.a.retrieval.lexical_weight=2:",
         ),
-        ({"a": {"source": "x", "chunking": {"sizes": 1}}}, "collections.a.chunking.sizes=1:"),
+        ({"a": {"source": "x", "chunking": {"sizes": 1}}}, "collections.a.chunking.sizes: no such"),
         (
             {"a": {"source": "x", "inbox": {"seal_cron": "often"}}},
             "collections.a.inbox.seal_cron='often': not a valid 5-field cron",
