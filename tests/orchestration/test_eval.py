@@ -173,7 +173,7 @@ def test_eval_figures_are_those_of_search_with_a_budget_and_apply_writes_setting
     )
     assert done.returncode == 0, done.stdout + done.stderr
     # No terminal (a pipe, a log): progress comes as lines, the last one the whole file's.
-    assert done.stderr.rstrip().endswith("seams eval: 7/7 question(s)"), done.stderr
+    assert done.stderr.rstrip().endswith("seams eval: 7/7 questions"), done.stderr
     report = json.loads(done.stdout)
     retrieval = load_settings(config).retrieval
     assert (report["questions"], report["search"], report["lexical_weight"]) == (7, "hybrid", 0.0)
