@@ -173,6 +173,62 @@ def model_folder_kind(folder: Path) -> str:
     )
 
 
+WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
+"""Where a transformer's weights may be (a `.bin` is read with `weights_only`: no code runs)."""
+
+
+def check_model_folder(folder: Path) -> str:
+    """`model_folder_kind`, and every file the model will need read now rather than at its
+    first use: a sentence-transformers folder's modules (transformer, pooling, window), its
+    `config.json` and weights, and the tokenizer of either kind. A ConfigError of one line
+    naming the file otherwise."""
+    kind = model_folder_kind(folder)
+    if kind == "export":
+        return kind  # its manifest's checksums are verified where it is loaded
+    if kind == "sentence-transformers":
+        folder_recipe(folder)  # modules.json, the pooling and the window, each file named
+        transformer = read_modules_path(folder)
+        config = transformer / "config.json"
+        if not config.is_file():
+            raise ConfigError(f"{config} is missing: the folder holds no transformer to export")
+        if not any((transformer / w).is_file() for w in WEIGHT_FILES):
+            raise ConfigError(
+                f"{transformer / WEIGHT_FILES[0]} is missing: the folder holds no weights of its "
+                "transformer (save the model with `SentenceTransformer.save`)"
+            )
+        tokenizer = transformer / TOKENIZER_FILE
+    else:
+        tokenizer = folder / TOKENIZER_FILE
+    _check_tokenizer(tokenizer)
+    return kind
+
+
+def read_modules_path(folder: Path) -> Path:
+    """The folder of a sentence-transformers model's Transformer module."""
+    from seams.models.model_folder import read_modules
+
+    return read_modules(folder)[0].transformer
+
+
+def _check_tokenizer(path: Path) -> None:
+    """`path` is a tokenizer the `tokenizers` library reads (what the embedder loads)."""
+    from tokenizers import Tokenizer
+
+    if not path.is_file():
+        raise ConfigError(
+            f"{path} is missing: Seams needs the fast tokenizer's {TOKENIZER_FILE} (save the "
+            "tokenizer with transformers' PreTrainedTokenizerFast)"
+        )
+    try:
+        Tokenizer.from_file(str(path))
+    except Exception as exc:  # tokenizers raises a bare Exception for any bad file
+        reason = " ".join(str(exc).split())[:200]
+        raise ConfigError(
+            f"{path}: not a tokenizer Seams can read ({reason}): save it again with "
+            "transformers' PreTrainedTokenizerFast"
+        ) from None
+
+
 def folder_recipe(folder: Path) -> VectorRecipe:
     """How the model in `folder` makes vectors (pooling, Dense layers, prompts), read from its
     files without loading or exporting it: settings are checked against it when they load."""

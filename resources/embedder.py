@@ -24,7 +24,7 @@ from seams.environment import SeamsEnvironment
 from seams.errors import ConfigError
 from seams.models import embedders
 from seams.models.chunk_vectors import late_model_problem
-from seams.models.known_models import folder_recipe, model_folder_kind, model_identity
+from seams.models.known_models import check_model_folder, folder_recipe, model_identity
 from seams.models.model_store import default_model_dir
 from seams.settings import PACKAGED_MODEL, STATIC_MODEL, EmbedderSettings, SeamsSettings
 
@@ -71,7 +71,7 @@ def resolve_model_setting(value: str, field: str, environment: SeamsEnvironment)
         return ModelSetting("static")
     folder = environment.settings_relative(value, field)
     try:
-        model_folder_kind(folder)
+        check_model_folder(folder)
     except ConfigError as exc:
         raise ConfigError(f"{field}: {value!r}: {exc}") from None
     return ModelSetting("folder", folder)

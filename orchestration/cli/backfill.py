@@ -9,7 +9,7 @@ import time
 
 from seams.orchestration import ownership, recovered, runner
 from seams.orchestration.cli.context import definitions
-from seams.orchestration.cli.db import sync_before_writing
+from seams.orchestration.cli.db import check_analyzers, sync_before_writing
 from seams.orchestration.cli.failures import print_err
 from seams.orchestration.cli.terminal import printable, say
 from seams.orchestration.instance import prepare_instance
@@ -28,6 +28,7 @@ def run(args: argparse.Namespace) -> int:
     # this process yields the CPU to readers searching meanwhile.
     seams_instance = prepare_instance(args.environment)
     lower_priority(args.settings.execution.niceness)
+    check_analyzers(defs.resources["postgres"], args.settings)  # one line, before any work
     started = time.perf_counter()
     report = (lambda _m: None) if args.json else say
     waiting = (lambda m: print_err(f"seams: {m}")) if args.json else say  # JSON stays parseable

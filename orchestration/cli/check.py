@@ -14,6 +14,7 @@ from seams.errors import counted
 from seams.models.known_models import recalled_models
 from seams.orchestration import command_lock, recovered
 from seams.orchestration.cli.context import definitions
+from seams.orchestration.cli.db import check_analyzers
 from seams.orchestration.cli.terminal import printable
 from seams.orchestration.instance import prepare_instance
 from seams.orchestration.lineages import all_partitions
@@ -40,6 +41,7 @@ def run(args: argparse.Namespace) -> int:
     the command that publishes it (exit 1 when one is left and nothing is building it)."""
     seams_instance = prepare_instance(args.environment)
     defs = definitions(args)
+    check_analyzers(defs.resources["postgres"], args.settings)  # one line naming the field
     repo = defs.get_repository_def()
     with seams_instance.open() as instance:
         storage = type(instance.run_storage).__name__

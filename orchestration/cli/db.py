@@ -18,6 +18,7 @@ from seams.resources.postgres import PostgresResource, create_schema
 from seams.settings import SeamsSettings, load_settings
 from seams.storage import tenants
 from seams.storage.connections import CONNECT_TIMEOUT_S
+from seams.storage.search import check_config
 
 
 def run(args: argparse.Namespace) -> int:
@@ -86,6 +87,19 @@ def sync_from_settings(
     on a connection as the schema's owner, after the schema is migrated; one read when the
     project has no tenants and had none."""
     return tenants.sync_project(conn, declared_tenants(settings.declared_collections()))
+
+
+def check_analyzers(postgres: PostgresResource, settings: SeamsSettings) -> None:
+    """Every `retrieval.text_search_config` the settings name (each collection's) is an analyzer
+    PostgreSQL has: a `ConfigError` of one line naming the field otherwise, before a run,
+    backfill or check does any work (the index step would fail after everything before it)."""
+    declared = bool(settings.declared_collections())
+    with postgres.connection() as conn:
+        for name, own in settings.collection_settings().items():
+            try:
+                check_config(conn, own.retrieval.text_search_config)
+            except ConfigError as exc:
+                raise ConfigError(f"collections.{name}.{exc}" if declared else str(exc)) from None
 
 
 def sync_before_writing(

@@ -10,7 +10,7 @@ from typing import Any
 from seams.errors import InputError, counted
 from seams.orchestration import recovered, runner
 from seams.orchestration.cli.context import definitions
-from seams.orchestration.cli.db import sync_before_writing
+from seams.orchestration.cli.db import check_analyzers, sync_before_writing
 from seams.orchestration.cli.terminal import printable, say
 from seams.orchestration.instance import prepare_instance
 from seams.orchestration.priority import lower_priority
@@ -49,6 +49,7 @@ def run(args: argparse.Namespace) -> int:
     # this process yields the CPU to readers searching meanwhile.
     seams_instance = prepare_instance(args.environment)
     lower_priority(args.settings.execution.niceness)
+    check_analyzers(defs.resources["postgres"], args.settings)  # one line, before any work
     command = f"seams run {location_text(paths[0])}" if args.path else "seams run"
     with (
         seams_instance.open() as instance,

@@ -23,6 +23,7 @@ from seams.environment import SeamsEnvironment
 from seams.errors import ConfigError
 from seams.orchestration.definitions import build_assets, build_resources, built_index_mode
 from seams.settings import SeamsSettings
+from tests.support.tiny_models import wordpiece
 
 STAGES = (
     "sentence_candidates",
@@ -48,6 +49,8 @@ def _folder(path: Path, weights: bytes = b"weights-0") -> Path:
     (path / "modules.json").write_text(json.dumps(modules))
     (path / "1_Pooling" / "config.json").write_text('{"pooling_mode_mean_tokens": true}')
     (path / "sentence_bert_config.json").write_text('{"max_seq_length": 128}')
+    (path / "config.json").write_text('{"model_type": "bert"}')
+    wordpiece().save(str(path / "tokenizer.json"))
     (path / "model.safetensors").write_bytes(weights)
     return path
 
@@ -252,3 +255,38 @@ def test_late_chunking_with_a_model_it_cannot_run_is_refused_when_the_settings_l
         build_assets(SeamsSettings.model_validate(prompted), environment)
     plain = {"retrieval": {"model": "mean", "mode": "late"}}
     assert built_index_mode(SeamsSettings.model_validate(plain), environment) == "late"
+
+
+@pytest.mark.parametrize(
+    ("damage", "named"),
+    [
+        ("modules-only", "1_Pooling/config.json is missing"),
+        ("no-weights", "model.safetensors is missing: the folder holds no weights"),
+        ("broken-tokenizer", "tokenizer.json: not a tokenizer Seams can read"),
+        ("truncated-tokenizer", "tokenizer.json: not a tokenizer Seams can read"),
+    ],
+)
+def test_a_model_folder_is_checked_whole_when_the_settings_load(
+    tmp_path: Path, damage: str, named: str
+) -> None:
+    """A folder that would fail at its first use (an export, a run's index step) fails when the
+    definitions are built (`seams check` too), in one line naming the file."""
+    environment = _environment(tmp_path)
+    folder = _folder(tmp_path / "mine")
+    if damage == "modules-only":
+        for path in sorted(folder.rglob("*"), reverse=True):
+            if path.name != "modules.json":
+                path.unlink() if path.is_file() else path.rmdir()
+    elif damage == "no-weights":
+        (folder / "model.safetensors").unlink()
+    elif damage == "broken-tokenizer":
+        (folder / "tokenizer.json").write_text('{"version": "1.0", "model": {"type": "Nope"}}')
+    else:
+        text = (folder / "tokenizer.json").read_text()
+        (folder / "tokenizer.json").write_text(text[: len(text) // 2])
+    with pytest.raises(ConfigError) as raised:
+        build_resources(SeamsSettings.model_validate({"retrieval": {"model": "mine"}}), environment)
+    message = str(raised.value)
+    assert "\n" not in message and f"{folder}/{named}" in message, message
+    assert message.startswith(f"{tmp_path / 'seams.yaml'}: retrieval.model: 'mine': "), message
+    shutil.rmtree(tmp_path / "data", ignore_errors=True)
