@@ -48,6 +48,8 @@ MAX_BODY_BYTES = 64 * 1024
 """A request body larger than this is refused (413) before it is read whole."""
 MAX_QUERY_TEXT = 4 * MAX_QUERY_CHARS
 """Longer queries are refused (422); up to it they are cut with a note, as `seams search` does."""
+RETRY_PAUSE_S = 1.0
+"""The pause before a request that met a database failure is tried again, once."""
 MAX_BUDGET = 100_000
 MAX_COLLECTIONS = 64
 
@@ -122,8 +124,8 @@ class ServerState:
             with self.readers.postgres.connection() as conn:
                 conn.execute("SELECT 1")
             return True
-        except Exception:
-            log.warning("health: the database does not answer", exc_info=True)
+        except Exception as exc:  # any failure means not ready: one line says why
+            log.warning("health: the database does not answer: %s", _one_line(exc))
             return False
 
 
@@ -202,6 +204,7 @@ def create_app(state: ServerState) -> FastAPI:
                 kind = "database" if isinstance(exc, StorageError) else "model"
                 if attempt == 1 and kind == "database":
                     log.info("%s: %s; trying once more", route, _one_line(exc))
+                    time.sleep(RETRY_PAUSE_S)  # a restarting server: give it a moment
                     continue
                 state.metrics.errors.labels(route, kind).inc()
                 log.error("%s: %s", route, _one_line(exc))

@@ -1,6 +1,7 @@
 """`seams serve` as a process people and operators meet: its pages in a real browser (Debian's
-headless Chromium, which also takes the screenshots in docs/), and a SIGTERM that lets the
-request in flight finish. Each starts a server of its own on the bundled sample corpus."""
+headless Chromium, which also takes the screenshots in docs/), a SIGTERM that lets the request
+in flight finish, and a database that goes away under a request. Each starts a server of its
+own, on the bundled sample corpus or on a PostgreSQL of its own."""
 
 from __future__ import annotations
 
@@ -20,8 +21,10 @@ import psycopg
 import pytest
 
 from seams.paths import sample_corpus
+from seams.resources.database import EmbeddedPostgres
+from seams.resources.embedded_server import server_tempdir
 from tests.support.cli import seams_env
-from tests.support.search_index import Indexed, indexed_database
+from tests.support.search_index import Indexed, indexed_database, write_corpus
 from tests.support.served import serving
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
@@ -134,3 +137,58 @@ def wait_for_lock_waiter(url: str, holder_pid: int, timeout_s: float = 60) -> No
                 return
             time.sleep(0.1)
     raise AssertionError("the search never reached the database")
+
+
+@pytest.fixture
+def own_server(
+    exported_model: object, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[EmbeddedPostgres, Indexed]]:
+    """A PostgreSQL of this test's own (it is stopped and started again), with the two test
+    documents indexed."""
+    root = server_tempdir("seams-serve-restart-")
+    server = EmbeddedPostgres(root / "pgdata")
+    try:
+        corpus = write_corpus(tmp_path / "docs")
+        with indexed_database(server.start(), corpus) as indexed:
+            try:
+                yield server, indexed
+            finally:
+                server.start()  # up again (idempotent), so the database can be dropped
+    finally:
+        server.stop()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def test_a_database_restart_is_a_retry_then_a_503_never_a_trace(
+    own_server: tuple[EmbeddedPostgres, Indexed], tmp_path: Path
+) -> None:
+    """The request in flight when the database goes away is tried once more, then answered 503
+    in one line; /health says 503 meanwhile; once the database is back, searches answer again
+    on fresh connections, with no restart of the server."""
+    server, indexed = own_server
+    body = {"query": "how do I fix a smelly compost heap", "k": 2}
+    with serving(env_for(indexed), tmp_path / "serve.log") as (_, base):
+        assert httpx.post(f"{base}/search", json=body, timeout=60).status_code == 200
+        answers: list[httpx.Response] = []
+        holder = psycopg.connect(indexed.url)
+        holder.execute("LOCK TABLE seams.publications IN ACCESS EXCLUSIVE MODE")
+        request = threading.Thread(
+            target=lambda: answers.append(httpx.post(f"{base}/search", json=body, timeout=60))
+        )
+        request.start()
+        wait_for_lock_waiter(indexed.url, holder.info.backend_pid)
+        server.stop()  # fast shutdown: every backend, the holder's too, is gone
+        holder.close()
+        request.join(timeout=60)
+        (answer,) = answers
+        assert answer.status_code == 503, answer.text
+        error = answer.json()["error"]
+        assert "\n" not in error and "Traceback" not in answer.text and "database" in error
+        assert httpx.get(f"{base}/health", timeout=30).status_code == 503
+        server.start()
+        again = httpx.post(f"{base}/search", json=body, timeout=60)
+        assert again.status_code == 200, again.text
+        assert len(again.json()["hits"]) == 2
+        assert httpx.get(f"{base}/health", timeout=30).json() == {"status": "ready"}
+        log = (tmp_path / "serve.log").read_text()
+        assert "trying once more" in log and "Traceback" not in log
