@@ -138,22 +138,35 @@ class PgvectorStore:
                 yield Record(fields, np.array(row[-1][1:-1].split(","), dtype=np.float32))
 
     def upsert(self, obj: str, records: Sequence[Record]) -> None:
+        """COPY into a temporary table, then one INSERT ... ON CONFLICT: one round trip per
+        batch, and the batch is applied in one transaction."""
         if not records:
             return
         names = [*_NAMES, VECTOR_FIELD]
-        query = sql.SQL(
-            "INSERT INTO {} ({}) VALUES ({}) ON CONFLICT (chunk_id) DO UPDATE SET {}"
-        ).format(
-            self._ident(obj),
-            sql.SQL(", ").join(map(sql.Identifier, names)),
-            sql.SQL(", ").join([sql.Placeholder()] * len(_NAMES) + [sql.SQL("%s::vector")]),
-            sql.SQL(", ").join(
-                sql.SQL("{0} = EXCLUDED.{0}").format(sql.Identifier(n)) for n in names[1:]
-            ),
-        )
-        rows = [[*(r.fields.get(n) for n in _NAMES), _vector_text(r.vector)] for r in records]
+        columns = sql.SQL(", ").join(map(sql.Identifier, names))
+        load = sql.Identifier("seams_target_load")
         with self.conn.transaction(), self.conn.cursor() as cursor:
-            cursor.executemany(query, rows)
+            cursor.execute(
+                sql.SQL(
+                    "CREATE TEMP TABLE {} ON COMMIT DROP AS SELECT {} FROM {} WITH NO DATA"
+                ).format(load, columns, self._ident(obj))
+            )
+            with cursor.copy(sql.SQL("COPY {} ({}) FROM STDIN").format(load, columns)) as copy:
+                for r in records:
+                    copy.write_row([*(r.fields.get(n) for n in _NAMES), _vector_text(r.vector)])
+            cursor.execute(
+                sql.SQL(
+                    "INSERT INTO {} ({}) SELECT {} FROM {} ON CONFLICT (chunk_id) DO UPDATE SET {}"
+                ).format(
+                    self._ident(obj),
+                    columns,
+                    columns,
+                    load,
+                    sql.SQL(", ").join(
+                        sql.SQL("{0} = EXCLUDED.{0}").format(sql.Identifier(n)) for n in names[1:]
+                    ),
+                )
+            )
 
     def delete(self, obj: str, chunk_ids: Sequence[str]) -> None:
         self.conn.execute(
