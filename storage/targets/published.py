@@ -106,7 +106,10 @@ def published_records(
         query += sql.SQL(" AND c.chunk_id = ANY(%(ids)s)")
         params["ids"] = list(chunk_ids)
     names = (*_CHUNK_FIELDS, "source_uri", "vector_model_id")
-    for row in conn.execute(query, params):
-        fields = dict(zip(names, row[: len(names)], strict=True))
-        vector = np.array(str(row[len(names)])[1:-1].split(","), dtype=np.float32)
-        yield Record(fields, vector), str(row[-1])
+    with conn.cursor(name="seams_target_published") as cursor:  # bounded memory: a few pages
+        cursor.itersize = 1000
+        cursor.execute(query, params)
+        for row in cursor:
+            fields = dict(zip(names, row[: len(names)], strict=True))
+            vector = np.array(str(row[len(names)])[1:-1].split(","), dtype=np.float32)
+            yield Record(fields, vector), str(row[-1])

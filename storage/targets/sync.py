@@ -31,7 +31,13 @@ from typing import Any
 import psycopg
 
 from seams.storage.connections import ConnectionSource
-from seams.storage.targets.base import TargetStore, cosine, differing_fields, model_object
+from seams.storage.targets.base import (
+    Record,
+    TargetStore,
+    cosine,
+    differing_fields,
+    model_object,
+)
 from seams.storage.targets.published import (
     PublishedState,
     published_records,
@@ -129,8 +135,7 @@ def sync_target(
                     if sent.get(cid) != fp or cid not in present or cid in stale
                 )
                 remove = sorted((set(sent) | present) - set(wanted))
-                for ids in _batches(write, batch_records):
-                    pairs = list(published_records(reader, state, collections, ids))
+                for pairs in _to_send(reader, state, collections, write, batch_records):
                     store.upsert(dest, [record for record, _ in pairs])
                     _record(ledger, target, dest, [(r.chunk_id, fp) for r, fp in pairs])
                     result.written += len(pairs)
@@ -236,6 +241,31 @@ def _compare(
     found.examples = {k: v for k, v in found.examples.items() if v}
     found.examples["_stale_all"] = stale
     return found
+
+
+def _to_send(
+    reader: psycopg.Connection[Any],
+    state: PublishedState,
+    collections: Sequence[str],
+    write: Sequence[str],
+    size: int,
+) -> Iterator[list[tuple[Record, str]]]:
+    """The published records of `write`, `size` at a time: fetched by id when they are few,
+    else picked from one pass over every published record (a first sync, a model switch),
+    which reads the chunks once instead of once per batch."""
+    if len(write) * 10 < len(state.fingerprints):
+        for ids in _batches(write, size):
+            yield list(published_records(reader, state, collections, ids))
+        return
+    wanted, batch = set(write), []
+    for pair in published_records(reader, state, collections):
+        if pair[0].chunk_id in wanted:
+            batch.append(pair)
+            if len(batch) == size:
+                yield batch
+                batch = []
+    if batch:
+        yield batch
 
 
 def _batches(ids: Sequence[str], size: int) -> Iterator[list[str]]:

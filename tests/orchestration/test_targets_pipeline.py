@@ -28,8 +28,7 @@ from tests.support.tiny_models import BERT_SPECIALS, build_model, wordpiece
 pytestmark = [pytest.mark.export, pytest.mark.slow]
 
 SETTINGS = (
-    "chunking:\n  overrides: {{{overrides}}}\nretrieval: {{{model}}}\n"
-    "targets:\n  docs: {target}\n"
+    "chunking:\n  overrides: {{{overrides}}}\nretrieval: {{{model}}}\ntargets:\n  docs: {target}\n"
 )
 TARGETS = {
     "pgvector": "{kind: pgvector, table: rag_chunks, url_env: TARGET_PG_URL}",
@@ -101,10 +100,16 @@ def test_a_target_mirrors_every_step_of_the_pipeline(
         shutil.copy(sample_corpus() / files[2], folder / files[2])
         run(defs)
         mirrors()
-        runner.backfill(instance, print, defs=configure("chunk_size_max: 120"))
+        runner.backfill(
+            instance, print, defs=configure("chunk_size_max: 150, chunk_size_target: 100")
+        )
         mirrors()
         tiny = f"model: {model_folder}"
-        runner.backfill(instance, print, defs=configure("chunk_size_max: 120", tiny))
+        runner.backfill(
+            instance, print, defs=configure("chunk_size_max: 150, chunk_size_target: 100", tiny)
+        )
         mirrors()
-        runner.backfill(instance, print, defs=configure("chunk_size_max: 120"))
+        runner.backfill(
+            instance, print, defs=configure("chunk_size_max: 150, chunk_size_target: 100")
+        )
         mirrors()
