@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import dagster as dg
@@ -21,9 +22,19 @@ from seams.assets.retrieval import INDEX_VERSION
 from seams.assets.versions import code_version
 from seams.environment import SeamsEnvironment
 from seams.errors import ConfigError
+from seams.models import distill
+from seams.models.model_export import packaged_model_dir
+from seams.models.model_store import (
+    ModelManifest,
+    default_static_dir,
+    installed_version,
+    load_static_manifest,
+)
+from seams.orchestration.cli.entry import main
 from seams.orchestration.definitions import build_assets, build_resources, built_index_mode
 from seams.settings import SeamsSettings
 from tests.support.tiny_models import wordpiece
+from tests.test_docs import provide_models
 
 STAGES = (
     "sentence_candidates",
@@ -290,3 +301,43 @@ def test_a_model_folder_is_checked_whole_when_the_settings_load(
     assert "\n" not in message and f"{folder}/{named}" in message, message
     assert message.startswith(f"{tmp_path / 'seams.yaml'}: retrieval.model: 'mine': "), message
     shutil.rmtree(tmp_path / "data", ignore_errors=True)
+
+
+def test_model_export_provisions_every_model_the_settings_name(
+    tmp_path: Path,
+    exported_model: ModelManifest,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`seams model export` makes (or verifies) each model folder seams.yaml names, not only the
+    packaged models, so no first run exports one inside its embedding step."""
+    provide_models(tmp_path, exported_model, monkeypatch)
+    # The stand-in static model, recorded as distilled from this install (distilling for real
+    # takes minutes here; the slow lane does it): `seams model export` verifies and keeps it.
+    static = load_static_manifest(default_static_dir())
+    replace(
+        static,
+        source=distill._source_info(packaged_model_dir()),
+        versions={"model2vec": installed_version("model2vec")},
+    ).write()
+    mine = tmp_path / "mine"
+    (mine / "1_Pooling").mkdir(parents=True)
+    for name in ("model.onnx", "tokenizer.json"):
+        shutil.copy(exported_model.directory / name, mine / name)
+    modules = [
+        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+        {
+            "idx": 1,
+            "name": "1",
+            "path": "1_Pooling",
+            "type": "sentence_transformers.models.Pooling",
+        },
+    ]
+    (mine / "modules.json").write_text(json.dumps(modules))
+    (mine / "1_Pooling" / "config.json").write_text('{"pooling_mode_mean_tokens": true}')
+    (mine / "sentence_bert_config.json").write_text('{"max_seq_length": 256}')
+    (mine / "config.json").write_text('{"hidden_size": 384}')
+    (tmp_path / "seams.yaml").write_text("retrieval: {model: mine}\n", encoding="utf-8")
+    assert main(["model", "export"]) == 0
+    out = capsys.readouterr().out
+    assert f"retrieval.model: mine in {mine}; 384 dimensions" in out, out
