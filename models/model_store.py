@@ -34,6 +34,12 @@ MANIFEST_FILE = "manifest.json"
 TOKENIZER_FILE = "tokenizer.json"
 MANIFEST_FORMAT = 1
 EXPORT_HINT = "run `seams model export` to (re)create it"
+STATIC_HINT = (
+    "build it once with `seams model export`, or from Python with "
+    "`seams.models.distill.distill_static_model()` (either needs the export extra: "
+    "pip install 'seams-chunking[export]'; a few minutes)"
+)
+"""The `fast` preset's model, for a library user too (the `seams` command needs the pipeline)."""
 
 _HASH_CHUNK = 1 << 20
 
@@ -293,7 +299,12 @@ def load_manifest(directory: Path | str | None = None, *, verify: bool = True) -
 
 
 def read_manifest(
-    directory: Path, parse: Callable[[Path, dict[str, Any]], T], *, what: str, field: str
+    directory: Path,
+    parse: Callable[[Path, dict[str, Any]], T],
+    *,
+    what: str,
+    field: str,
+    hint: str = EXPORT_HINT,
 ) -> T:
     """Parse `directory/manifest.json` with `parse`, or raise an `EmbeddingError` naming the
     folder, what should be there and the fix (`seams model export`)."""
@@ -301,7 +312,7 @@ def read_manifest(
     if not path.is_file():
         raise EmbeddingError(
             f"no {what} at {directory} ({MANIFEST_FILE} is missing); "
-            f"{EXPORT_HINT}, or point {field} / SEAMS_DATA_DIR at an existing one."
+            f"{hint}, or point {field} / SEAMS_DATA_DIR at an existing one."
         )
     st = path.stat()
     key = (str(path), st.st_size, st.st_mtime_ns, parse)
@@ -424,6 +435,7 @@ def load_static_manifest(
         StaticManifest.from_dict,
         what="distilled static model",
         field="StaticEmbedder.model_dir",
+        hint=STATIC_HINT,
     )
     if verify:
         for name, expected in manifest.files.items():

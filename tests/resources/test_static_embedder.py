@@ -132,8 +132,10 @@ def test_input_errors(tiny: StaticEmbedderResource) -> None:
 
 
 def test_missing_and_corrupt_models_say_what_to_do(tmp_path: Path) -> None:
-    with pytest.raises(EmbeddingError, match="seams model export"):
+    with pytest.raises(EmbeddingError, match="seams model export") as missing:
         StaticEmbedderResource(model_dir=str(tmp_path / "nowhere")).embed(["x"])
+    # A library user without the `seams` command learns the Python way too, in the same line.
+    assert "distill_static_model()" in str(missing.value) and "\n" not in str(missing.value)
     folder = tmp_path / "model"
     make_static_model(folder)
     data = bytearray((folder / EMBEDDINGS_FILE).read_bytes())
