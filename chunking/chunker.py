@@ -65,8 +65,8 @@ def embed_candidates(
     """Unit vectors for `embedding_texts(...)`, or None (logged) when `embed` is missing, raises
     or returns something unusable (wrong shape, NaN/inf) -- the caller then falls back to
     lexical similarity. Never raises because of the embedder."""
-    if embed is None:
-        logger.warning(
+    if embed is None:  # asked for (the documented lexical mode): said at info, not warned
+        logger.info(
             "no embedder given: using lexical (Jaccard) boundaries; chunks record "
             'boundary_method="jaccard"'
         )

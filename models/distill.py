@@ -32,6 +32,9 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import sys
+import tempfile
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -103,7 +106,8 @@ def distill_static_model(
     with exclusive_build(target) as staging:
         if (existing := reusable()) is not None:  # finished by another process meanwhile
             return existing
-        manifest = _build(source, source_info, staging)
+        with _printed_output_logged():
+            manifest = _build(source, source_info, staging)
     log.info("distilled %s to %s (model_id %s)", STATIC_MODEL_NAME, target, manifest.model_id)
     return replace(manifest, directory=target, distilled_now=True)
 
@@ -222,6 +226,33 @@ def _quiet():  # type: ignore[no-untyped-def]
         finally:
             for logger, level in zip(loggers, levels, strict=True):
                 logger.setLevel(level)
+
+
+@contextlib.contextmanager
+def _printed_output_logged() -> Iterator[None]:
+    """What the libraries print themselves while distilling goes to this module's debug log, not
+    the user's terminal. Rust's tokenizers writes straight to file descriptor 1 ("The
+    OrderedVocab you are attempting to save contains holes ...": model2vec drops MiniLM's unused
+    tokens on purpose), which no Python-level redirect sees, so descriptors 1 and 2 are
+    redirected for the duration. Failures still surface: they are raised, not printed."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    with tempfile.TemporaryFile() as sink:
+        saved = (os.dup(1), os.dup(2))
+        try:
+            os.dup2(sink.fileno(), 1)
+            os.dup2(sink.fileno(), 2)
+            yield
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            for fd, original in zip((1, 2), saved, strict=True):
+                os.dup2(original, fd)
+                os.close(original)
+            sink.seek(0)
+            for line in sink.read().decode("utf-8", "replace").splitlines():
+                if line.strip():
+                    log.debug("distillation printed: %s", line)
 
 
 def _by_model_ids(static: Any, tokenizer: Any) -> np.ndarray:
