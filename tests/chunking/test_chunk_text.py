@@ -28,7 +28,7 @@ def test_finds_the_topic_seam_with_an_embedder():
 
 
 def test_no_embedder_uses_the_jaccard_fallback_and_says_so(caplog):
-    with caplog.at_level(logging.WARNING, logger="seams.chunking"):
+    with caplog.at_level(logging.INFO, logger="seams.chunking"):
         chunks = chunk_text(topic_text(), document_id="d", config=SMALL, token_counter=word_counter)
     assert chunks and {c.boundary_method for c in chunks} == {"jaccard"}
     assert all(c.cohesion is None for c in chunks)
