@@ -23,9 +23,12 @@ from seams.orchestration.definitions import (
     CELERY_BROKER_ENV,
     build_definitions,
 )
+from seams.settings import ExecutionSettings as Execution
 from seams.settings import SeamsSettings, load_settings
+from seams.storage.sources import location_of
+from tests.support.object_store import Bucket
 from tests.support.processes import redis_server_binary, start_redis, start_workers, stop_group
-from tests.support.samples import register_sample_batches
+from tests.support.samples import TWO_BATCHES, register_sample_batches
 
 WORKERS = ("w1", "w2")
 READY_S = 150
@@ -48,13 +51,23 @@ def redis_url(tmp_path: Path) -> Iterator[str]:
 
 @pytest.fixture
 def celery_settings(
-    tmp_path: Path, redis_url: str, monkeypatch: pytest.MonkeyPatch, instance: dg.DagsterInstance
+    tmp_path: Path,
+    redis_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+    instance: dg.DagsterInstance,
+    request: pytest.FixtureRequest,
 ) -> SeamsSettings:
     """seams.yaml with the Celery executor and one batch per run, in this process's environment
-    and every worker's (the shared database URL comes from the `instance` fixture)."""
+    and every worker's (the shared database URL comes from the `instance` fixture); for a test
+    with a `bucket`, its inbox is that bucket's `docs/` prefix (the S3 variables are set)."""
     path = tmp_path / "seams.yaml"
+    inbox = ""
+    if "bucket" in request.fixturenames:
+        bucket: Bucket = request.getfixturevalue("bucket")
+        inbox = f"inbox:\n  path: {bucket.uri('docs')}\n  endpoint_url: {bucket.endpoint}\n"
     path.write_text(
-        "execution:\n  executor: celery\nbackfill:\n  max_batches_per_run: 1\n", encoding="utf-8"
+        f"execution:\n  executor: celery\nbackfill:\n  max_batches_per_run: 1\n{inbox}",
+        encoding="utf-8",
     )
     monkeypatch.setenv("SEAMS_CONFIG", str(path))
     # The submitting process loads the code location module as the workers do; a copy imported
@@ -116,6 +129,51 @@ def test_a_backfill_runs_on_two_celery_workers_and_matches_an_in_process_run(
     in_process = build_definitions(
         SeamsSettings.model_validate({"execution": {"executor": "in_process"}})
     )
+    again = runner.RunSummary(batches=keys)
+    runner.materialize_batches(instance, keys, print, again, defs=in_process)
+    assert _rows(database_url) == distributed
+
+
+@pytest.mark.slow
+def test_celery_workers_read_an_object_source_from_the_store_not_from_files(
+    instance: dg.DagsterInstance,
+    bucket: Bucket,
+    celery_settings: SeamsSettings,
+    workers: list[str],
+    tmp_path: Path,
+    database_url: str,
+) -> None:
+    """The documents exist only as objects: no process has a copy on disk. Two workers read
+    them from the bucket, by the versions the manifest recorded, and write exactly the chunks
+    an in-process run of the same batches writes."""
+    defs = build_definitions(celery_settings)
+    prefix = location_of(celery_settings.inbox.path)
+    keys: list[str] = []
+    for names in TWO_BATCHES:  # a batch per group: a registration reads only what is new
+        for name in names:
+            bucket.put(f"docs/{name}", (runner.SAMPLE_CORPUS / name).read_bytes())
+        endpoint = celery_settings.inbox.endpoint_url
+        keys += runner.register_path(prefix, print, defs=defs, endpoint_url=endpoint)
+    assert len(keys) == 2
+    assert not list(tmp_path.rglob("*.md")) and not list(tmp_path.rglob("*.txt"))
+    summary = runner.RunSummary(batches=keys)
+    runner.materialize_batches(instance, keys, print, summary, defs=defs)
+
+    assert len(summary.run_ids) == 2
+    step_pids = {
+        record.dagster_event.pid
+        for run_id in summary.run_ids
+        for record in instance.all_logs(run_id)
+        if record.dagster_event is not None and record.dagster_event.is_step_start
+    }
+    assert step_pids and os.getpid() not in step_pids
+    for run_id in summary.run_ids:
+        assert instance.get_run_by_id(run_id).status == dg.DagsterRunStatus.SUCCESS
+    distributed = _rows(database_url)
+    assert {row[0] for row in distributed} == set(keys)
+
+    # The same batches in-process (the default executor) write exactly the same chunks.
+    in_process = build_definitions(celery_settings.model_copy(update={"execution": Execution()}))
     again = runner.RunSummary(batches=keys)
     runner.materialize_batches(instance, keys, print, again, defs=in_process)
     assert _rows(database_url) == distributed

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
+import boto3
 import pytest
 
 from seams.errors import StorageError
@@ -16,7 +17,7 @@ from seams.resources.postgres import PostgresResource
 from seams.storage import batches
 from seams.storage.object_store import ObjectChanged, ObjectGone, ObjectPrefix, ObjectStore
 from seams.storage.sources import DocumentReader, ObjectSource
-from tests.support.object_store import Bucket, TroubledStore, use_s3_environment
+from tests.support.object_store import Bucket, TroubledStore, require_auth, use_s3_environment
 
 LIMIT = 1 << 20
 
@@ -175,3 +176,28 @@ def test_a_prefix_is_a_folder() -> None:
     assert ObjectPrefix.parse("s3://bkt").uri == "s3://bkt/"
     assert ObjectPrefix.parse("s3://bkt/docs").holds("s3://bkt/docs/a.md")
     assert not ObjectPrefix.parse("s3://bkt/docs").holds("s3://bkt/docs2/a.md")
+
+
+def test_access_denied_and_rejected_keys_are_one_line(
+    bucket: Bucket, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The server checks credentials (moto's IAM): a user without a policy is denied, an
+    unknown key is rejected; each is one line naming the bucket."""
+    prefix = ObjectPrefix.parse(bucket.uri("docs/"))
+    with require_auth(bucket.endpoint, unchecked=2):
+        iam = boto3.client("iam", endpoint_url=bucket.endpoint, region_name="us-east-1")
+        iam.create_user(UserName="nobody")
+        key = iam.create_access_key(UserName="nobody")["AccessKey"]
+        monkeypatch.setenv("AWS_ACCESS_KEY_ID", key["AccessKeyId"])
+        monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", key["SecretAccessKey"])
+        with pytest.raises(StorageError) as denied:
+            list(ObjectStore(bucket.endpoint).list(prefix))
+        monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIANOBODYKNOWS")
+        with pytest.raises(StorageError) as rejected:
+            list(ObjectStore(bucket.endpoint).list(prefix))
+    assert str(denied.value) == (
+        f"listing {prefix.uri} failed after 0 objects: access denied to bucket {bucket.name}: "
+        "the credentials need s3:ListBucket on the bucket and s3:GetObject (and "
+        "s3:GetObjectVersion) on its objects"
+    )
+    assert "the store rejects these S3 credentials (InvalidAccessKeyId)" in str(rejected.value)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -92,6 +93,27 @@ def make_bucket(endpoint: str, *, versioned: bool) -> Bucket:
 
 def _keys() -> dict[str, str]:
     return {"aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
+
+
+@contextlib.contextmanager
+def require_auth(endpoint: str, *, unchecked: int) -> Iterator[None]:
+    """moto's server checks credentials against its IAM after the next `unchecked` requests
+    (those make a user and its keys), until the block ends."""
+
+    def reset(count: str) -> None:
+        request = urllib.request.Request(
+            f"{endpoint}/moto-api/reset-auth",
+            data=count.encode(),
+            method="POST",
+            headers={"Content-Type": "text/plain"},
+        )
+        urllib.request.urlopen(request, timeout=10).close()
+
+    reset(str(unchecked))
+    try:
+        yield
+    finally:
+        reset("inf")
 
 
 class TroubledStore:
