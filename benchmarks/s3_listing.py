@@ -2,8 +2,10 @@
 
     .venv/bin/python -m benchmarks.s3_listing [--objects 10000 100000] [--runs 3] [--documents 200]
 
-Against moto's S3 API server in a child process (so its memory is not ours) and a fresh embedded
-PostgreSQL, through the code `seams run` and the inbox sensor use (`seams.storage.sources`):
+Against moto's S3 API server in a child process (so its memory is not ours; above `--moto-up-to`
+objects, a minimal S3 responder serving generated objects, as moto's listing slows with the
+square of a bucket's size) and a fresh embedded PostgreSQL, through the code `seams run` and
+the inbox sensor use (`seams.storage.sources`):
 
 1. per size N: N small objects under one prefix, then
    - `list`: the paginated listing alone (1,000 keys per request), as a sensor's look;
@@ -12,8 +14,9 @@ PostgreSQL, through the code `seams run` and the inbox sensor use (`seams.storag
    - `register`: reading every new object (16 at a time), hashing it and registering it in
      batches of 500;
    - `again`: the next look after registration: listing and deciding that nothing is new;
-   each with the peak of Python memory it allocated (tracemalloc, in a separate pass from the
-   timed one) and per object;
+   each with its wall time, this process's CPU time (the client's own work, whatever the
+   server costs), and the peak of Python memory it allocated (tracemalloc, in a separate pass
+   from the timed one), per object too;
 2. a bucket against a folder: the same `--documents` files registered from a folder (bytes read,
    hashed and stored in PostgreSQL) and from a bucket (listed, read and hashed; bytes stay in
    the store), then the `extracted_text` asset of that batch, which reads each document's bytes
@@ -50,6 +53,12 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--documents", type=int, default=200)
     parser.add_argument(
+        "--moto-up-to",
+        type=int,
+        default=10_000,
+        help="sizes above this list a generated bucket served by a minimal S3 responder",
+    )
+    parser.add_argument(
         "--register-up-to",
         type=int,
         default=100_000,
@@ -80,6 +89,16 @@ def main() -> int:
         client = boto3.client("s3", endpoint_url=endpoint)
         sizes = {}
         for n in args.objects:
+            registers = n <= args.register_up_to
+            if n > args.moto_up_to:  # generated objects, listed and read without moto's cost
+                synthetic, where = _synthetic_server(n)
+                try:
+                    sizes[n] = _listing(where, "synthetic", url, n, args.runs, registers)
+                finally:
+                    synthetic.terminate()
+                    synthetic.wait(timeout=30)
+                sizes[n]["server"] = "synthetic"
+                continue
             bucket = f"bench-{n}"
             client.create_bucket(Bucket=bucket)
             client.put_bucket_versioning(
@@ -88,7 +107,8 @@ def main() -> int:
             started = time.perf_counter()
             _fill(client, bucket, n)
             print(f"{n:,} objects put in {time.perf_counter() - started:.0f} s", flush=True)
-            sizes[n] = _listing(endpoint, bucket, url, n, args.runs, n <= args.register_up_to)
+            sizes[n] = _listing(endpoint, bucket, url, n, args.runs, registers)
+            sizes[n]["server"] = "moto"
         compared = _bucket_against_folder(client, endpoint, url, work, args.documents, args.runs)
     finally:
         database.stop()
@@ -120,6 +140,87 @@ def _moto_server(work: Path) -> tuple[subprocess.Popen, str]:
         except OSError:
             time.sleep(0.2)
     raise RuntimeError("moto's server never answered")
+
+
+def _synthetic_server(n: int) -> tuple[subprocess.Popen, str]:
+    """`_serve_synthetic` in a child process: an HTTP server answering S3's ListObjectsV2 and
+    GetObject for a bucket `synthetic` of `n` generated objects, instantly (moto sorts every
+    key on every page request, so its listing grows with the square of the bucket)."""
+    from tests.support.processes import free_port
+
+    port = free_port()
+    code = f"from benchmarks.s3_listing import _serve_synthetic; _serve_synthetic({n}, {port})"
+    proc = subprocess.Popen([sys.executable, "-c", code])
+    endpoint = f"http://127.0.0.1:{port}"
+    import urllib.request
+
+    for _ in range(300):
+        try:
+            urllib.request.urlopen(f"{endpoint}/synthetic/notes/000000.md", timeout=1)
+            return proc, endpoint
+        except OSError:
+            time.sleep(0.2)
+    raise RuntimeError("the synthetic server never answered")
+
+
+def _serve_synthetic(n: int, port: int) -> None:
+    import hashlib
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    from urllib.parse import parse_qs, urlsplit
+
+    def body(i: int) -> bytes:
+        return BODY.format(n=i).encode()
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_GET(self) -> None:
+            url = urlsplit(self.path)
+            query = parse_qs(url.query)
+            if url.path.rstrip("/") == "/synthetic":
+                start = int(query.get("continuation-token", ["0"])[0])
+                end = min(start + 1000, n)
+                items = "".join(
+                    f"<Contents><Key>notes/{i:06d}.md</Key><LastModified>"
+                    f"2026-01-01T00:00:00.000Z</LastModified><ETag>&quot;"
+                    f"{hashlib.md5(body(i)).hexdigest()}&quot;</ETag><Size>{len(body(i))}"
+                    "</Size><StorageClass>STANDARD</StorageClass></Contents>"
+                    for i in range(start, end)
+                )
+                more = f"<NextContinuationToken>{end}</NextContinuationToken>" if end < n else ""
+                page = (
+                    '<?xml version="1.0" encoding="UTF-8"?><ListBucketResult xmlns="http://'
+                    's3.amazonaws.com/doc/2006-03-01/"><Name>synthetic</Name><Prefix>notes/'
+                    f"</Prefix><KeyCount>{end - start}</KeyCount><MaxKeys>1000</MaxKeys>"
+                    f"<IsTruncated>{'true' if more else 'false'}</IsTruncated>{more}{items}"
+                    "</ListBucketResult>"
+                ).encode()
+                self._send(page, {"Content-Type": "application/xml"})
+                return
+            i = int(url.path.rsplit("/", 1)[1].split(".")[0])
+            data = body(i)
+            self._send(
+                data,
+                {
+                    "ETag": f'"{hashlib.md5(data).hexdigest()}"',
+                    "x-amz-version-id": f"v{i}",
+                    "Last-Modified": "Thu, 01 Jan 2026 00:00:00 GMT",
+                    "Content-Type": "text/markdown",
+                },
+            )
+
+        def _send(self, data: bytes, headers: dict[str, str]) -> None:
+            self.send_response(200)
+            for name, value in headers.items():
+                self.send_header(name, value)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    ThreadingHTTPServer(("127.0.0.1", port), Handler).serve_forever()
 
 
 def _fill(client: Any, bucket: str, n: int) -> None:
@@ -162,21 +263,24 @@ def _listing(
                 batches.register_batch(conn, part, source="bench", collection=collection)
         return len(pending)
 
+    listed()  # the client made and its service model loaded before anything is measured
     result: dict[str, Any] = {}
     steps = [("list", listed, runs), ("decide", decide, runs)]
     if registers:
         steps += [("register", register, 1), ("again", decide, runs)]
     for name, step, repeat in steps:
         memory = _peak(step) if name != "register" else None
-        times = []
+        times, cpu = [], []
         for _ in range(repeat):
-            started = time.perf_counter()
+            started, started_cpu = time.perf_counter(), time.process_time()
             count = step()
             times.append(time.perf_counter() - started)
+            cpu.append(time.process_time() - started_cpu)
         if name == "register":  # the one pass that registers: its memory measured after
             memory = _peak(lambda: len(source.scan().found))
         result[name] = {
             "seconds": statistics.median(times),
+            "cpu_seconds": statistics.median(cpu),
             "objects_per_s": n / statistics.median(times),
             "counted": count,
             "peak_mib": memory / 2**20,
@@ -263,12 +367,15 @@ def _bucket_against_folder(
 
 
 def _print(sizes: dict[int, dict[str, Any]], compared: dict[str, Any]) -> None:
-    print("\n| objects | step | median s | objects/s | peak MiB | bytes/object |")
-    print("|---:|---|---:|---:|---:|---:|")
+    print("\n| objects | server | step | median s | our CPU s | peak MiB | bytes/object |")
+    print("|---:|---|---|---:|---:|---:|---:|")
     for n, steps in sizes.items():
         for name, r in steps.items():
-            print(f"| {n:,} | {name} | {r['seconds']:.2f} | {r['objects_per_s']:,.0f} | "
-                  f"{r['peak_mib']:.1f} | {r['peak_bytes_per_object']:.0f} |")  # fmt: skip
+            if name == "server":
+                continue
+            print(f"| {n:,} | {steps['server']} | {name} | {r['seconds']:.2f} | "
+                  f"{r['cpu_seconds']:.2f} | {r['peak_mib']:.1f} | "
+                  f"{r['peak_bytes_per_object']:.0f} |")  # fmt: skip
     folder, bucket = compared["folder"], compared["bucket"]
     print("\n| source | documents | register s | extracted_text s |")
     print("|---|---:|---:|---:|")
