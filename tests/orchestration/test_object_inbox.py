@@ -22,11 +22,11 @@ def test_the_sensor_batches_what_waits_under_a_prefix_once(
     inbox = InboxSettings(path=bucket.uri("inbox"), endpoint_url=bucket.endpoint, min_files=2)
     bucket.put("inbox/a.md", "# A\n\nAlpha.")
     waiting = look_at_inbox(postgres, inbox, set(), seal=False)
-    assert waiting.new_batch is None and "1 file(s) waiting" in waiting.reason
+    assert waiting.new_batch is None and "1 file waiting" in waiting.reason
 
     bucket.put("inbox/b.md", "# B\n\nBeta.")
     tick = look_at_inbox(postgres, inbox, set(), seal=False)
-    assert tick.new_batch and "2 new file(s) >= min_files=2" in tick.reason
+    assert tick.new_batch and "2 new files >= min_files=2" in tick.reason
     with postgres.connection() as conn:
         manifest = batch_manifest(conn, tick.new_batch)
         source = conn.execute(
@@ -41,7 +41,7 @@ def test_the_sensor_batches_what_waits_under_a_prefix_once(
     assert again.batch_keys == []  # idempotent: the same object versions never batch twice
     bucket.put("inbox/a.md", "# A\n\nAlpha, second version.")
     sealed = look_at_inbox(postgres, inbox, {tick.new_batch}, seal=True)
-    assert sealed.new_batch and "sealed 1 pending" in sealed.reason
+    assert sealed.new_batch and "sealed 1 pending file" in sealed.reason
 
 
 def test_a_listing_that_fails_midway_registers_nothing(
