@@ -37,14 +37,14 @@ def build_candidates_asset(
     )
     def sentence_candidates(
         context: dg.AssetExecutionContext,
-        embedder: OnnxEmbedderResource,
+        seams_embedder: OnnxEmbedderResource,
         extracted_text: pd.DataFrame,
     ) -> pd.DataFrame:
         rows = []
         for doc in extracted_text.itertuples(index=False):
             if not extracted(doc):
                 continue
-            candidates = segment(doc.text, config, embedder.count_tokens)
+            candidates = segment(doc.text, config, seams_embedder.count_tokens)
             pages = PageIndex(doc.page_spans) if doc.page_spans else None
             rows.extend(candidate_rows(doc, candidates, pages))
         df = frame("sentence_candidates", rows)

@@ -82,11 +82,12 @@ def build_chunks_asset(
     )
     def chunks(
         context: dg.AssetExecutionContext,
-        embedder: OnnxEmbedderResource,
-        postgres: PostgresResource,
+        seams_embedder: OnnxEmbedderResource,
+        seams_postgres: PostgresResource,
         semantic_boundaries: pd.DataFrame,
     ) -> Iterator[dg.Output | dg.AssetCheckEvaluation]:
-        counter = counter_name(resolve_token_counter(embedder.count_tokens, config))
+        count_tokens = seams_embedder.count_tokens
+        counter = counter_name(resolve_token_counter(count_tokens, config))
         rows, texts, files = [], {}, {}
         for key, group in by_document(semantic_boundaries):
             group = group.sort_values("candidate_index")
@@ -103,7 +104,7 @@ def build_chunks_asset(
                 boundary_method=first["method"],
                 token_counter_name=counter,
                 # In cl100k mode sizes are LLM tokens; this flags chunks over the model's window.
-                window_counter=embedder.count_tokens if config.tokenizer == "cl100k_base" else None,
+                window_counter=count_tokens if config.tokenizer == "cl100k_base" else None,
             )
             lineage = {
                 "run_id": context.run.run_id,
@@ -116,7 +117,7 @@ def build_chunks_asset(
             texts[key], files[key[1]] = text, file_name(first["source_uri"])
         df = frame("chunks", rows)
         batch_frames = list(by_batch(df, run_batches(context)))
-        with postgres.connection() as conn:  # batch keys are stamps: say where each came from
+        with seams_postgres.connection() as conn:  # batch keys are stamps: say where each came from
             sources = batch_sources(conn, [batch for batch, _ in batch_frames])
         for batch, part in batch_frames:  # each batch's materialization describes that batch only
             metadata = chunk_metadata(part, config, files)

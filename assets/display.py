@@ -19,6 +19,7 @@ import pandas as pd
 
 from seams.assets.frames import by_batch, run_batches
 from seams.resources.io_manager import column_schema
+from seams.resources.keys import IO_MANAGER_KEY
 from seams.storage.schema import asset_table
 
 OWNERS = ["team:seams"]
@@ -87,8 +88,8 @@ def size_histogram(sizes: Sequence[int], unit: str = "tokens") -> str:
 def asset_attributes(
     asset: str, *, stage: str, kinds: Iterable[str] = ("postgres",)
 ) -> dict[str, object]:
-    """`kinds`, `owners`, `tags` and definition metadata (table name and column schema) of one
-    pipeline asset, for `@dg.asset(**asset_attributes(...))`."""
+    """`kinds`, `owners`, `tags`, definition metadata (table name and column schema) and the IO
+    manager of one pipeline asset, for `@dg.asset(**asset_attributes(...))`."""
     metadata: dict[str, object] = {}
     table = asset_table(asset)
     if table is not None:
@@ -101,6 +102,8 @@ def asset_attributes(
         "owners": OWNERS,
         "tags": {"pipeline": "seams", "stage": stage},
         "metadata": metadata,
+        # Never the default `io_manager`: merged into a team's definitions, theirs keeps it.
+        "io_manager_key": IO_MANAGER_KEY,
     }
 
 

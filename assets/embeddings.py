@@ -44,6 +44,7 @@ from seams.chunking.chunker import Embedder
 from seams.chunking.similarity import expected_rows
 from seams.errors import ConfigError, EmbeddingError
 from seams.resources.embedder import OnnxEmbedderResource
+from seams.resources.keys import POSTGRES_KEY
 from seams.resources.postgres import PostgresResource
 from seams.resources.static_embedder import StaticEmbedderResource
 from seams.storage.embedding_cache import CacheStats, EmbeddingCache
@@ -139,13 +140,13 @@ def build_embeddings_asset(
                 "a model folder and boundary_model 'static' both claim the boundaries: drop one"
             )
 
-        @dg.asset(**attributes, required_resource_keys={model_resource, "postgres"})
+        @dg.asset(**attributes, required_resource_keys={model_resource, POSTGRES_KEY})
         def candidate_embeddings(
             context: dg.AssetExecutionContext, sentence_candidates: pd.DataFrame
         ) -> Iterator[dg.Output | dg.AssetCheckEvaluation]:
             model = getattr(context.resources, model_resource)
             yield from embed_candidates(
-                context, model, context.resources.postgres, sentence_candidates
+                context, model, getattr(context.resources, POSTGRES_KEY), sentence_candidates
             )
 
         return candidate_embeddings
@@ -153,15 +154,16 @@ def build_embeddings_asset(
     @dg.asset(**attributes)
     def candidate_embeddings(  # the packaged model, or the static one (`fast`)
         context: dg.AssetExecutionContext,
-        embedder: OnnxEmbedderResource,
-        static_embedder: StaticEmbedderResource,
-        postgres: PostgresResource,
+        seams_embedder: OnnxEmbedderResource,
+        seams_static_embedder: StaticEmbedderResource,
+        seams_postgres: PostgresResource,
         sentence_candidates: pd.DataFrame,
     ) -> Iterator[dg.Output | dg.AssetCheckEvaluation]:
         # Boundaries may come from the static model (the `fast` preset); retrieval stays on
         # its own resource.
-        model = static_embedder if config.boundary_model == "static" else embedder
-        yield from embed_candidates(context, model, postgres, sentence_candidates)
+        static = config.boundary_model == "static"
+        model = seams_static_embedder if static else seams_embedder
+        yield from embed_candidates(context, model, seams_postgres, sentence_candidates)
 
     return candidate_embeddings
 

@@ -45,9 +45,9 @@ def build_extraction_asset(
         description="The text of every document in the batch (or a per-document error).",
     )
     def extracted_text(
-        context: dg.AssetExecutionContext, postgres: PostgresResource
+        context: dg.AssetExecutionContext, seams_postgres: PostgresResource
     ) -> pd.DataFrame:
-        return extract_batch(context, postgres, limits, endpoint_url)
+        return extract_batch(context, seams_postgres, limits, endpoint_url)
 
     return extracted_text
 

@@ -47,14 +47,13 @@ def build_model_asset(variant: str, *, static: bool) -> dg.AssetsDefinition:
     )
     def embedding_model(
         context: dg.AssetExecutionContext,
-        embedder: OnnxEmbedderResource,
-        static_embedder: StaticEmbedderResource,
+        seams_embedder: OnnxEmbedderResource,
+        seams_static_embedder: StaticEmbedderResource,
     ) -> dg.MaterializeResult:
         # Into the folders the resources read (under the entry point's data dir).
-        manifest = export_model(embedder.resolved_model_dir())
-        static_id = (
-            distill_static_model(static_embedder.resolved_model_dir()).model_id if static else None
-        )
+        manifest = export_model(seams_embedder.resolved_model_dir())
+        static_dir = seams_static_embedder.resolved_model_dir()
+        static_id = distill_static_model(static_dir).model_id if static else None
         graph = manifest.variant(variant)
         context.log.info(f"model {manifest.model_id[:12]} in {manifest.directory}")
         return dg.MaterializeResult(

@@ -53,6 +53,7 @@ from seams.models.chunk_vectors import (
 )
 from seams.models.known_models import remember_model
 from seams.resources.embedder import OnnxEmbedderResource
+from seams.resources.keys import EMBEDDER_KEY, POSTGRES_KEY
 from seams.resources.postgres import PostgresResource
 from seams.storage.embedding_cache import EmbeddingCache
 from seams.storage.search import DEFAULT_TEXT_SEARCH_CONFIG, check_config
@@ -66,8 +67,8 @@ class IndexModel:
     """Which model `chunk_index` embeds with (seams.yaml's `retrieval.model` and prompts, as
     `seams.resources.embedder.PipelineModels` resolved them)."""
 
-    resource: str = "embedder"
-    """The resource key: `embedder` (the packaged model) or `retrieval_embedder`."""
+    resource: str = EMBEDDER_KEY
+    """The resource key: `EMBEDDER_KEY` (the packaged model) or `RETRIEVAL_EMBEDDER_KEY`."""
     identity: str | None = None
     """What the code version adds for it; None: nothing (the chunks' parts already say it)."""
     reuses_candidates: bool = True
@@ -137,7 +138,7 @@ def build_index_asset(
         candidates: pd.DataFrame | None,
     ) -> pd.DataFrame:
         embedder: OnnxEmbedderResource = getattr(context.resources, model.resource)
-        postgres: PostgresResource = context.resources.postgres
+        postgres: PostgresResource = getattr(context.resources, POSTGRES_KEY)
         started = time.perf_counter()
         chunks = chunks.reset_index(drop=True)  # positions below index the vectors' rows
         with postgres.connection() as conn:  # a clear error before any model work
@@ -213,7 +214,7 @@ def build_index_asset(
         )
         return df
 
-    resources = {model.resource, "postgres"}
+    resources = {model.resource, POSTGRES_KEY}
     if mode == "text":
 
         @dg.asset(**attributes, required_resource_keys=resources)

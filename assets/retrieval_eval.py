@@ -184,11 +184,11 @@ def build_eval_asset(
     )
     def retrieval_eval(
         context: dg.AssetExecutionContext,
-        postgres: PostgresResource,
-        embedder: OnnxEmbedderResource,
+        seams_postgres: PostgresResource,
+        seams_embedder: OnnxEmbedderResource,
     ) -> dg.MaterializeResult:
         try:
-            found = measure(setup, postgres, embedder)
+            found = measure(setup, seams_postgres, seams_embedder)
         except InputError as exc:  # the questions or the index as they are: a retry won't help
             raise dg.Failure(description=str(exc), allow_retries=False) from exc
         if found["questions_sha256"] != setup.questions_sha256:

@@ -64,14 +64,14 @@ def build_target_asset(
         "text and lineage.",
     )
     def target(
-        context: dg.AssetExecutionContext, postgres: PostgresResource
+        context: dg.AssetExecutionContext, seams_postgres: PostgresResource
     ) -> dg.MaterializeResult:
         try:
             store = open_target(name, settings, environment)
         except SeamsError as exc:
             raise dg.Failure(description=str(exc), allow_retries=False) from None
         try:
-            result = sync_target(postgres, name, store, collections)
+            result = sync_target(seams_postgres, name, store, collections)
         except SeamsError:
             raise
         except Exception as exc:  # the store's client failed mid-sync: the next sync resumes

@@ -278,7 +278,7 @@ def seams_worker(request: Path, answer: Path) -> int:
             summary = runner.RunSummary(batches=keys)
             runner.materialize_batches(instance, keys, print, summary, defs=defs)
         pipeline_s = time.perf_counter() - started
-        postgres, embedder = defs.resources["postgres"], defs.resources["embedder"]
+        postgres, embedder = defs.resources["seams_postgres"], defs.resources["seams_embedder"]
         chunks = _current_chunks(postgres, names)
         out: dict[str, Any] = {
             "pipeline_seconds": round(pipeline_s, 1),

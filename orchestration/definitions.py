@@ -37,6 +37,14 @@ from seams.orchestration.sensors import build_inbox_sensor, build_seal_schedule
 from seams.orchestration.sync import build_sync_check, build_sync_sensor
 from seams.resources.embedder import OnnxEmbedderResource, PipelineModels
 from seams.resources.io_manager import PostgresIOManager
+from seams.resources.keys import (
+    BOUNDARY_EMBEDDER_KEY,
+    EMBEDDER_KEY,
+    IO_MANAGER_KEY,
+    POSTGRES_KEY,
+    RETRIEVAL_EMBEDDER_KEY,
+    STATIC_EMBEDDER_KEY,
+)
 from seams.resources.postgres import PostgresResource
 from seams.resources.static_embedder import StaticEmbedderResource
 from seams.settings import BackfillSettings, ExecutionSettings, SeamsSettings
@@ -45,32 +53,29 @@ from seams.targets import project_tenants, received_collections
 __all__ = ["CELERY_BACKEND_ENV", "CELERY_BROKER_ENV", "build_definitions", "celery_config"]
 
 SETTINGS_CHANGED_SENSOR = "seams_settings_changed"
-RETRIEVAL_EMBEDDER = "retrieval_embedder"
-"""The resource that builds the index and embeds queries (`retrieval.model`, its prompts)."""
-BOUNDARY_EMBEDDER = "boundary_embedder"
-"""The resource that embeds candidates when `embedder.model` names a model folder."""
 
 
 def build_resources(
     settings: SeamsSettings, environment: SeamsEnvironment
 ) -> dict[str, dg.ConfigurableResource]:
-    """`postgres`, `io_manager`, `embedder` (the packaged model: sizes, and embeds unless the
-    settings name another model), `static_embedder`, `retrieval_embedder` (the index's and the
-    queries' model, with retrieval's prompts) and, when `embedder.model` names a folder,
-    `boundary_embedder`; each built once, from `environment` (the database, the model folders
-    under its data dir)."""
+    """`seams_postgres`, `seams_io_manager`, `seams_embedder` (the packaged model: sizes, and
+    embeds unless the settings name another model), `seams_static_embedder`,
+    `seams_retrieval_embedder` (the index's and the queries' model, with retrieval's prompts)
+    and, when `embedder.model` names a folder, `seams_boundary_embedder` (`resources.keys`: none
+    a team's own definitions would hold); each built once, from `environment` (the database,
+    the model folders under its data dir)."""
     postgres = PostgresResource.for_environment(environment)
     models = PipelineModels.of(settings, environment)
     embedder = OnnxEmbedderResource.for_environment(environment, settings.embedder)
     resources: dict[str, dg.ConfigurableResource] = {
-        "postgres": postgres,
-        "io_manager": PostgresIOManager(postgres=postgres),
-        "embedder": embedder,
-        "static_embedder": StaticEmbedderResource.for_environment(environment),
-        RETRIEVAL_EMBEDDER: models.retrieval_resource(embedder),
+        POSTGRES_KEY: postgres,
+        IO_MANAGER_KEY: PostgresIOManager(postgres=postgres),
+        EMBEDDER_KEY: embedder,
+        STATIC_EMBEDDER_KEY: StaticEmbedderResource.for_environment(environment),
+        RETRIEVAL_EMBEDDER_KEY: models.retrieval_resource(embedder),
     }
     if (boundary := models.boundary_resource()) is not None:
-        resources[BOUNDARY_EMBEDDER] = boundary
+        resources[BOUNDARY_EMBEDDER_KEY] = boundary
     return resources
 
 
@@ -118,7 +123,7 @@ def build_lineage(
             config,
             parts,
             automation_condition=automation,
-            model_resource=BOUNDARY_EMBEDDER if models.boundary.folder is not None else None,
+            model_resource=BOUNDARY_EMBEDDER_KEY if models.boundary.folder is not None else None,
             lineage=lineage,
         ),
         build_boundaries_asset(config, parts, automation_condition=automation, lineage=lineage),
@@ -132,7 +137,9 @@ def build_lineage(
             text_search_config=retrieval.text_search_config,
             model=IndexModel(
                 resource=(
-                    "embedder" if models.uses_packaged_resource_for_index else RETRIEVAL_EMBEDDER
+                    EMBEDDER_KEY
+                    if models.uses_packaged_resource_for_index
+                    else RETRIEVAL_EMBEDDER_KEY
                 ),
                 identity=models.retrieval_identity,
                 reuses_candidates=models.index_reuses_candidates,
@@ -157,8 +164,9 @@ def _with_backfill_policy(
 
 
 def build_executor(execution: ExecutionSettings) -> dg.ExecutorDefinition | None:
-    """The `executor=` of the definitions; None keeps Dagster's default (multiprocess, or
-    in-process when a run's config asks for it)."""
+    """The executor `execution.executor` names, set on each of Seams' jobs (never on the
+    definitions, where it would clash with a team's own when merged); None keeps Dagster's
+    default (multiprocess, or in-process when a run's config asks for it)."""
     if execution.executor == "in_process":
         return dg.in_process_executor
     if execution.executor == "multiprocess":
@@ -258,6 +266,10 @@ def build_definitions(
     """The one `Definitions` of the Seams code location for `settings` (contract) in
     `environment` (the entry point's). Leaving `environment` out makes this call the entry
     point: it resolves this process's (tests and scripts that build definitions themselves).
+
+    They merge into a team's own (`dg.Definitions.merge(theirs, seams)`): every resource under
+    a `seams_` key, every asset on `seams_io_manager`, the executor on Seams' jobs, not on the
+    definitions (the code location adds it there for its own UI runs: `location`).
     """
     environment = environment or SeamsEnvironment.from_os()
     per_collection = settings.collection_settings()
@@ -274,9 +286,10 @@ def build_definitions(
         settings, environment, assets
     )
     targets, target_sensors = build_target_definitions(settings, environment, lineages)
+    executor = build_executor(settings.execution)
     jobs, inboxes, seals = [], [], []
     for lineage, own in zip(lineages, per_collection.values(), strict=True):
-        job = build_chunk_batches_job(lineage)
+        job = build_chunk_batches_job(lineage, executor)
         inbox = own.inbox.for_environment(environment)
         jobs.append(job)
         max_bytes = own.extraction_limits().file_bytes_max  # objects over it are never read
@@ -285,7 +298,7 @@ def build_definitions(
     location = dg.Definitions(
         assets=[*assets, *evaluation, *targets],
         asset_checks=[build_sync_check(this_location, lineages), *evaluation_checks],
-        jobs=[*jobs, build_backfill_unsynced_job(this_location)],
+        jobs=[*jobs, build_backfill_unsynced_job(this_location, executor)],
         sensors=[
             *inboxes,
             build_sync_sensor(lineages=lineages, location=this_location),
@@ -295,7 +308,6 @@ def build_definitions(
         ],
         schedules=seals,
         resources=build_resources(settings, environment),
-        executor=build_executor(settings.execution),
         metadata=lineages_metadata([lineage.collection for lineage in lineages]),
     )
     return location

@@ -76,6 +76,8 @@ class SeamsInstance:
         race (dagster-postgres retries with "Retrying failed database creation" warnings and
         can give up), so openings are serialised by an advisory lock in that database.
         """
+        if self.seams_environment.team_instance:  # the team's dagster.yaml, as it is
+            return dg.DagsterInstance.from_config(str(self.home))
         storage = {"postgres": {"postgres_url": self.urls.dagster}}
         ref = InstanceRef.from_dir(str(self.home), overrides={"storage": storage})
         with storage_creation_lock(self.urls.dagster):
@@ -131,7 +133,8 @@ def prepare_instance(
 ) -> SeamsInstance:
     """Resolve (and start) PostgreSQL and write `$DAGSTER_HOME/dagster.yaml` + `workspace.yaml`
     under `environment`'s data dir (the entry point's; a test or a script may leave it out and
-    get this process's)."""
+    get this process's). A team's `DAGSTER_HOME` (`SeamsEnvironment.team_instance`) is used as
+    it is: its dagster.yaml and workspace are the team's, and must exist."""
     environment = environment or SeamsEnvironment.from_os()
     if not INSTANCE_YAML.is_file():
         raise ConfigError(
@@ -141,6 +144,13 @@ def prepare_instance(
     check_free_space(secure_data_dir(environment.data_dir))  # before the server, model, Dagster
     urls = _with_legacy_dagster_url(environment, resolve(environment, start=start))
     home = environment.dagster_home
+    if environment.team_instance:
+        if not (home / "dagster.yaml").is_file():
+            raise ConfigError(
+                f"DAGSTER_HOME {home} holds no dagster.yaml: point it at your Dagster "
+                "deployment's home, or unset it to use Seams' own instance"
+            )
+        return SeamsInstance(home, urls, environment)
     home.mkdir(mode=0o700, exist_ok=True)
     target = home / "dagster.yaml"
     template = INSTANCE_YAML.read_bytes()

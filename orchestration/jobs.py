@@ -13,10 +13,13 @@ from seams.orchestration.lineages import all_partitions
 from seams.orchestration.sync import BACKFILL_JOB, LISTED_BATCHES, sync_check_keys
 
 
-def build_chunk_batches_job(lineage: Lineage = DEFAULT_LINEAGE) -> Any:
+def build_chunk_batches_job(
+    lineage: Lineage = DEFAULT_LINEAGE, executor: dg.ExecutorDefinition | None = None
+) -> Any:
     """The job of one collection, every per-batch step of its batches: `chunk_batches` for the
-    default collection, `<collection>__chunk_batches` for another. (An unresolved asset job:
-    Dagster resolves it against the definitions it is in.)"""
+    default collection, `<collection>__chunk_batches` for another, on `executor` (None:
+    Dagster's default). (An unresolved asset job: Dagster resolves it against the definitions
+    it is in.)"""
     whose = "" if lineage.is_default else f" of collection {lineage.collection}"
     return dg.define_asset_job(
         name=lineage.job_name,
@@ -25,6 +28,7 @@ def build_chunk_batches_job(lineage: Lineage = DEFAULT_LINEAGE) -> Any:
         - dg.AssetSelection.checks(*sync_check_keys([lineage])),
         description="Extract, segment, embed, cut, assemble and index the chunks of a batch"
         f"{whose}.",
+        executor_def=executor,
     )
 
 
@@ -32,7 +36,9 @@ REQUESTED_BY_RUN_TAG = "seams/requested_by_run"
 """Tag on the backfill `backfill_unsynced` requests: the run that requested it."""
 
 
-def build_backfill_unsynced_job(location: Callable[[], dg.Definitions]) -> dg.JobDefinition:
+def build_backfill_unsynced_job(
+    location: Callable[[], dg.Definitions], executor: dg.ExecutorDefinition | None = None
+) -> dg.JobDefinition:
     """`backfill_unsynced`: the UI's one click after a settings change.
 
     Dagster's "Materialize unsynced" does not see unsynced partitions, and "Materialize -> all
@@ -90,6 +96,7 @@ def build_backfill_unsynced_job(location: Callable[[], dg.Definitions]) -> dg.Jo
         description="After a settings change: one backfill of exactly the unsynced batches of "
         "exactly the unsynced assets (what `seams backfill` does). Launch it from the Launchpad; "
         "the backfill shows under Runs -> Backfills.",
+        executor_def=executor,
     )
     def backfill_unsynced() -> None:
         request_unsynced_backfill()

@@ -14,6 +14,7 @@ import dagster as dg
 
 from seams.assets.partitions import DEFAULT_LINEAGE, Lineage
 from seams.errors import SeamsError
+from seams.resources.keys import POSTGRES_KEY
 from seams.resources.postgres import PostgresResource
 from seams.storage.batches import batch_collections
 from seams.storage.schema import DEFAULT_COLLECTION
@@ -57,7 +58,7 @@ def batch_lineages(defs: dg.Definitions, batch_keys: Sequence[str]) -> dict[str,
     if not batch_keys:
         return {}
     held = {lineage.collection: lineage for lineage in lineages(defs)}
-    postgres: PostgresResource = defs.resources["postgres"]
+    postgres: PostgresResource = defs.resources[POSTGRES_KEY]
     with postgres.connection() as conn:
         found = batch_collections(conn, batch_keys)
     named = {key: found.get(key, DEFAULT_COLLECTION) for key in batch_keys}

@@ -18,7 +18,7 @@ import warnings
 import dagster as dg
 
 from seams.environment import SeamsEnvironment
-from seams.orchestration.definitions import build_definitions
+from seams.orchestration.definitions import build_definitions, build_executor
 from seams.settings import load_settings
 
 SETTINGS_METADATA = "seams/settings"
@@ -27,17 +27,23 @@ SETTINGS_METADATA = "seams/settings"
 
 def location_definitions(environment: SeamsEnvironment) -> dg.Definitions:
     """The code location's definitions in `environment`: its settings file read now, and named
-    on every asset, so the UI shows which file the code versions come from."""
-    defs = build_definitions(load_settings(environment=environment), environment=environment)
-    settings = environment.describe_settings().removeprefix("settings: ")
+    on every asset, so the UI shows which file the code versions come from. Seams' own location
+    also runs what the UI launches outside its jobs (a materialization, a backfill) on the
+    executor of `execution.executor`: `build_definitions` leaves that to whoever merges it."""
+    settings = load_settings(environment=environment)
+    defs = build_definitions(settings, environment=environment)
+    described = environment.describe_settings().removeprefix("settings: ")
     with warnings.catch_warnings():
         # Dagster rebuilds each sensor passing its (unset) `owners`, a beta parameter: the
         # warning is about its own copy, not about anything Seams uses.
         warnings.filterwarnings("ignore", message="Parameter `owners`", category=dg.BetaWarning)
         named = defs.with_definition_metadata_update(
-            lambda metadata: {**metadata, SETTINGS_METADATA: settings}
+            lambda metadata: {**metadata, SETTINGS_METADATA: described}
         )
-    return dg.Definitions.merge(named, dg.Definitions(metadata={SETTINGS_METADATA: settings}))
+    own = dg.Definitions(
+        metadata={SETTINGS_METADATA: described}, executor=build_executor(settings.execution)
+    )
+    return dg.Definitions.merge(named, own)
 
 
 defs = location_definitions(SeamsEnvironment.from_os())

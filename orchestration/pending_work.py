@@ -13,6 +13,7 @@ from seams.assets.partitions import CHUNK_BATCHES_JOB, DEFAULT_LINEAGE, Lineage
 from seams.errors import counted
 from seams.orchestration.dagster_internals import StaleStatus, stale_status_resolver
 from seams.orchestration.lineages import batch_lineages
+from seams.resources.keys import POSTGRES_KEY
 from seams.resources.postgres import PostgresResource
 from seams.storage import publication
 
@@ -59,7 +60,7 @@ def unfinished(defs: dg.Definitions, batch_keys: Sequence[str] | None = None) ->
     its collection's lineage; a batch of a collection the settings no longer declare is left
     out (no job here can build it)."""
     wanted = None if batch_keys is None else set(batch_keys)
-    postgres: PostgresResource = defs.resources["postgres"]
+    postgres: PostgresResource = defs.resources[POSTGRES_KEY]
     postgres.ensure_schema()  # writers' entry: a first run finds no tables yet
     with postgres.connection() as conn:
         found = [
@@ -131,7 +132,7 @@ def describe_unfinished(found: Sequence[Unfinished], *, most: int = 5) -> str:
 def model_switch(defs: dg.Definitions) -> publication.ModelSwitch | None:
     """The model switch in progress in the data (None: none): its held batches are complete
     and wait for the rest of the switch, which a backfill builds."""
-    postgres: PostgresResource = defs.resources["postgres"]
+    postgres: PostgresResource = defs.resources[POSTGRES_KEY]
     with postgres.connection() as conn:
         return publication.model_switch(conn)
 

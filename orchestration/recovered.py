@@ -44,6 +44,7 @@ from seams.orchestration.dagster_internals import (
 from seams.orchestration.definitions import built_index_mode
 from seams.orchestration.lineages import batch_lineages
 from seams.resources.io_manager import column_schema
+from seams.resources.keys import POSTGRES_KEY
 from seams.resources.postgres import PostgresResource
 from seams.settings import SeamsSettings
 from seams.storage import schema
@@ -130,7 +131,7 @@ def unrecorded(
     if not stopped:  # the usual case: one query
         return []
     environment = environment or SeamsEnvironment.from_os()
-    postgres: PostgresResource = defs.resources["postgres"]
+    postgres: PostgresResource = defs.resources[POSTGRES_KEY]
     found: list[Unrecorded] = []
     with postgres.connection() as conn:
         try:

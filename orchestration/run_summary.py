@@ -15,6 +15,7 @@ from seams.errors import counted
 from seams.orchestration import ownership
 from seams.orchestration.lineages import batch_lineages
 from seams.orchestration.shell_commands import python_command, seams_command
+from seams.resources.keys import POSTGRES_KEY
 from seams.resources.postgres import PostgresResource
 from seams.storage.batches import batch_sources
 
@@ -55,7 +56,7 @@ class RunSummary:
 
 def _postgres(*, defs: dg.Definitions) -> PostgresResource:
     """The pipeline's own Postgres resource: the database the assets wrote."""
-    return defs.resources["postgres"]
+    return defs.resources[POSTGRES_KEY]
 
 
 def summarize(summary: RunSummary, *, defs: dg.Definitions) -> RunSummary:

@@ -41,6 +41,7 @@ from seams.orchestration.shell_commands import python_command, seams_command
 from seams.orchestration.switch_completion import complete_switch
 from seams.orchestration.target_run import refresh_targets
 from seams.paths import sample_corpus
+from seams.resources.keys import EMBEDDER_KEY, POSTGRES_KEY, STATIC_EMBEDDER_KEY
 from seams.resources.postgres import PostgresResource
 from seams.storage import publication, quarantine
 from seams.storage.batches import RETIRE_REASON, register_batch, unregistered
@@ -98,7 +99,7 @@ QUIET = launch.QUIET
 
 def _postgres(*, defs: dg.Definitions) -> PostgresResource:
     """The pipeline's own Postgres resource: the same database the assets write."""
-    return defs.resources["postgres"]
+    return defs.resources[POSTGRES_KEY]
 
 
 def hold_data(
@@ -123,7 +124,7 @@ def ensure_model(
     the definitions' embedders read: the static one only when the settings use it); its run
     says who started it (the UI's "Launched by") and which process owns it (so the orphan check
     can mark it failed if that process dies)."""
-    embedder, static_embedder = defs.resources["embedder"], defs.resources["static_embedder"]
+    embedder, static_embedder = defs.resources[EMBEDDER_KEY], defs.resources[STATIC_EMBEDDER_KEY]
     static = distils_static(defs)
     try:
         load_manifest(embedder.resolved_model_dir())

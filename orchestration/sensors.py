@@ -135,11 +135,11 @@ def build_inbox_sensor(
         "waited long enough (seams.yaml: inbox), adds its partition and requests its run.",
     )
     def inbox_sensor(
-        context: dg.SensorEvaluationContext, postgres: PostgresResource
+        context: dg.SensorEvaluationContext, seams_postgres: PostgresResource
     ) -> dg.SensorResult | dg.SkipReason:
         known = set(context.instance.get_dynamic_partitions(partitions.name))
         tick = look_at_inbox(
-            postgres,
+            seams_postgres,
             inbox,
             known,
             seal=False,
@@ -176,11 +176,11 @@ def build_seal_schedule(
         description="Seals whatever waits in the inbox into a batch and runs it.",
     )
     def seal_inbox_schedule(
-        context: dg.ScheduleEvaluationContext, postgres: PostgresResource
+        context: dg.ScheduleEvaluationContext, seams_postgres: PostgresResource
     ) -> list[dg.RunRequest] | dg.SkipReason:
         known = set(context.instance.get_dynamic_partitions(partitions.name))
         tick = look_at_inbox(
-            postgres,
+            seams_postgres,
             inbox,
             known,
             seal=True,

@@ -26,6 +26,7 @@ import dagster as dg
 from seams.assets.frames import frame
 from seams.orchestration.lineages import batch_lineages, lineages
 from seams.resources.embedder import OnnxEmbedderResource
+from seams.resources.keys import EMBEDDER_KEY, POSTGRES_KEY, RETRIEVAL_EMBEDDER_KEY
 from seams.resources.postgres import PostgresResource
 from seams.storage import publication, schema
 from seams.storage.embedding_cache import EmbeddingCache
@@ -36,11 +37,13 @@ Report = Callable[[str], None]
 
 
 def index_embedder(defs: dg.Definitions) -> OnnxEmbedderResource:
-    """The resource the definitions' `chunk_index` embeds with (`retrieval_embedder` when
-    `retrieval.model` names another model, else `embedder`)."""
+    """The resource the definitions' `chunk_index` embeds with (`seams_retrieval_embedder` when
+    `retrieval.model` names another model, else `seams_embedder`)."""
     asset = defs.resolve_assets_def(lineages(defs)[0].key("chunk_index"))
     keys = asset.required_resource_keys
-    return defs.resources["retrieval_embedder" if "retrieval_embedder" in keys else "embedder"]
+    return defs.resources[
+        RETRIEVAL_EMBEDDER_KEY if RETRIEVAL_EMBEDDER_KEY in keys else EMBEDDER_KEY
+    ]
 
 
 def undeclared_waiting(defs: dg.Definitions, switch: publication.ModelSwitch | None) -> list[str]:
@@ -56,7 +59,7 @@ def complete_switch(defs: dg.Definitions, report: Report) -> WriteResult | None:
     collections the settings no longer declare, in one write that publishes the switch when it
     completes it (module doc); None when there is none, or the switch is to another model than
     the settings' (then nothing is built, saying why)."""
-    postgres: PostgresResource = defs.resources["postgres"]
+    postgres: PostgresResource = defs.resources[POSTGRES_KEY]
     with postgres.connection() as conn:
         switch = publication.model_switch(conn)
     left_out = undeclared_waiting(defs, switch)

@@ -44,6 +44,7 @@ from seams.orchestration.dagster_internals import (
     StaleStatus,
     stale_status_resolver,
 )
+from seams.resources.keys import POSTGRES_KEY
 from seams.storage import publication
 
 SYNC_CHECK = "in_sync"
@@ -100,7 +101,7 @@ def held_switch(defs: dg.Definitions) -> str | None:
     """Why the index is held (a model switch waiting for batches: its `describe()`), or None:
     nothing held, or the data cannot be read (the check then judges on Dagster's verdict)."""
     try:
-        with defs.resources["postgres"].connection() as conn:
+        with defs.resources[POSTGRES_KEY].connection() as conn:
             switch = publication.model_switch(conn)
     except (psycopg.Error, SeamsError, KeyError):
         return None

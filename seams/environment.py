@@ -22,7 +22,9 @@ The precedence rules are contracts:
   under the data dir. `SEAMS_DAGSTER_DATABASE_URL` (old name `SEAMS_DAGSTER_PG_URL`) moves
   Dagster's own storage elsewhere;
 - API keys: `SEAMS_API_KEYS` names the file of `seams serve`'s keys (relative: to the working
-  directory); unset, the server has none and answers on the loopback interface only.
+  directory); unset, the server has none and answers on the loopback interface only;
+- Dagster instance: `DAGSTER_HOME` when set (a team's own Dagster deployment, whose instance
+  records Seams' runs, partitions and backfills); else Seams' own, `<data dir>/dagster_home`.
 
 This module is the bottom layer: the standard library only (no Dagster, no pydantic).
 """
@@ -49,6 +51,7 @@ API_KEYS_ENV = "SEAMS_API_KEYS"
 CELERY_BROKER_ENV = "SEAMS_CELERY_BROKER_URL"
 CELERY_BACKEND_ENV = "SEAMS_CELERY_BACKEND_URL"
 HUB_OFFLINE_ENV = "HF_HUB_OFFLINE"
+DAGSTER_HOME_ENV = "DAGSTER_HOME"
 
 PROJECT_DATA_DIR = ".seams"
 PROJECT_SETTINGS = "seams.yaml"
@@ -80,6 +83,8 @@ class SeamsEnvironment:
     project_dir: Path | None = None
     """The folder whose `seams.yaml` and `.seams` count (`SEAMS_PROJECT_DIR`, else the working
     directory); None in a value built by hand."""
+    dagster_home_variable: Path | None = None
+    """`DAGSTER_HOME`: the Dagster home whose instance Seams records into; None: its own."""
     variables: Mapping[str, str] = field(
         default_factory=lambda: MappingProxyType({}), repr=False, compare=False
     )
@@ -109,6 +114,7 @@ class SeamsEnvironment:
             config_path = local if local.is_file() else None
         runtime = value("XDG_RUNTIME_DIR")
         api_keys = value(API_KEYS_ENV)
+        home = value(DAGSTER_HOME_ENV)
         return cls(
             data_dir=_data_dir(value(DATA_DIR_ENV), project_dir, value("XDG_DATA_HOME")),
             config_path=config_path,
@@ -121,6 +127,7 @@ class SeamsEnvironment:
             api_keys_file=(cwd / Path(api_keys).expanduser()).absolute() if api_keys else None,
             runtime_dir=Path(runtime) if runtime else None,
             project_dir=project_dir,
+            dagster_home_variable=(cwd / Path(home).expanduser()).resolve() if home else None,
             variables=MappingProxyType(environ),
         )
 
@@ -166,8 +173,21 @@ class SeamsEnvironment:
         return self.data_dir / "models"
 
     @property
-    def dagster_home(self) -> Path:
+    def own_dagster_home(self) -> Path:
+        """Seams' own Dagster home, which `seams` writes its dagster.yaml and workspace into."""
         return self.data_dir / "dagster_home"
+
+    @property
+    def dagster_home(self) -> Path:
+        """The Dagster home in use: `DAGSTER_HOME` when set, else Seams' own."""
+        return self.dagster_home_variable or self.own_dagster_home
+
+    @property
+    def team_instance(self) -> bool:
+        """Whether `DAGSTER_HOME` names another deployment's home than Seams' own: its
+        dagster.yaml (storage, run coordinator) is the team's, never rewritten by Seams."""
+        home = self.dagster_home_variable
+        return home is not None and home != self.own_dagster_home.resolve()
 
     @property
     def pgdata(self) -> Path:

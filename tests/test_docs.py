@@ -38,6 +38,7 @@ MAX_NOT_RUN = 3
 DEDICATED = {
     DOCS / "library.md": "tests/integrations/test_library_doc.py",
     DOCS / "targets.md": "tests/storage/targets/test_targets_doc.py",
+    DOCS / "dagster.md": "tests/orchestration/test_merged_definitions.py",
 }
 """Pages whose blocks run in a test of their own (through `run_python_blocks`)."""
 

@@ -69,9 +69,10 @@ def run_once(server_url: str, folder: Path, *, lexical: bool) -> tuple[float, fl
                 )
             files, _ = scan_inbox(folder)
             key = register_batch(conn, files, source="bench")
-        resources = {"postgres": postgres, "io_manager": PostgresIOManager(postgres=postgres),
-                     "embedder": OnnxEmbedderResource(),
-                     "static_embedder": StaticEmbedderResource()}  # fmt: skip
+        resources = {"seams_postgres": postgres,
+                     "seams_io_manager": PostgresIOManager(postgres=postgres),
+                     "seams_embedder": OnnxEmbedderResource(),
+                     "seams_static_embedder": StaticEmbedderResource()}  # fmt: skip
         with dg.DagsterInstance.ephemeral() as instance:
             instance.add_dynamic_partitions(document_batches.name, [key])
             started = time.perf_counter()

@@ -62,7 +62,7 @@ def read(set_dir: Path, out: Path) -> None:
 
     settings = load_settings()
     resources = build_definitions(settings).resources
-    postgres, embedder = resources["postgres"], resources["embedder"]
+    postgres, embedder = resources["seams_postgres"], resources["seams_embedder"]
     path = set_dir / "questions.jsonl"
     questions, _ = read_questions(path)
     sources, published = indexed_sources(postgres, questions, str(path), str(set_dir))
@@ -104,7 +104,7 @@ def token_counter() -> Callable[[list[str]], list[int]]:
     from seams.orchestration.definitions import build_definitions
     from seams.settings import load_settings
 
-    count = build_definitions(load_settings()).resources["embedder"].count_tokens
+    count = build_definitions(load_settings()).resources["seams_embedder"].count_tokens
     seen: dict[str, int] = {}
 
     def counted(texts: list[str]) -> list[int]:

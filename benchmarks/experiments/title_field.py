@@ -116,7 +116,7 @@ def study(readings: Path, qasper: Path | None) -> dict[str, Any]:
 
     settings = load_settings()
     config = settings.retrieval.text_search_config
-    postgres = build_definitions(settings).resources["postgres"]
+    postgres = build_definitions(settings).resources["seams_postgres"]
     with readings.open("rb") as handle:
         data = pickle.load(handle)
     with postgres.connection() as conn:

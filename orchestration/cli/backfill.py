@@ -15,6 +15,7 @@ from seams.orchestration.cli.terminal import printable, say
 from seams.orchestration.instance import prepare_instance
 from seams.orchestration.lineages import lineage_named
 from seams.orchestration.priority import lower_priority
+from seams.resources.keys import POSTGRES_KEY
 
 
 def run(args: argparse.Namespace) -> int:
@@ -28,7 +29,7 @@ def run(args: argparse.Namespace) -> int:
     # this process yields the CPU to readers searching meanwhile.
     seams_instance = prepare_instance(args.environment)
     lower_priority(args.settings.execution.niceness)
-    check_analyzers(defs.resources["postgres"], args.settings)  # one line, before any work
+    check_analyzers(defs.resources[POSTGRES_KEY], args.settings)  # one line, before any work
     started = time.perf_counter()
     report = (lambda _m: None) if args.json else say
     waiting = (lambda m: print_err(f"seams: {m}")) if args.json else say  # JSON stays parseable
@@ -39,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
         # The models the settings name exist before any batch needs them (a switch to the
         # `static` model distils it here, as `seams run` does).
         runner.ensure_model(instance, report, defs=defs, started_by="seams backfill")
-        sync_before_writing(defs.resources["postgres"], args.settings, report)  # tenants
+        sync_before_writing(defs.resources[POSTGRES_KEY], args.settings, report)  # tenants
         # What a killed run published but Dagster never recorded is recorded, not recomputed.
         ownership.reap_orphans(instance, report)
         recovered.record_unrecorded(

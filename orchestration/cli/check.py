@@ -22,6 +22,7 @@ from seams.orchestration.pending_work import unsynced_assets
 from seams.orchestration.runner import seams_command
 from seams.resources.database import redact
 from seams.resources.embedder import PipelineModels
+from seams.resources.keys import EMBEDDER_KEY, POSTGRES_KEY
 from seams.resources.postgres import PostgresResource
 from seams.storage import publication, tenant_roles, tenants
 from seams.storage.schema import DEFAULT_COLLECTION
@@ -41,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
     the command that publishes it (exit 1 when one is left and nothing is building it)."""
     seams_instance = prepare_instance(args.environment)
     defs = definitions(args)
-    check_analyzers(defs.resources["postgres"], args.settings)  # one line naming the field
+    check_analyzers(defs.resources[POSTGRES_KEY], args.settings)  # one line naming the field
     repo = defs.get_repository_def()
     with seams_instance.open() as instance:
         storage = type(instance.run_storage).__name__
@@ -50,11 +51,11 @@ def run(args: argparse.Namespace) -> int:
     urls = seams_instance.urls
     where = "embedded" if urls.embedded else "external"
     settings = args.environment.describe_settings().removeprefix("settings: ")
-    index, status = index_report(defs.resources["postgres"])
+    index, status = index_report(defs.resources[POSTGRES_KEY])
     collections = args.settings.declared_collections()
-    collection_lines = collections_report(defs.resources["postgres"], list(collections))
+    collection_lines = collections_report(defs.resources[POSTGRES_KEY], list(collections))
     declared = declared_tenants(collections)
-    tenancy, isolation = tenancy_report(defs.resources["postgres"], declared)
+    tenancy, isolation = tenancy_report(defs.resources[POSTGRES_KEY], declared)
     if tenancy:
         index += "\n" + tenancy
     status = status or isolation
@@ -278,7 +279,7 @@ def models_report(args: argparse.Namespace, defs: dg.Definitions) -> list[str]:
         f"Model (boundaries, embedder.model): {models.boundary.describe()}",
         f"Model (retrieval, retrieval.model): {retrieval}",
     ]
-    postgres, embedder = defs.resources["postgres"], defs.resources["embedder"]
+    postgres, embedder = defs.resources[POSTGRES_KEY], defs.resources[EMBEDDER_KEY]
     try:
         with postgres.connection() as conn:
             serving = publication.serving_model(conn)

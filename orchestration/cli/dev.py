@@ -15,6 +15,7 @@ import threading
 import time
 from typing import Any
 
+from seams.errors import ConfigError
 from seams.orchestration.cli.terminal import say
 from seams.orchestration.instance import prepare_instance
 from seams.orchestration.ownership import reap_orphans, remove_dev_marker, write_dev_marker
@@ -29,6 +30,12 @@ def _reset_signals() -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run `dagster dev` on this environment's instance; its exit status (0 after Ctrl-C)."""
+    if args.environment.team_instance:  # their webserver and daemon serve it, not ours
+        raise ConfigError(
+            f"DAGSTER_HOME {args.environment.dagster_home} is your Dagster deployment's: run its "
+            "webserver and daemon with a workspace.yaml that names Seams (docs/dagster.md), or "
+            "unset DAGSTER_HOME to run seams dev on Seams' own instance"
+        )
     server = EmbeddedPostgres.for_environment(args.environment)
     was_running = server.is_running()
     seams_instance = prepare_instance(args.environment)

@@ -24,6 +24,7 @@ from seams.orchestration.cli.terminal import printable, printable_json
 from seams.orchestration.runner import seams_command
 from seams.orchestration.settings_file import write_value
 from seams.paths import packaged_default
+from seams.resources.keys import EMBEDDER_KEY, POSTGRES_KEY
 from seams.storage.search.budget_recall import (
     WeightChoice,
     cross_validate,
@@ -42,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
     current = float(retrieval.lexical_weight)
     weights = sorted({*(args.weights or weight_grid(current)), current})
     resources = definitions(args).resources
-    embedder = resources["embedder"]
+    embedder = resources[EMBEDDER_KEY]
     try:  # a fresh install has no model and nothing indexed: say what to run
         load_manifest(embedder.resolved_model_dir())
     except SeamsError as exc:
@@ -51,14 +52,14 @@ def run(args: argparse.Namespace) -> int:
             "run PATH`"
         ) from exc
     sources, published = indexed_sources(
-        resources["postgres"],
+        resources[POSTGRES_KEY],
         questions,
         str(path),
         str(_project_dir(args)),
         f"{seams_command()} run",
     )
     result = evaluate(
-        resources["postgres"],
+        resources[POSTGRES_KEY],
         embedder,
         questions,
         sources,

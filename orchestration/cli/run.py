@@ -14,6 +14,7 @@ from seams.orchestration.cli.db import check_analyzers, sync_before_writing
 from seams.orchestration.cli.terminal import printable, say
 from seams.orchestration.instance import prepare_instance
 from seams.orchestration.priority import lower_priority
+from seams.resources.keys import POSTGRES_KEY
 from seams.settings import SeamsSettings
 from seams.storage.quarantine import QUARANTINE_RETRY_TAG
 from seams.storage.sources import Location, location_of, location_text
@@ -49,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
     # this process yields the CPU to readers searching meanwhile.
     seams_instance = prepare_instance(args.environment)
     lower_priority(args.settings.execution.niceness)
-    check_analyzers(defs.resources["postgres"], args.settings)  # one line, before any work
+    check_analyzers(defs.resources[POSTGRES_KEY], args.settings)  # one line, before any work
     command = f"seams run {location_text(paths[0])}" if args.path else "seams run"
     with (
         seams_instance.open() as instance,
@@ -96,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
         ]
         # Tenants as the settings say, once the files are routed (an ambiguous file stops the
         # run before any role changes).
-        sync_before_writing(defs.resources["postgres"], args.settings, say)
+        sync_before_writing(defs.resources[POSTGRES_KEY], args.settings, say)
         keys = list(dict.fromkeys([*unfinished, *registered, *retry]))
         where = " and ".join(str(path) for path in paths)
         if not keys:

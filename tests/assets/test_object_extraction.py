@@ -35,7 +35,10 @@ def test_extraction_reads_each_object_from_the_store_and_refuses_a_changed_one(
     plain_bucket.put("docs/b.txt", "Beta text.")
     key = _register(postgres, plain_bucket)
     extracted_text = build_extraction_asset(ExtractionLimits(), endpoint_url=plain_bucket.endpoint)
-    resources = {"postgres": postgres, "io_manager": PostgresIOManager(postgres=postgres)}
+    resources = {
+        "seams_postgres": postgres,
+        "seams_io_manager": PostgresIOManager(postgres=postgres),
+    }
     with dg.DagsterInstance.ephemeral() as instance:
         instance.add_dynamic_partitions(document_batches.name, [key])
         result = dg.materialize(

@@ -57,7 +57,7 @@ def test_check_names_the_settings_and_every_batch_search_does_not_see(
     assert f"(run {summary.run_ids[0]}, " in index[1] and "search shows none of it" in index[1]
 
     # While a `seams run` holds the data, the batch is being built: no failure.
-    url = defs.resources["postgres"].resolved_url()
+    url = defs.resources["seams_postgres"].resolved_url()
     with command_lock.command_lock(url, f"seams run {inbox}", print):
         status, lines = _check(capsys)
     assert status == 0, lines

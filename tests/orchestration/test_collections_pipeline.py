@@ -235,7 +235,7 @@ def test_each_collections_sensor_batches_only_its_files(
     )
     settings = load_settings(path)
     defs = build_definitions(settings, environment=SeamsEnvironment.from_os())
-    resources = {"postgres": defs.resources["postgres"]}
+    resources = {"seams_postgres": defs.resources["seams_postgres"]}
     requested: dict[str, dg.RunRequest] = {}
     for name in ("notes", "handbook"):
         sensor = next(s for s in defs.sensors if s.name == f"{name}__inbox_sensor")

@@ -76,8 +76,11 @@ def test_a_switch_held_for_an_undeclared_collection_is_finished_by_backfill(
 
     settings_file.write_text(f"retrieval:\n  mode: text\n  model: {model_folder}\n" + declared)
     defs = current_definitions()
-    postgres = defs.resources["postgres"]
-    packaged, tiny = defs.resources["embedder"].model_id, defs.resources["retrieval_embedder"]
+    postgres = defs.resources["seams_postgres"]
+    packaged, tiny = (
+        defs.resources["seams_embedder"].model_id,
+        defs.resources["seams_retrieval_embedder"],
+    )
     tiny = tiny.model_id
     # What the UI's backfill_unsynced does: the declared collection's unsynced index, rebuilt.
     stale = {
@@ -107,7 +110,9 @@ def test_a_switch_held_for_an_undeclared_collection_is_finished_by_backfill(
     )
     assert page["held"].value == held
     assert page["rows_deleted"].value == 0 and page["rows_replaced"].value > 0
-    assert search_response(postgres, defs.resources["embedder"], "bees", 3).model_id == packaged
+    assert (
+        search_response(postgres, defs.resources["seams_embedder"], "bees", 3).model_id == packaged
+    )
     # in_sync fails on chunk_index while held, naming the batch and the command.
     evaluation = sync.sync_evaluation(dg.AssetKey(["notes", "chunk_index"]), [], 1, None, held)
     assert not evaluation.passed and evaluation.description == held
@@ -118,6 +123,6 @@ def test_a_switch_held_for_an_undeclared_collection_is_finished_by_backfill(
     assert sync.held_switch(defs) is None
     models = rows(database_url, "SELECT DISTINCT model_id FROM seams.chunk_index")
     assert models == [(tiny,)]
-    answer = search_response(postgres, defs.resources["retrieval_embedder"], "bees", 10)
+    answer = search_response(postgres, defs.resources["seams_retrieval_embedder"], "bees", 10)
     assert answer.model_id == tiny
     assert {hit.batch_key for hit in answer.hits} == {old_batch, new_batch}

@@ -156,8 +156,8 @@ def test_resources_follow_the_settings(tmp_path: Path) -> None:
     environment = _environment(tmp_path)
     folder = _folder(tmp_path / "mine")
     default = build_resources(SeamsSettings(), environment)
-    assert "boundary_embedder" not in default
-    assert default["retrieval_embedder"] is default["embedder"]
+    assert "seams_boundary_embedder" not in default
+    assert default["seams_retrieval_embedder"] is default["seams_embedder"]
     settings = SeamsSettings.model_validate(
         {
             "embedder": {"model": str(folder), "batch_size": 8},
@@ -165,12 +165,15 @@ def test_resources_follow_the_settings(tmp_path: Path) -> None:
         }
     )
     resources = build_resources(settings, environment)
-    boundary, retrieval = resources["boundary_embedder"], resources["retrieval_embedder"]
+    boundary, retrieval = (
+        resources["seams_boundary_embedder"],
+        resources["seams_retrieval_embedder"],
+    )
     assert boundary.model_dir == retrieval.model_dir == str(folder.resolve())
     assert (boundary.query_prompt, retrieval.query_prompt) == (None, "q: ")
     assert boundary.batch_size == retrieval.batch_size == 8
     assert retrieval.models_dir == str(environment.models_dir)
-    assert resources["embedder"].model_dir == str(environment.models_dir / "all-MiniLM-L6-v2")
+    assert resources["seams_embedder"].model_dir == str(environment.models_dir / "all-MiniLM-L6-v2")
 
 
 def test_the_index_asks_for_the_retrieval_model(tmp_path: Path) -> None:
@@ -184,7 +187,7 @@ def test_the_index_asks_for_the_retrieval_model(tmp_path: Path) -> None:
 
     assert "embedder" in index({}).required_resource_keys
     mine = index({"retrieval": {"model": str(folder)}})
-    assert "retrieval_embedder" in mine.required_resource_keys
+    assert "seams_retrieval_embedder" in mine.required_resource_keys
     # Pooled vectors are the candidates' model's: another model embeds each chunk's text.
     assert [key.to_user_string() for key in mine.dependency_keys] == ["chunks"]
     modes = {

@@ -202,7 +202,7 @@ def test_sensor_registers_a_batch_once_and_again_for_a_new_version(
     note = folder / "note.md"
     note.write_text("# Note\n\nFirst version of a note about tides.\n", encoding="utf-8")
     _age(folder, 60)
-    resources = {"postgres": PostgresResource()}
+    resources = {"seams_postgres": PostgresResource()}
 
     with dg.build_sensor_context(instance=instance, resources=resources) as context:
         first = inbox_sensor(context)

@@ -92,7 +92,9 @@ def test_a_removed_file_drops_out_of_current_chunks_on_the_next_run(
     assert history == before[gone]  # its chunks stay queryable as history
     # Search no longer finds it, and names the files it does find by name.
     resources = defs.resources
-    response = search_response(resources["postgres"], resources["embedder"], "field notes", k=10)
+    response = search_response(
+        resources["seams_postgres"], resources["seams_embedder"], "field notes", k=10
+    )
     assert response.hits and {hit.document_id for hit in response.hits} == {kept}
     shown = format_response(response)
     assert f"  {SAMPLES[1]}  [chunk " in shown and "file://" not in shown

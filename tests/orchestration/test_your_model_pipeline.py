@@ -101,7 +101,7 @@ def test_retrieval_model_builds_the_index_and_answers_search(
     keys = runner.register_path(corpus, print, defs=defs)
     runner.materialize_batches(instance, keys, print, runner.RunSummary(batches=keys), defs=defs)
 
-    retrieval = defs.resources["retrieval_embedder"]
+    retrieval = defs.resources["seams_retrieval_embedder"]
     texts, vectors, model_ids, modes = _vectors(database_url)
     assert len(texts) >= 2
     assert model_ids == {retrieval.model_id} and modes == {"text"}  # pooled needs MiniLM's
@@ -117,8 +117,8 @@ def test_retrieval_model_builds_the_index_and_answers_search(
     # (sentence re-scoring off: the sentences' vectors are the packaged model's).
     for query in QUERIES:
         response = search_response(
-            defs.resources["postgres"],
-            defs.resources["embedder"],  # what `seams search` hands over: the packaged model
+            defs.resources["seams_postgres"],
+            defs.resources["seams_embedder"],  # what `seams search` hands over: the packaged model
             query,
             k=len(texts),
             search="dense",
@@ -152,9 +152,9 @@ def test_embedder_model_places_the_boundaries_and_pools_into_the_index(
     keys = runner.register_path(corpus, print, defs=defs)
     runner.materialize_batches(instance, keys, print, runner.RunSummary(batches=keys), defs=defs)
 
-    mine = defs.resources["boundary_embedder"].model_id
+    mine = defs.resources["seams_boundary_embedder"].model_id
     assert mine != exported_model.model_id
-    assert defs.resources["retrieval_embedder"].model_id == mine
+    assert defs.resources["seams_retrieval_embedder"].model_id == mine
     (candidate_models,) = rows(
         database_url, "SELECT array_agg(DISTINCT model_id) FROM seams.candidate_embeddings"
     )
@@ -165,4 +165,6 @@ def test_embedder_model_places_the_boundaries_and_pools_into_the_index(
     (counters,) = rows(
         database_url, "SELECT array_agg(DISTINCT metadata->>'token_counter') FROM seams.chunks"
     )
-    assert counters[0] == [defs.resources["embedder"].count_tokens.name]  # the packaged tokenizer
+    assert counters[0] == [
+        defs.resources["seams_embedder"].count_tokens.name
+    ]  # the packaged tokenizer

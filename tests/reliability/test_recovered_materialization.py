@@ -83,7 +83,7 @@ def _latest(instance: dg.DagsterInstance, key: dg.AssetKey, batch: str) -> dg.Ev
 
 
 def _rows(defs: dg.Definitions, table: str, batch: str) -> int:
-    url = defs.resources["postgres"].resolved_url()
+    url = defs.resources["seams_postgres"].resolved_url()
     with psycopg.connect(url) as conn:
         query = sql.SQL("SELECT count(*) FROM {} WHERE batch_key = %s").format(
             sql.Identifier("seams", table)

@@ -75,7 +75,7 @@ def served(
     keys_file.chmod(0o600)
     with fresh_database(pg_server_url) as url:
         resources = pipeline_resources(url)
-        postgres: PostgresResource = resources["postgres"]
+        postgres: PostgresResource = resources["seams_postgres"]
         postgres.ensure_schema()
         instance = dg.DagsterInstance.ephemeral()
         batches = {}

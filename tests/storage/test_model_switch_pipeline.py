@@ -91,13 +91,13 @@ def test_a_switch_back_is_one_backfill_that_readers_never_see_half_done(
             shutil.copy(sample_corpus() / file, folder / file)
         keys += runner.register_path(folder, print, defs=defs)
     runner.materialize_batches(instance, keys, print, runner.RunSummary(batches=keys), defs=defs)
-    tiny = defs.resources["retrieval_embedder"].model_id
+    tiny = defs.resources["seams_retrieval_embedder"].model_id
     chunks_before = chunk_rows(database_url)
 
     # Back to the packaged model: search keeps the tiny model's index until the switch is done.
     settings_file.write_text(SETTINGS.format(model=""), "utf-8")
     back = current_definitions()
-    postgres, embedder = back.resources["postgres"], back.resources["embedder"]
+    postgres, embedder = back.resources["seams_postgres"], back.resources["seams_embedder"]
 
     def ask(query: str) -> Answer:
         return answer_of(search_response(postgres, embedder, query, 5))

@@ -116,7 +116,7 @@ def project(
     settings_file = write_settings(folder, a, b)
     with fresh_database(pg_server_url, template=dagster_template) as url:
         resources = pipeline_resources(url)
-        postgres: PostgresResource = resources["postgres"]
+        postgres: PostgresResource = resources["seams_postgres"]
         postgres.ensure_schema()
         instance = dg.DagsterInstance.ephemeral()
         urls: dict[str, str] = {}
@@ -398,7 +398,7 @@ def test_the_retrievers_on_a_tenant_url_return_only_its_chunks(project: Project)
     from seams.settings import load_settings
 
     settings = load_settings(project.settings_file)
-    embedder = project.resources["embedder"]
+    embedder = project.resources["seams_embedder"]
 
     def collections_found(url: str, query: str, collections: list[str] | None = None) -> set[str]:
         postgres = PostgresResource(url=url)

@@ -159,13 +159,16 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def dagster_services(logs: Path, *, timeout_s: float = 180) -> Iterator[DagsterGraphQLClient]:
-    """dagster-webserver + dagster-daemon for the `seams` location on a free loopback port, against
-    the instance `export_instance()` set up; yields a GraphQL client once the UI answers."""
+def dagster_services(
+    logs: Path, *, timeout_s: float = 180, workspace: Path | None = None
+) -> Iterator[DagsterGraphQLClient]:
+    """dagster-webserver + dagster-daemon on a free loopback port for `workspace` (default: the
+    `seams` location the instance `export_instance()` set up has), against this process's
+    `DAGSTER_HOME`; yields a GraphQL client once the UI answers."""
     _require_slow("Dagster's webserver and daemon")
     port = free_port()
     bin_dir = Path(sys.executable).parent
-    workspace = workspace_file(SeamsEnvironment.from_os().dagster_home)
+    workspace = workspace or workspace_file(SeamsEnvironment.from_os().dagster_home)
     address = ("-h", "127.0.0.1", "-p", str(port))
     commands = {
         "webserver": [str(bin_dir / "dagster-webserver"), "-w", str(workspace), *address],

@@ -77,10 +77,10 @@ def pipeline_resources(url: str) -> dict[str, object]:
     """The pipeline's resources over the database at `url`, with the exported model."""
     postgres = PostgresResource(url=url)
     return {
-        "postgres": postgres,
-        "io_manager": PostgresIOManager(postgres=postgres),
-        "embedder": OnnxEmbedderResource(),
-        "static_embedder": StaticEmbedderResource(),
+        "seams_postgres": postgres,
+        "seams_io_manager": PostgresIOManager(postgres=postgres),
+        "seams_embedder": OnnxEmbedderResource(),
+        "seams_static_embedder": StaticEmbedderResource(),
     }
 
 
@@ -134,8 +134,8 @@ class Indexed:
         self.url = url
         self.folder = folder
         self.resources = pipeline_resources(url)
-        self.postgres: PostgresResource = self.resources["postgres"]  # type: ignore[assignment]
-        self.embedder: OnnxEmbedderResource = self.resources["embedder"]  # type: ignore[assignment]
+        self.postgres: PostgresResource = self.resources["seams_postgres"]  # type: ignore[assignment]
+        self.embedder: OnnxEmbedderResource = self.resources["seams_embedder"]  # type: ignore[assignment]
         self.instance = dg.DagsterInstance.ephemeral()
         self.key = register_folder(self.postgres, folder)
         self.result = materialize_batch(self.instance, self.resources, self.key, settings=settings)

@@ -259,7 +259,7 @@ def test_a_sentence_in_an_overlap_counts_for_the_chunk_whose_core_holds_it(
     overrides = ChunkingSettings(overrides={**small, "chunk_size_max": 60})
     settings = SETTINGS.model_copy(update={"chunking": overrides})
     resources = pipeline_resources(database_url)
-    postgres: PostgresResource = resources["postgres"]  # type: ignore[assignment]
+    postgres: PostgresResource = resources["seams_postgres"]  # type: ignore[assignment]
     key = register_folder(postgres, write_corpus(tmp_path / "docs"))
     instance = dg.DagsterInstance.ephemeral()
     materialize_batch(instance, resources, key, settings=settings)
@@ -280,7 +280,7 @@ def test_a_sentence_in_an_overlap_counts_for_the_chunk_whose_core_holds_it(
     )  # fmt: skip
     assert in_overlap, "the overlap must hold a whole stored sentence"
     sentence = in_overlap[0][0]
-    embedder: OnnxEmbedderResource = resources["embedder"]  # type: ignore[assignment]
+    embedder: OnnxEmbedderResource = resources["seams_embedder"]  # type: ignore[assignment]
     q = embedder.embed([sentence])[0].astype(np.float64)
     hits = {h.chunk_id: h for h in search(postgres, embedder, sentence, k=10)}  # type: ignore[arg-type]
     assert chunk_id in hits

@@ -103,10 +103,10 @@ class Published:
         instance.add_dynamic_partitions(document_batches.name, [key])
         pipeline = build_assets(SETTINGS)
         resources = {
-            "postgres": self.postgres,
-            "io_manager": PostgresIOManager(postgres=self.postgres),
-            "embedder": self.embedder,
-            "static_embedder": StaticEmbedderResource(),
+            "seams_postgres": self.postgres,
+            "seams_io_manager": PostgresIOManager(postgres=self.postgres),
+            "seams_embedder": self.embedder,
+            "seams_static_embedder": StaticEmbedderResource(),
         }
         result = dg.materialize(
             pipeline[1:], partition_key=key, instance=instance, resources=resources

@@ -68,7 +68,7 @@ def _materialize(folder: Path) -> None:
     """Register `folder` as a batch and materialize it in-process with the definitions of the
     settings `SEAMS_CONFIG` names (what the code location would load)."""
     defs = build_definitions(load_settings())
-    postgres = defs.resources["postgres"]
+    postgres = defs.resources["seams_postgres"]
     files, _ = scan_inbox(folder)
     postgres.ensure_schema()
     with postgres.connection() as conn:
