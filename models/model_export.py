@@ -28,6 +28,8 @@ import numpy as np
 from seams.environment import SeamsEnvironment, keep_hub_offline
 from seams.errors import ConfigError, EmbeddingError
 from seams.models.atomic_folder import exclusive_build
+from seams.models.bert_onnx import OPSET as BERT_OPSET
+from seams.models.bert_onnx import bert_config, write_bert_onnx
 from seams.models.int8_quantization import INT8_QUANTIZATION, quantize_int8
 from seams.models.model_folder import (
     FolderModules,
@@ -334,6 +336,11 @@ def _export_fp32(source: Path, out: Path, example: list[list[int]] | None = None
         import torch
         import transformers
     except ImportError as exc:
+        if _writable_without_torch(source):  # a BERT: its graph is written from the weights
+            write_bert_onnx(source, out)
+            return {
+                name: installed_version(name) for name in ("onnx", "onnxruntime", "tokenizers")
+            } | {"opset": str(BERT_OPSET), "writer": "seams.models.bert_onnx"}
         raise EmbeddingError(
             f"exporting the model needs torch and transformers ({exc}); install the export "
             "extra (`pip install 'seams-chunking[export]'`), or copy an existing export into place."
@@ -412,6 +419,17 @@ def _export_fp32(source: Path, out: Path, example: list[list[int]] | None = None
         name: installed_version(name)
         for name in ("torch", "transformers", "onnx", "onnxruntime", "tokenizers")
     } | {"opset": str(OPSET)}
+
+
+def _writable_without_torch(source: Path) -> bool:
+    """Whether `source` is an encoder `bert_onnx` writes (a BERT with safetensors weights)."""
+    if not (source / "model.safetensors").is_file() or not (source / "config.json").is_file():
+        return False
+    try:
+        bert_config(source)
+    except ConfigError:
+        return False
+    return True
 
 
 def write_tokenizer(source: Path, out: Path) -> None:

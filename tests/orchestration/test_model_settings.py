@@ -185,7 +185,7 @@ def test_the_index_asks_for_the_retrieval_model(tmp_path: Path) -> None:
         assets = build_assets(SeamsSettings.model_validate(settings), environment)
         return next(asset for asset in assets if index_key in asset.keys)
 
-    assert "embedder" in index({}).required_resource_keys
+    assert "seams_embedder" in index({}).required_resource_keys
     mine = index({"retrieval": {"model": str(folder)}})
     assert "seams_retrieval_embedder" in mine.required_resource_keys
     # Pooled vectors are the candidates' model's: another model embeds each chunk's text.
