@@ -326,9 +326,7 @@ def test_dagster_steps_and_sensors_migrate_before_their_first_use(
         def watches(context: dg.SensorEvaluationContext, postgres: PostgresResource) -> None:
             seen.append(versioned(other))
 
-        with dg.build_sensor_context(
-            resources={"seams_postgres": PostgresResource(url=other)}
-        ) as ctx:
+        with dg.build_sensor_context(resources={"postgres": PostgresResource(url=other)}) as ctx:
             watches(ctx)
     assert seen == [True, True]
 
