@@ -1,5 +1,5 @@
-"""The one module that reaches into Dagster's private API (`dagster._...`), for what 1.13 has no
-public API for.
+"""The one module that reaches into Dagster's private API (`dagster._...`), for what Dagster
+1.12 and 1.13 have no public API for.
 
 Everything else in Seams uses `import dagster as dg` only. Each name here says what Seams needs
 it for and which public API is missing; the small functions wrap the private calls so the rest of
@@ -46,18 +46,11 @@ from dagster._core.definitions.assets.graph.remote_asset_graph import (
 )
 
 # The per-partition "unsynced" verdict the UI shows on a partition's page (no public resolver
-# or enum), and the tags with which a runless materialization (a model found in the data dir)
-# records its data and code version: `report_runless_asset_event` takes no data version, only
-# `MaterializeResult`/`Output` inside a run do.
-# The tags a run's materialization carries to say which input data versions and events it was
-# computed from, and its data version computed from them (`provenance_tags`: a materialization
-# recorded without a run, of a write a stopped run made); no public API writes them.
+# or enum). The tags a run's materialization carries to say which input data versions and
+# events it was computed from, and its data version computed from them (`provenance_tags`: a
+# materialization recorded without a run, of a write a stopped run made); no public API
+# writes them.
 from dagster._core.definitions.data_version import (
-    CODE_VERSION_TAG,
-    DATA_VERSION_IS_USER_PROVIDED_TAG,
-    DATA_VERSION_TAG,
-    DEFAULT_DATA_VERSION,
-    NULL_EVENT_POINTER,
     CachingStaleStatusResolver,
     StaleStatus,
     compute_logical_data_version,
@@ -95,18 +88,30 @@ from dagster._core.remote_representation.external import RemoteRepository
 from dagster._core.remote_representation.external_data import RepositorySnap
 from dagster._core.remote_representation.handle import RepositoryHandle
 
-# Tags Dagster writes and reads on runs: their partition, or the partition range of a run
-# covering several (the UI groups runs by them), and their backfill; no public constants.
-from dagster._core.storage.tags import (
-    ASSET_PARTITION_RANGE_END_TAG,
-    ASSET_PARTITION_RANGE_START_TAG,
-    BACKFILL_ID_TAG,
-    PARTITION_NAME_TAG,
-)
-
 # The argument of `dagster api execute_run`, what the DefaultRunLauncher starts a run worker
 # with; no public constructor.
 from dagster._grpc.types import ExecuteRunArgs
+
+# Tag values, not imports: the strings Dagster writes and reads, as its UI and documentation
+# show them (`tests/orchestration/test_dagster_internals.py` checks each against what a real run
+# records, so a release that changes one fails there).
+PARTITION_NAME_TAG = "dagster/partition"
+"""A run's partition."""
+ASSET_PARTITION_RANGE_START_TAG = "dagster/asset_partition_range_start"
+ASSET_PARTITION_RANGE_END_TAG = "dagster/asset_partition_range_end"
+"""The partition range of a run covering several (the UI groups runs by them)."""
+BACKFILL_ID_TAG = "dagster/backfill"
+"""The backfill a run belongs to."""
+CODE_VERSION_TAG = "dagster/code_version"
+DATA_VERSION_TAG = "dagster/data_version"
+DATA_VERSION_IS_USER_PROVIDED_TAG = "dagster/data_version_is_user_provided"
+"""The tags with which a runless materialization (a model found in the data dir) records its
+data and code version: `report_runless_asset_event` takes no data version, only
+`MaterializeResult`/`Output` inside a run do."""
+DEFAULT_DATA_VERSION = dg.DataVersion("INITIAL")
+"""The data version Dagster gives an input that was never materialized."""
+NULL_EVENT_POINTER = "NULL"
+"""The event pointer Dagster records for such an input."""
 
 __all__ = [
     "ASSET_PARTITION_RANGE_END_TAG",

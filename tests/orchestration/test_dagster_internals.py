@@ -323,3 +323,27 @@ def test_every_entry_is_exercised() -> None:
         "dagster_internals exports entries without a test here (or a test names an entry it "
         f"no longer has): {sorted(set(di.__all__) ^ set(EXERCISED))}"
     )
+
+
+def test_the_tag_values_are_dagsters_own() -> None:
+    """The tag strings `dagster_internals` holds as values are Dagster's own constants (which
+    stay private: only this test imports them, so a release that moves or changes one fails
+    here, not in a run)."""
+    from dagster._core.definitions import data_version
+    from dagster._core.storage import tags
+
+    for name in (
+        "PARTITION_NAME_TAG",
+        "ASSET_PARTITION_RANGE_START_TAG",
+        "ASSET_PARTITION_RANGE_END_TAG",
+        "BACKFILL_ID_TAG",
+    ):
+        assert getattr(di, name) == getattr(tags, name), name
+    for name in (
+        "CODE_VERSION_TAG",
+        "DATA_VERSION_TAG",
+        "DATA_VERSION_IS_USER_PROVIDED_TAG",
+        "DEFAULT_DATA_VERSION",
+        "NULL_EVENT_POINTER",
+    ):
+        assert getattr(di, name) == getattr(data_version, name), name
