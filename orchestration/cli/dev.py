@@ -13,6 +13,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from typing import Any
 
 from seams.errors import ConfigError
@@ -50,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
         "--log-level", "debug" if verbose else "info",
     ]  # fmt: skip
     url = f"http://{args.host}:{args.port}"
-    print(f"Dagster UI: {url}  (Ctrl-C stops everything)", flush=True)
+    say(f"starting the Dagster UI on {url} (its address follows once it answers)")
     child = subprocess.Popen(
         command,
         cwd=seams_instance.home,
@@ -61,6 +62,7 @@ def run(args: argparse.Namespace) -> int:
         stderr=None if verbose else subprocess.STDOUT,
     )
     write_dev_marker(seams_instance.home, child.pid, url)
+    threading.Thread(target=_announce_when_up, args=(url, child), daemon=True).start()
     if not verbose:  # runs launched from the UI log every event at DEBUG: keep INFO and up
         threading.Thread(target=_readable_log, args=(child.stdout,), daemon=True).start()
 
@@ -80,6 +82,24 @@ def run(args: argparse.Namespace) -> int:
         if seams_instance.urls.embedded and not was_running:
             server.stop()
     return 0 if code in (0, -signal.SIGINT, -signal.SIGTERM, 130) else code
+
+
+UP_POLL_S = 0.5
+
+
+def _announce_when_up(url: str, child: subprocess.Popen) -> None:
+    """Print the UI's address once its webserver answers (`/server_info`), not before: loading
+    the code location takes a while, and an address that does not answer yet looks broken."""
+    probe = url.replace("://0.0.0.0:", "://127.0.0.1:") + "/server_info"
+    while child.poll() is None:
+        try:
+            with urllib.request.urlopen(probe, timeout=2) as response:
+                if response.status == 200:
+                    print(f"Dagster UI: {url}  (Ctrl-C stops everything)", flush=True)
+                    return
+        except (OSError, ValueError):
+            pass
+        time.sleep(UP_POLL_S)
 
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
