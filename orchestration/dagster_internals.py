@@ -198,10 +198,12 @@ def workspace_asset_graph(
         )
         for key, node in remote.remote_asset_nodes_by_key.items()
     }
+    # Dagster 1.13 also indexes the asset jobs; 1.12's graph has no such index to pass.
+    jobs = getattr(remote, "remote_asset_job_nodes_by_key", None)
     return RemoteWorkspaceAssetGraph(
         remote_asset_nodes_by_key=nodes,
         remote_asset_check_nodes_by_key=remote.remote_asset_check_nodes_by_key,
-        remote_asset_job_nodes_by_key=remote.remote_asset_job_nodes_by_key,
+        **({} if jobs is None else {"remote_asset_job_nodes_by_key": jobs}),
     )
 
 
