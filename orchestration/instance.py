@@ -141,15 +141,15 @@ def prepare_instance(
             f"the Dagster instance template {INSTANCE_YAML} is missing from the installed "
             "package: reinstall seams (in a checkout, restore dagster.yaml from git)"
         )
+    home = environment.dagster_home
+    if environment.team_instance and not (home / "dagster.yaml").is_file():
+        raise ConfigError(
+            f"DAGSTER_HOME {home} holds no dagster.yaml: point it at your Dagster "
+            "deployment's home, or unset it to use Seams' own instance"
+        )
     check_free_space(secure_data_dir(environment.data_dir))  # before the server, model, Dagster
     urls = _with_legacy_dagster_url(environment, resolve(environment, start=start))
-    home = environment.dagster_home
     if environment.team_instance:
-        if not (home / "dagster.yaml").is_file():
-            raise ConfigError(
-                f"DAGSTER_HOME {home} holds no dagster.yaml: point it at your Dagster "
-                "deployment's home, or unset it to use Seams' own instance"
-            )
         return SeamsInstance(home, urls, environment)
     home.mkdir(mode=0o700, exist_ok=True)
     target = home / "dagster.yaml"

@@ -96,9 +96,10 @@ def summarize(summary: RunSummary, *, defs: dg.Definitions) -> RunSummary:
     return summary
 
 
-def format_summary(summary: RunSummary, *, home: Path) -> str:
+def format_summary(summary: RunSummary, *, home: Path, team: bool = False) -> str:
     """The end-of-run summary; it never prints a database URL (it may hold a password).
-    `home`: the Dagster home whose `seams dev` UI to point at."""
+    `home`: the Dagster home whose `seams dev` UI to point at; `team`: it is a team's own
+    deployment's (`DAGSTER_HOME`), whose UI shows Seams as its code location `seams`."""
     sources = summary.sources
     batches = [f"{k} ({sources[k]})" if k in sources else k for k in summary.batches]
     ui = ownership.ui_address(home)  # the UI `seams dev` serves now, if it runs
@@ -111,7 +112,9 @@ def format_summary(summary: RunSummary, *, home: Path) -> str:
         f"p95 {summary.tokens_p95:.0f})",
         f"embeddings:     {summary.texts_embedded} texts embedded, {summary.cache_hits} from cache",
         _throughput(summary),
-        f"look at them:   the Dagster UI at {ui} ({_groups(summary.groups)})"
+        f"look at them:   your Dagster UI, code location seams ({_groups(summary.groups)})"
+        if team
+        else f"look at them:   the Dagster UI at {ui} ({_groups(summary.groups)})"
         if ui
         else f"look at them:   {seams_command()} dev  (UI: http://127.0.0.1:3000, "
         f"{_groups(summary.groups)})",

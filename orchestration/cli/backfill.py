@@ -53,6 +53,8 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps({name: getattr(summary, name) for name in fields}))
     elif summary.batches:
         home = args.environment.dagster_home
-        shown = runner.format_summary(runner.summarize(summary, defs=defs), home=home)
+        shown = runner.format_summary(
+            runner.summarize(summary, defs=defs), home=home, team=args.environment.team_instance
+        )
         print(printable(shown, keep="\n"), flush=True)  # the folders' names are the user's
     return 0

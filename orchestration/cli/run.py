@@ -122,7 +122,9 @@ def run(args: argparse.Namespace) -> int:
             )
     summary.seconds = time.perf_counter() - started
     home = args.environment.dagster_home
-    shown = runner.format_summary(runner.summarize(summary, defs=defs), home=home)
+    shown = runner.format_summary(
+        runner.summarize(summary, defs=defs), home=home, team=args.environment.team_instance
+    )
     print(printable(shown, keep="\n"), flush=True)  # the folders' names are the user's
     switch = runner.model_switch(defs)
     if switch is not None:  # new batches of the new model wait for it too

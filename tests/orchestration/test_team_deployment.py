@@ -15,7 +15,11 @@ import dagster as dg
 import pytest
 
 from seams.assets.partitions import DEFAULT_LINEAGE
+from seams.environment import SeamsEnvironment
+from seams.errors import ConfigError
 from seams.models.model_store import ModelManifest
+from seams.orchestration.instance import prepare_instance
+from seams.orchestration.run_summary import RunSummary, format_summary
 from tests.support.cli import run_seams, seams_env
 from tests.support.databases import fresh_database, rows
 from tests.support.processes import dagster_services
@@ -82,6 +86,21 @@ query Backfill($id: String!) {
   }
 }
 """
+
+
+def test_dagster_home_names_the_instance_and_seams_own_stays_its_own(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    own = SeamsEnvironment.from_os({"SEAMS_DATA_DIR": str(data)}, tmp_path)
+    assert own.dagster_home == data / "dagster_home" and not own.team_instance
+    handed = {"SEAMS_DATA_DIR": str(data), "DAGSTER_HOME": str(data / "dagster_home")}
+    assert not SeamsEnvironment.from_os(handed, tmp_path).team_instance  # as seams dev hands it
+    team = SeamsEnvironment.from_os({"SEAMS_DATA_DIR": str(data), "DAGSTER_HOME": "team"}, tmp_path)
+    assert team.team_instance and team.dagster_home == tmp_path / "team"
+    with pytest.raises(ConfigError, match=r"^DAGSTER_HOME .*team holds no dagster.yaml: point"):
+        prepare_instance(team)
+    assert not (tmp_path / "team").exists() and not data.exists()  # nothing written
+    shown = format_summary(RunSummary(), home=tmp_path / "team", team=True)
+    assert "look at them:   your Dagster UI, code location seams" in shown
 
 
 def workspace_recipe() -> str:
