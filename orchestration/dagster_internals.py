@@ -278,7 +278,8 @@ def backfill_partitions(
 def final_backfill_data(data: AssetBackfillData) -> tuple[AssetBackfillData, bool]:
     """A finished backfill's data as the daemon leaves it (a target never materialized counts
     as failed), and whether anything failed."""
-    missing = data.get_targeted_partitions_without_materialization_status()
+    # Dagster 1.13's `get_targeted_partitions_without_materialization_status`, which 1.12 lacks.
+    missing = data.target_subset - (data.materialized_subset | data.failed_and_downstream_subset)
     if not missing.is_empty:
         data = data.with_failed_and_downstream_subset(data.failed_and_downstream_subset | missing)
     failed = data.failed_and_downstream_subset.num_partitions_and_non_partitioned_assets > 0
