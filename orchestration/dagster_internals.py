@@ -278,10 +278,12 @@ def backfill_partitions(
 def final_backfill_data(data: AssetBackfillData) -> tuple[AssetBackfillData, bool]:
     """A finished backfill's data as the daemon leaves it (a target never materialized counts
     as failed), and whether anything failed."""
-    # Dagster 1.13's `get_targeted_partitions_without_materialization_status`, which 1.12 lacks.
-    missing = data.target_subset - (data.materialized_subset | data.failed_and_downstream_subset)
+    # What Dagster 1.13's `get_targeted_partitions_without_materialization_status` and
+    # `with_failed_and_downstream_subset` do, spelled so that 1.12 (without them) runs it too.
+    failed_subset = data.failed_and_downstream_subset
+    missing = data.target_subset - (data.materialized_subset | failed_subset)
     if not missing.is_empty:
-        data = data.with_failed_and_downstream_subset(data.failed_and_downstream_subset | missing)
+        data = data._replace(failed_and_downstream_subset=failed_subset | missing)
     failed = data.failed_and_downstream_subset.num_partitions_and_non_partitioned_assets > 0
     return data, failed
 
