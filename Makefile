@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.seams-installed
 UV = $(BIN)/uv pip install -q --python $(BIN)/python $(foreach links,$(PIP_FIND_LINKS),--find-links $(links))
 
-.PHONY: install demo test test-all test-fast lint format bench
+.PHONY: install demo test test-all test-fast test-dagster-oldest lint format bench
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -50,6 +50,22 @@ test-all: install
 # (PostgreSQL, the ONNX export, a `seams` command in a child process).
 test-fast: install
 	$(BIN)/python -m pytest -m "not slow and not services" $(XDIST)
+
+# The oldest Dagster of the supported range (pyproject.toml: dagster>=1.12,<1.14) in a second
+# virtualenv, running the tests that reach into Dagster: its private API (dagster_internals),
+# Seams merged into a team's definitions, backfills and per-batch metadata. `make test` covers the
+# newest; run this after touching orchestration/dagster_internals.py or the Dagster range.
+DAGSTER_OLDEST ?= 1.12.22
+OLDEST_VENV := .venv-dagster-oldest
+OLDEST_UV = $(BIN)/uv pip install -q --python $(OLDEST_VENV)/bin/python $(foreach links,$(PIP_FIND_LINKS),--find-links $(links))
+
+test-dagster-oldest: install
+	@test -x $(OLDEST_VENV)/bin/python || $(BIN)/uv venv -q --python $(BIN)/python $(OLDEST_VENV)
+	$(OLDEST_UV) torch==2.13.0
+	$(OLDEST_UV) -e '.[pipeline,export,dev]' 'dagster==$(DAGSTER_OLDEST)'
+	$(OLDEST_VENV)/bin/python -m pytest -m "not slow" $(XDIST) \
+		tests/orchestration/test_dagster_internals.py tests/orchestration/test_merged_definitions.py \
+		tests/orchestration/test_backfill.py tests/assets/test_batch_metadata.py
 
 bench: install
 	$(UV) torch==2.13.0 -e '.[pipeline,export,bench]'
