@@ -37,6 +37,12 @@ def kind(request: pytest.FixtureRequest) -> str:
     return request.param
 
 
+SCENARIO_KINDS = [k if k == "pgvector" else pytest.param(k, marks=pytest.mark.slow) for k in KINDS]
+"""The whole scenario runs for every kind in the slow lane, for pgvector in the default one;
+every kind's sync, check and repair run in the default lane (the test after this one)."""
+
+
+@pytest.mark.parametrize("kind", SCENARIO_KINDS)
 def test_a_store_mirrors_every_published_change_and_only_what_changed_is_sent(
     kind: str, postgres: PostgresResource, pg_server_url: str, tmp_path, monkeypatch
 ) -> None:
