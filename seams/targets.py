@@ -34,7 +34,6 @@ the settings are read: a machine that only loads the definitions needs no store'
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Mapping
 from typing import Any, Literal
@@ -51,6 +50,11 @@ TABLE_KINDS = ("pgvector", "lancedb")
 LOCAL_KINDS = ("qdrant", "lancedb", "chroma", "milvus")
 """Kinds that can live in a local `path:` (Qdrant's local mode, LanceDB's folder, Chroma's
 persistent client, Milvus Lite's file)."""
+
+ATOMIC_SWITCH_KINDS = ("pgvector", "qdrant", "lancedb", "milvus")
+"""Kinds whose model switch changes what readers see in one step (a view, an alias, one
+commit); a Chroma switch renames collections in two requests, between which a reader may find
+the readers' collection missing (`seams check` says so)."""
 
 _STORE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,39}$")
 _QUALIFIED = re.compile(r"^([a-z_][a-z0-9_]{0,39}\.)?[A-Za-z_][A-Za-z0-9_]{0,39}$")
@@ -116,11 +120,12 @@ class TargetSettings(Section):
         """The name readers use: the table or collection."""
         return str(self.table if self.kind in TABLE_KINDS else self.collection)
 
-    def url(self, target: str) -> str:
-        """The store's URL from `url_env`; a one-line `ConfigError` naming the target and the
+    def url(self, target: str, variables: Mapping[str, str]) -> str:
+        """The store's URL from `url_env` among the process's `variables`
+        (`SeamsEnvironment.variables`); a one-line `ConfigError` naming the target and the
         variable when it is unset or empty."""
         variable = str(self.url_env)
-        value = os.environ.get(variable, "").strip()
+        value = variables.get(variable, "").strip()
         if not value:
             raise ConfigError(
                 f"targets.{target}.url_env: {variable} is not set: export it with the "

@@ -26,6 +26,7 @@ from seams.resources.keys import EMBEDDER_KEY, POSTGRES_KEY
 from seams.resources.postgres import PostgresResource
 from seams.storage import publication, tenant_roles, tenants
 from seams.storage.schema import DEFAULT_COLLECTION
+from seams.targets import ATOMIC_SWITCH_KINDS
 
 EXIT_UNPUBLISHED = 1
 """A batch is not published and no command is building it: search misses it until it is."""
@@ -68,6 +69,7 @@ def run(args: argparse.Namespace) -> int:
         f"{counted(len(repo.schedule_defs), 'schedule')}\n"
         + "".join(f"{line}\n" for line in collection_lines)
         + "".join(f"{line}\n" for line in models_report(args, defs))
+        + "".join(f"{line}\n" for line in targets_report(defs.resources[POSTGRES_KEY], args))
         + printable(index, keep="\n")  # batch sources are the user's folder names
         + "".join(f"\n{printable(line)}" for line in sync)
         + "".join(f"\n{line}" for line in records)
@@ -106,6 +108,44 @@ def collections_report(postgres: PostgresResource, named: list[str]) -> list[str
         "under `collections:` again to build them)"
         for c in gone
     ]
+    return lines
+
+
+def targets_report(postgres: PostgresResource, args: argparse.Namespace) -> list[str]:
+    """One `Target` line per target of the settings: its store, the publication it last
+    synced against the newest one, and whether a model switch is atomic for its readers. Read
+    from Seams' own records: no store is contacted (`seams sync --check` compares them)."""
+    if not args.settings.targets:
+        return []
+    try:
+        with postgres.connection() as conn:
+            synced = {
+                str(row[0]): row[1:]
+                for row in conn.execute(
+                    "SELECT target, published_seq, records, synced_at FROM seams.target_states"
+                )
+            }
+            newest = conn.execute("SELECT max(seq) FROM seams.publications").fetchone()
+    except psycopg.errors.UndefinedTable:
+        synced, newest = {}, None
+    latest = newest[0] if newest else None
+    lines = []
+    for name, target in sorted(args.settings.targets.items()):
+        where = f"{target.kind}, {target.store_name}"
+        state = synced.get(name)
+        if state is None:
+            status = f"never synced: run `seams sync --target {name}`"
+        else:
+            seq, records, at = state
+            status = f"{counted(records, 'record')} as of publication {seq} ({at:%Y-%m-%d %H:%M})"
+            if latest is not None and seq != latest:
+                status += f"; publication {latest} is newer: `seams sync --target {name}`"
+        if target.kind not in ATOMIC_SWITCH_KINDS:
+            status += (
+                f"; a model switch is not atomic in {target.kind}: readers may find "
+                f"{target.store_name} missing for a moment while it switches"
+            )
+        lines.append(printable(f"Target {name} ({where}): {status}"))
     return lines
 
 

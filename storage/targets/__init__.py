@@ -33,7 +33,7 @@ def open_target(
     client not installed (`kind`), an unset variable (`url_env`), a store that cannot be
     reached (`url_env` / `path`)."""
     if settings.url_env is not None:
-        location = settings.url(target)
+        location = settings.url(target, environment.variables)
     else:
         location = str(environment.settings_relative(str(settings.path), f"targets.{target}.path"))
     try:

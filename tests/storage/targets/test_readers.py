@@ -8,6 +8,7 @@ alias (local mode: the client of the sync, one process at a time)."""
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable
 from datetime import timedelta
@@ -36,7 +37,7 @@ def reader_for(kind: str, store: TargetStore, settings) -> Callable[[], Answer]:
     if kind == "pgvector":
         import psycopg
 
-        conn = psycopg.connect(settings.url("docs"), autocommit=True)
+        conn = psycopg.connect(settings.url("docs", os.environ), autocommit=True)
         return lambda: conn.execute(
             "SELECT document_id, vector_model_id FROM public.rag_chunks"
         ).fetchall()

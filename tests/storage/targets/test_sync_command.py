@@ -4,15 +4,19 @@ cannot be reached is one line and does not stop the others."""
 
 from __future__ import annotations
 
+import argparse
 import json
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from seams.errors import ConfigError
 from seams.orchestration.cli import main
+from seams.orchestration.cli.check import targets_report
 from seams.resources.postgres import PostgresResource
 from seams.settings import load_settings
+from seams.targets import ATOMIC_SWITCH_KINDS, KINDS, TargetSettings
 from tests.storage.targets import corpus
 from tests.storage.targets.stores import assert_mirrors, opener
 from tests.support.databases import fresh_database
@@ -111,3 +115,25 @@ def test_sync_repairs_check_reports_and_an_unreachable_target_is_one_line(
             assert_mirrors(store, corpus.current_records(postgres))
         finally:
             store.close()
+
+    # seams check's lines come from Seams' own records: what each target last synced, and
+    # whether its store switches models atomically (Chroma does not).
+    named = dict(load_settings(settings).targets)
+    named["chat"] = TargetSettings(kind="chroma", collection="rag", url_env="TARGET_CHROMA_URL")
+    lines = targets_report(postgres, argparse.Namespace(settings=SimpleNamespace(targets=named)))
+    by_name = {line.split(" ", 2)[1]: line for line in lines}
+    assert by_name["pg"].startswith("Target pg (pgvector, rag): 3 records as of publication ")
+    assert "newer" not in by_name["pg"] and "not atomic" not in by_name["pg"]
+    assert by_name["down"].endswith("never synced: run `seams sync --target down`")
+    assert "a model switch is not atomic in chroma" in by_name["chat"]
+
+
+def test_the_kinds_that_switch_atomically_are_those_whose_store_says_so() -> None:
+    import importlib
+
+    from seams.storage.targets import KIND_MODULES
+
+    for kind in KINDS:
+        module = importlib.import_module(KIND_MODULES[kind])
+        store = next(v for v in vars(module).values() if getattr(v, "kind", None) == kind)
+        assert store.atomic_switch == (kind in ATOMIC_SWITCH_KINDS), kind
