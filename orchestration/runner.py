@@ -139,7 +139,7 @@ def ensure_model(
     report(
         "exporting the embedding model to ONNX"
         + (" and distilling its static model" if static else "")
-        + " (one-off, ~10-30 s)..."
+        + " (once)..."
     )
     job = defs.resolve_implicit_global_asset_job_def()
     result = job.execute_in_process(

@@ -101,6 +101,13 @@ def test_the_site_builds_in_strict_mode(tmp_path: Path) -> None:
     assert (site / "configuration" / "index.html").is_file()
 
 
+def test_the_home_page_links_every_page() -> None:
+    """docs/index.md is where a reader starts: every page of the site is reachable from it."""
+    home = (DOCS / "index.md").read_text(encoding="utf-8")
+    pages = sorted(p.name for p in DOCS.glob("*.md") if p.name != "index.md")
+    assert [p for p in pages if f"]({p}" not in home] == []
+
+
 # --- (b) the configuration reference is current -----------------------------------------------
 
 
@@ -159,6 +166,14 @@ def test_the_readme_has_a_python_block_that_runs() -> None:
 KEY = re.compile(r"\b\d{8}-\d{6}-(?:[a-z0-9_-]+-)?[0-9a-f]{8}\b")
 PATH = re.compile(r"(?:…)?/[^\s,()]+")
 NUMBER = re.compile(r"\d[\d,]*(?:\.\d+)?")
+SINGULAR = re.compile(r"\bN [a-z]+s\b")
+
+
+def _singular(match: re.Match[str]) -> str:
+    word = match.group()
+    return word[:-2] if word.endswith(("ches", "shes", "xes", "ses", "zes")) else word[:-1]
+
+
 LABEL = re.compile(r"^([a-z][a-z ]*[a-z]):")
 
 
@@ -170,7 +185,8 @@ def summary_shape(text: str) -> list[str]:
         if line.startswith("seams: "):
             shape.append("seams: " + line.split()[1])
         elif LABEL.match(line) or line.startswith(" "):
-            shape.append(NUMBER.sub("N", PATH.sub("PATH", KEY.sub("KEY", line))).rstrip())
+            blanked = NUMBER.sub("N", PATH.sub("PATH", KEY.sub("KEY", line))).rstrip()
+            shape.append(SINGULAR.sub(_singular, blanked))  # `1 file` and `7 files` alike
     return shape
 
 

@@ -177,8 +177,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="search only this collection (repeatable; default: every collection)",
     )
     search.add_argument("--budget", type=int, metavar="TOKENS",
-                        help="return hits in rank order until TOKENS are filled, touching hits "
-                        "merged into one span (instead of k hits)")  # fmt: skip
+                        help="instead of k hits, fill TOKENS tokens with passages: whole "
+                        "sentences around each hit's best one, best first, touching ones merged "
+                        "(docs: operations, Context budgets)")  # fmt: skip
 
     evaluate = sub.add_parser(
         "eval",

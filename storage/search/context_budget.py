@@ -1,8 +1,11 @@
-"""Fill a reader's context budget with ranked hits: rank order, merged spans, never a token over.
+"""Fill a reader's context budget with ranked hits: merged spans, never a token over.
 
-A RAG prompt has room for N tokens, not for k chunks. `pack_budget` walks the hits best first and
-keeps each one that still fits, so the reader gets as much of the best-ranked text as the budget
-allows:
+A RAG prompt has room for N tokens, not for k chunks. What `seams search --budget` does (and the
+retrievers' `budget`, and `seams eval`) is `pack_passages`: each hit contributes whole sentences
+around its best-scoring sentence, grown while that is the best use of the next tokens (see its
+doc; the user's description is docs/operations.md, "Context budgets"). `pack_budget` packs whole
+hits instead (`search_response(..., passages=False)`): it walks the hits best first and keeps
+each one that still fits. Both share these rules:
 
 - hits of one document version that overlap or touch (only whitespace between them, e.g.
   neighbouring chunks) become one span, `source[start:end]`, so no text is given twice and a
@@ -10,13 +13,11 @@ allows:
 - a span's cost is the token count of its exact text (`count_tokens`, the embedding model's
   tokenizer by default); merging re-counts the merged span, so the total is exact, not a sum of
   chunk sizes;
-- a hit that does not fit whole is skipped, never cut: a later, smaller hit may still fit, and the
-  reader never gets half a sentence of a hit. A hit already inside a kept span costs nothing.
+- what does not fit is left out, never cut (`pack_budget`: the whole hit; `pack_passages`: the
+  sentence), so a later, smaller piece may still fit and the reader never gets half a sentence.
+  A piece already inside a kept span costs nothing.
 
 The total of the spans' token counts never exceeds the budget.
-
-`pack_passages` packs passages instead of whole hits: each hit contributes whole sentences around
-its best-scoring sentence, so more distinct evidence fits (see its doc).
 """
 
 from __future__ import annotations

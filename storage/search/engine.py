@@ -306,10 +306,10 @@ def search_response(
     being written meanwhile is never seen, a publication is seen whole or not at all.
 
     `budget` (tokens): instead of k hits, the hits of the ranked pool (`pool_size(k)`
-    candidates) in rank order until the budget is full, hits that overlap or touch in one
-    document merged into one span (`response.context`; `context_budget`: a hit that
-    does not fit whole is skipped, the total never exceeds the budget). Tokens are counted by
-    `count_tokens`, by default the embedder's tokenizer (`embedder.count_tokens`).
+    candidates) packed into the budget (`response.context`; `context_budget`): passages by
+    default, whole hits with `passages=False`; what overlaps or touches in one document is one
+    span, and the total never exceeds the budget. Tokens are counted by `count_tokens`, by
+    default the embedder's tokenizer (`embedder.count_tokens`).
 
     `passages` (default): each hit's sentences are scored by the same fused lexical + dense
     evidence (`sentence_evidence`); with a budget each hit contributes whole sentences around its
