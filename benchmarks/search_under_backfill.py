@@ -57,6 +57,18 @@ def write_settings(path: Path, size_max: int) -> None:
 
 
 def main() -> None:
+    root = Path(tempfile.mkdtemp(prefix="seams-bf-", dir="/tmp"))
+    try:
+        measure(root)
+    finally:  # the throwaway server and data dir go, whatever stopped the measurement
+        env = {**os.environ, "SEAMS_DATA_DIR": str(root / "data")}
+        env["SEAMS_CONFIG"] = str(root / "seams.yaml")
+        stop = [sys.executable, "-m", "seams", "db", "stop"]
+        subprocess.run(stop, env=env, check=False, capture_output=True)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def measure(root: Path) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--corpus", type=Path, default=None, help="folder to index")
     parser.add_argument("--rounds", type=int, default=3)
@@ -67,7 +79,6 @@ def main() -> None:
     from seams.paths import sample_corpus
 
     corpus = args.corpus or sample_corpus()
-    root = Path(tempfile.mkdtemp(prefix="seams-bf-", dir="/tmp"))
     os.chmod(root, 0o755)  # the embedded server's user must enter it (as root)
     settings = root / "seams.yaml"
     write_settings(settings, 256)
@@ -155,9 +166,6 @@ def main() -> None:
     )
     if args.json:
         args.json.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
-    postgres_stop = [*seams, "db", "stop"]
-    subprocess.run(postgres_stop, env=env, check=False, capture_output=True)
-    shutil.rmtree(root, ignore_errors=True)
 
 
 if __name__ == "__main__":
