@@ -35,7 +35,7 @@ from seams.models.model_store import load_manifest
 from seams.resources.embedder import OnnxEmbedderResource
 from seams.resources.postgres import PostgresResource
 from seams.storage.search.budget_recall import mean, read_questions
-from seams.storage.search.evaluation import evaluate, indexed_sources
+from seams.storage.search.evaluation import evaluate, indexed_sources, located
 
 EVAL_GROUP = "evaluation"
 EVAL_KEY = dg.AssetKey("retrieval_eval")
@@ -138,6 +138,7 @@ def measure(
     sources, published = indexed_sources(
         postgres, questions, str(setup.questions), str(setup.questions.parent)
     )
+    questions = located(questions, sources, str(setup.questions))
     result = evaluate(
         postgres,
         embedder,

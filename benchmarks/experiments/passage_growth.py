@@ -58,7 +58,12 @@ def read(set_dir: Path, out: Path) -> None:
     from seams.settings import load_settings
     from seams.storage.search.budget_recall import read_questions
     from seams.storage.search.engine import read_search
-    from seams.storage.search.evaluation import EVAL_K, RememberedQueries, indexed_sources
+    from seams.storage.search.evaluation import (
+        EVAL_K,
+        RememberedQueries,
+        indexed_sources,
+        located,
+    )
 
     settings = load_settings()
     resources = build_definitions(settings).resources
@@ -66,6 +71,7 @@ def read(set_dir: Path, out: Path) -> None:
     path = set_dir / "questions.jsonl"
     questions, _ = read_questions(path)
     sources, published = indexed_sources(postgres, questions, str(path), str(set_dir))
+    questions = located(questions, sources, str(path))
     remembered = RememberedQueries(embedder)
     started = time.perf_counter()
     readings: dict[str, list[Any]] = {kind: [] for kind in KINDS}

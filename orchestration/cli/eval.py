@@ -26,13 +26,20 @@ from seams.orchestration.settings_file import write_value
 from seams.paths import packaged_default
 from seams.resources.keys import EMBEDDER_KEY, POSTGRES_KEY
 from seams.storage.search.budget_recall import (
+    EvalQuestion,
     WeightChoice,
     cross_validate,
     mean,
     read_questions,
     weight_grid,
 )
-from seams.storage.search.evaluation import Evaluation, evaluate, indexed_sources
+from seams.storage.search.evaluation import (
+    Evaluation,
+    SourceDocument,
+    evaluate,
+    indexed_sources,
+    located,
+)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -58,6 +65,7 @@ def run(args: argparse.Namespace) -> int:
         str(_project_dir(args)),
         f"{seams_command()} run",
     )
+    questions = located(questions, sources, str(path))
     result = evaluate(
         resources[POSTGRES_KEY],
         embedder,
@@ -83,6 +91,7 @@ def run(args: argparse.Namespace) -> int:
         )
     applied = _apply(args, choice) if args.apply and choice is not None else None
     report = report_dict(documents, result, retrieval.search, current, choice, applied)
+    report["misses"] = misses(questions, sources, result, retrieval.search, args.misses)
     if args.json:
         print(printable_json(json.dumps(report, ensure_ascii=False)))
     else:
@@ -238,7 +247,68 @@ def format_report(report: dict[str, Any], name: str) -> str:
             )
         if search != "hybrid":
             lines.append(f"  (retrieval.search is {search}: lexical_weight ranks hybrid search)")
+    missed = report.get("misses") or []
+    if missed:
+        largest = budgets[-1] if budgets else ""
+        lines += ["", f"missed at B={largest} ({len(missed)} shown, worst first):"]
+        for miss in missed:
+            recall = " / ".join(f"{miss['recall'][b]:.2f}" for b in budgets)
+            lines.append(
+                f"  line {miss['line']}: {printable(miss['question'])}  "
+                f"[{printable(miss['source'])}; recall {recall}]"
+            )
+            for span in miss["packed"][:3]:
+                text = " ".join((span["text"] or "").split())
+                text = text if len(text) <= 70 else text[:67] + "..."
+                lines.append(
+                    f"    packed {printable(span['source'])} {span['start']}:{span['end']}: "
+                    f"{printable(text)}"
+                )
     return "\n".join(lines)
+
+
+def misses(
+    questions: list[EvalQuestion],
+    sources: dict[str, SourceDocument],
+    result: Evaluation,
+    search: str,
+    limit: int,
+) -> list[dict[str, Any]]:
+    """Up to `limit` questions, worst first, whose answer was not all inside the context the
+    largest budget packs under the current settings: each with its recall per budget and the
+    spans packed instead (with their text where the document is one the questions name)."""
+    if limit <= 0 or search not in result.packed:
+        return []
+    largest = max(result.budgets)
+    per_budget = result.figures(search, result.lexical_weight)
+    texts = {s.document_id: s for s in sources.values()}
+    order = sorted(range(len(questions)), key=lambda i: (per_budget[largest][i], i))
+    out = []
+    for i in order[:limit]:
+        if per_budget[largest][i] >= 1.0:
+            break
+        question = questions[i]
+        packed = []
+        for document_id, start, end in result.packed[search][largest][i]:
+            source = texts.get(document_id)
+            packed.append(
+                {
+                    "source": source.path if source else document_id,
+                    "start": start,
+                    "end": end,
+                    "text": source.text[start:end] if source else None,
+                }
+            )
+        out.append(
+            {
+                "line": question.line,
+                "question": question.question,
+                "source": question.source,
+                "recall": {str(b): round(per_budget[b][i], 4) for b in result.budgets},
+                "packed": packed,
+            }
+        )
+    return out
 
 
 def _progress(done: int, total: int) -> None:

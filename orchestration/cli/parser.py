@@ -189,9 +189,9 @@ def build_parser() -> argparse.ArgumentParser:
         "against the current index, and print, per budget, the share of the answers' characters "
         "inside the packed context: for hybrid, dense and lexical search and for hybrid at each "
         "lexical_weight, then the weight two-fold cross-validation picks. A line of the file: "
-        '{"question": "...", "source": "notes.md", "spans": [[120, 186]]}: source is an indexed '
-        "file's name or path, spans are character offsets into its extracted text (for .txt and "
-        ".md, its text).",
+        '{"question": "...", "source": "notes.md", "answer": "a quote of notes.md"}: source is '
+        "an indexed file's name or path, answer a quote of it that Seams locates in its "
+        'extracted text (or "spans": [[120, 186]], character offsets into that text).',
     )
     evaluate.add_argument("questions", metavar="QUESTIONS.jsonl", help="the questions (JSON Lines)")
     evaluate.add_argument(
@@ -206,6 +206,14 @@ def build_parser() -> argparse.ArgumentParser:
         type=_weights,
         metavar="W,W,...",
         help="the lexical_weights to try (default 0, 0.1, ..., 1 and the current one)",
+    )
+    evaluate.add_argument(
+        "--misses",
+        type=int,
+        default=5,
+        metavar="N",
+        help="list up to N questions whose answer was not all inside the largest budget's "
+        "context, with what was packed instead (default 5; 0: none)",
     )
     evaluate.add_argument("--json", action="store_true", help="print JSON")
     evaluate.add_argument(

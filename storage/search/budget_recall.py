@@ -2,7 +2,8 @@
 arithmetic of `seams eval`, without a database.
 
 A questions file (JSON Lines) holds one question per line, the file its answer is in and the
-answer's character spans in that file's extracted text (`parse_questions`, `check_spans`). The
+answer: a quote of that file, located in its extracted text (`locate_answer`), or its character
+spans there (`parse_questions`, `check_spans`). The
 figure is what a reader of `seams search --budget B` gets, measured as `benchmarks/qa_budget.py`
 measures it (`packed_recall` there): per question, the share of its reference characters
 (overlapping references merged, so no character counts twice) inside the spans of the packed
@@ -21,8 +22,9 @@ import hashlib
 import json
 import math
 import posixpath
+import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from seams.errors import InputError
@@ -44,8 +46,8 @@ same within noise."""
 MAX_QUESTIONS_BYTES = 16 * 2**20
 """The largest question file read (checked before it is read): 20,000 questions of a few
 hundred bytes each."""
-FIELDS = ("question", "source", "spans")
-EXAMPLE = '{"question": "...", "source": "notes.md", "spans": [[120, 186]]}'
+FIELDS = ("question", "source")
+EXAMPLE = '{"question": "...", "source": "notes.md", "answer": "a quote from notes.md"}'
 
 
 @dataclass(frozen=True)
@@ -58,7 +60,10 @@ class EvalQuestion:
     source: str
     """The file holding the answer: its name, or a path (see `seams eval --help`)."""
     spans: tuple[Span, ...]
-    """Where the answer is: character offsets into the source's extracted text."""
+    """Where the answer is: character offsets into the source's extracted text (empty until
+    `locate_answer` finds `answer` there)."""
+    answer: str | None = None
+    """The answer as a quote of the source, located in its extracted text (`locate_answer`)."""
 
 
 def read_questions(path: Path) -> tuple[list[EvalQuestion], str]:
@@ -104,11 +109,16 @@ def parse_questions(lines: Iterable[str], name: str) -> list[EvalQuestion]:
             ) from None
         if not isinstance(record, dict):
             raise InputError(f"{where}: expected a JSON object, e.g. {EXAMPLE}")
+        if "answer" in record and "spans" in record:
+            raise InputError(f"{where}: give 'answer' or 'spans', not both, e.g. {EXAMPLE}")
         missing = [field for field in FIELDS if field not in record]
+        if "answer" not in record and "spans" not in record:
+            missing.append("answer")
         if missing:
             raise InputError(
                 f"{where}: missing {', '.join(repr(f) for f in missing)}: every line needs "
-                f"question, source and spans, e.g. {EXAMPLE}"
+                f"question, source and answer (a quote of the source; or spans, character "
+                f"offsets), e.g. {EXAMPLE}"
             )
         for field in ("question", "source"):
             value = record[field]
@@ -116,9 +126,16 @@ def parse_questions(lines: Iterable[str], name: str) -> list[EvalQuestion]:
                 raise InputError(f"{where}: {field!r} must be a non-empty string, got {value!r}")
             if "\x00" in value:
                 raise InputError(f"{where}: {field!r} contains a NUL character (\\u0000)")
-        questions.append(
-            EvalQuestion(number, record["question"], record["source"], _spans(record, where))
-        )
+        if "answer" in record:
+            answer = record["answer"]
+            if not isinstance(answer, str) or not answer.strip():
+                raise InputError(f"{where}: 'answer' must be a non-empty string, got {answer!r}")
+            question = EvalQuestion(number, record["question"], record["source"], (), answer)
+        else:
+            question = EvalQuestion(
+                number, record["question"], record["source"], _spans(record, where)
+            )
+        questions.append(question)
     if not questions:
         raise InputError(f"{name}: no questions in it: write one JSON object per line, {EXAMPLE}")
     if len(questions) > MAX_QUESTIONS:
@@ -161,6 +178,34 @@ def check_spans(question: EvalQuestion, text: str, name: str) -> None:
                 f"{question.source}, whose extracted text has {len(text)} characters: offsets "
                 "count characters of the extracted text (for .txt and .md, of the file's text)"
             )
+
+
+def locate_answer(question: EvalQuestion, text: str, name: str) -> EvalQuestion:
+    """`question` with the span of its `answer` quote in its source's extracted `text` (runs of
+    whitespace match any whitespace, so a quote copied across a line break is found); an
+    `InputError` naming the line when the quote is not there or is there more than once."""
+    if question.answer is None:
+        return question
+    words = question.answer.split()
+    pattern = re.compile(r"\s+".join(re.escape(word) for word in words))
+    found = [m.span() for m in pattern.finditer(text)]
+    where = f"{name}, line {question.line}"
+    if not found:
+        raise InputError(
+            f"{where}: the answer {_quoted(question.answer)} is not in {question.source}: "
+            "quote the source's text exactly (case and punctuation as written)"
+        )
+    if len(found) > 1:
+        raise InputError(
+            f"{where}: the answer {_quoted(question.answer)} is in {question.source} "
+            f"{len(found)} times: quote more of the passage so it is found once"
+        )
+    return replace(question, spans=(found[0],))
+
+
+def _quoted(answer: str, width: int = 60) -> str:
+    short = " ".join(answer.split())
+    return repr(short if len(short) <= width else short[: width - 3] + "...")
 
 
 def matching_paths(source: str, paths: Sequence[str], cwd: str) -> list[int]:

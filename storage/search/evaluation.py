@@ -31,6 +31,7 @@ from seams.storage.search.budget_recall import (
     EvalQuestion,
     check_spans,
     context_recall,
+    locate_answer,
     matching_paths,
 )
 from seams.storage.search.context_budget import TokenCounter
@@ -66,6 +67,11 @@ class Evaluation:
     """Hybrid search at each `lexical_weight`."""
     published_seq: int | None = None
     """The publication every answer read."""
+    lexical_weight: float = 0.0
+    """The current `lexical_weight`: hybrid's `packed` contexts are this weight's."""
+    packed: dict[str, dict[int, list[list[tuple[str, int, int]]]]] = field(default_factory=dict)
+    """Per way of ranking (hybrid at the current `lexical_weight`), per budget: each question's
+    packed context as (document_id, start, end) spans, to show what a miss got instead."""
 
     def figures(self, search: str, lexical_weight: float) -> dict[int, list[float]]:
         """Per budget, each question's recall for one way of ranking: `search` as
@@ -139,6 +145,14 @@ def indexed_sources(
     return found, published
 
 
+def located(
+    questions: Sequence[EvalQuestion], sources: dict[str, SourceDocument], name: str
+) -> list[EvalQuestion]:
+    """`questions` with each `answer` quote located in its source's text (`locate_answer`):
+    every question then has its spans."""
+    return [locate_answer(q, sources[q.source].text, name) for q in questions]
+
+
 class RememberedQueries:
     """A query embedder that embeds each text once per model: `seams eval` searches every
     question several times, and each search would embed it again to the same vector."""
@@ -205,7 +219,9 @@ def evaluate(
     if "hybrid" in kinds and lexical_weight not in weights:
         raise ValueError("the current lexical_weight must be among the weights")
     measured = [kind for kind in KINDS if kind in kinds]
-    result = Evaluation(tuple(budgets), published_seq=published_seq)
+    result = Evaluation(
+        tuple(budgets), published_seq=published_seq, lexical_weight=float(lexical_weight)
+    )
     remembered = RememberedQueries(embedder)
     if "hybrid" in measured:
         for weight in weights:
@@ -213,6 +229,7 @@ def evaluate(
     for kind in measured:
         if kind != "hybrid":
             result.by_search[kind] = {b: [] for b in budgets}
+        result.packed[kind] = {b: [] for b in budgets}
     for done, question in enumerate(questions):
         document = sources[question.source]
         for kind in measured:
@@ -228,6 +245,8 @@ def evaluate(
                     target[budget].append(
                         context_recall(context, document.document_id, question.spans)
                     )
+                    if weight == lexical_weight:
+                        result.packed[kind][budget].append(context)
         if progress is not None:
             progress(done + 1, len(questions))
     return result

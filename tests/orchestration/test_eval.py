@@ -314,3 +314,39 @@ def test_the_report_for_a_person_marks_the_current_settings_and_says_what_apply_
         "  few questions: the figures are noisy; add questions to trust them",
         "  keep lexical_weight 0.75: picking another wins nothing held out",
     ]
+
+
+def test_eval_takes_answer_quotes_and_names_the_questions_it_missed(
+    indexed: Indexed, exported_model: ModelManifest, tmp_path: Path
+) -> None:
+    config = tmp_path / "seams.yaml"
+    config.write_text("retrieval:\n  search: hybrid\n", encoding="utf-8")
+    env = _env(indexed, exported_model, config)
+    quoted = [{"question": q, "source": name, "answer": a} for name, q, a in QUESTIONS]
+    answers = _write_questions(tmp_path / "answers.jsonl", quoted)
+    spans = _write_questions(tmp_path / "spans.jsonl", _questions()[: len(QUESTIONS)])
+    flags = ("--budgets", "40", "--weights", "0.75", "--misses", "3")
+    reports = []
+    for path in (answers, spans):
+        done = run_seams("eval", str(path), "--json", *flags, env=env)
+        assert done.returncode == 0, done.stdout + done.stderr
+        reports.append(json.loads(done.stdout))
+    assert reports[0]["recall"] == reports[1]["recall"]  # a quote is located where spans point
+    misses = reports[0]["misses"]
+    assert misses == reports[1]["misses"] and len(misses) <= 3
+    for miss in misses:
+        assert miss["recall"]["40"] < 1.0
+        assert QUESTIONS[miss["line"] - 1][1] == miss["question"]
+        for span in miss["packed"]:
+            assert span["end"] > span["start"] and span["text"]
+    shown = run_seams("eval", str(answers), *flags, env=env).stdout
+    if misses:
+        assert f"missed at B=40 ({len(misses)} shown, worst first):" in shown
+        assert f"line {misses[0]['line']}: " in shown
+
+    twice = _write_questions(
+        tmp_path / "twice.jsonl",
+        [quoted[0], {"question": "Bees?", "source": "field_notes.md", "answer": "the"}],
+    )
+    line = one_error_line(run_seams("eval", str(twice), env=env))
+    assert line.startswith(f"seams: error: {twice}, line 2: the answer 'the' is in field_notes.md ")

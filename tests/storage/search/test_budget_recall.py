@@ -17,6 +17,7 @@ from seams.storage.search.budget_recall import (
     context_recall,
     cross_validate,
     halves,
+    locate_answer,
     matching_paths,
     mean,
     merge_spans,
@@ -49,7 +50,12 @@ def test_a_questions_file_parses_with_blank_lines_and_extra_fields() -> None:
         ('{"question": "Who?", "source": "a.md", "spans": [[1, 2]]', "line 2: not valid JSON"),
         ('["Who?", "a.md"]', "line 2: expected a JSON object"),
         ('{"question": "Who?", "spans": [[1, 2]]}', "line 2: missing 'source'"),
-        ('{"source": "a.md"}', "line 2: missing 'question', 'spans'"),
+        ('{"source": "a.md"}', "line 2: missing 'question', 'answer'"),
+        ('{"question": "Who?", "source": "a.md", "answer": ""}', "'answer' must be a non-empty"),
+        (
+            '{"question": "Who?", "source": "a.md", "answer": "x", "spans": [[1, 2]]}',
+            "give 'answer' or 'spans', not both",
+        ),
         ('{"question": "  ", "source": "a.md", "spans": [[1, 2]]}', "'question' must be a non-emp"),
         ('{"question": "Who?", "source": 3, "spans": [[1, 2]]}', "'source' must be a non-empty"),
         ('{"question": "W\\u0000", "source": "a.md", "spans": [[1, 2]]}', "a NUL character"),
@@ -77,7 +83,7 @@ def test_a_bad_line_is_one_error_naming_the_file_and_the_line(line: str, says: s
 
 
 def test_a_file_without_questions_says_what_a_line_looks_like() -> None:
-    with pytest.raises(InputError, match=r'^q.jsonl: no questions in it: .*"spans"'):
+    with pytest.raises(InputError, match=r'^q.jsonl: no questions in it: .*"answer"'):
         parse_questions(["", "  "], "q.jsonl")
 
 
@@ -258,3 +264,26 @@ def test_a_run_measures_only_the_kinds_asked_for() -> None:
         evaluate(None, None, [], {}, **{**options, "weights": [0.5]})  # type: ignore[arg-type]
     # Without hybrid the weights do not matter.
     evaluate(None, None, [], {}, kinds=("lexical",), **{**options, "weights": []})  # type: ignore[arg-type]
+
+
+def test_an_answer_quote_is_located_once_across_line_breaks() -> None:
+    text = "Rolling back.\nRun release rollback\n  --to previous to undo a deploy. Done."
+    (question,) = parse_questions(
+        [_line(question="How?", source="a.md", answer="release rollback --to previous")], "q"
+    )
+    located = locate_answer(question, text, "q.jsonl")
+    start, end = located.spans[0]
+    assert text[start:end] == "release rollback\n  --to previous"
+
+
+@pytest.mark.parametrize(
+    ("answer", "says"),
+    [("roll forward", "is not in a.md"), ("Done", "is in a.md 2 times: quote more")],
+)
+def test_an_answer_not_found_or_found_twice_is_one_line(answer: str, says: str) -> None:
+    text = "Done. Run release rollback. Done."
+    (question,) = parse_questions([_line(question="How?", source="a.md", answer=answer)], "q")
+    with pytest.raises(InputError) as error:
+        locate_answer(question, text, "q.jsonl")
+    assert str(error.value).startswith("q.jsonl, line 1: the answer ")
+    assert says in str(error.value) and "\n" not in str(error.value)
