@@ -51,6 +51,7 @@ checkout's files, so a figure names the commit it measured (`seams_commit` in th
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import shutil
@@ -71,6 +72,7 @@ from benchmarks.long_qa import (
     load_covid_qa,
     load_qasper,
     load_squad_set,
+    sample_order,
 )
 from benchmarks.public_data import (
     DEFAULT_CACHE_DIR,
@@ -711,7 +713,19 @@ def load_sets(args: argparse.Namespace) -> list[QaSet]:
         sets.append(load_covid_qa(args.covid_qa, args.covid_docs))
     if args.qasper:
         sets.append(load_qasper(args.qasper, args.qasper_docs))
+    if args.questions:
+        sets = [question_sample(qa, args.questions) for qa in sets]
     return sets
+
+
+def question_sample(qa: QaSet, limit: int) -> QaSet:
+    """At most `limit` of the set's questions, chosen by `sample_order` of their ids (so two
+    revisions, or two runs, score the same questions), over all of the set's documents."""
+    if len(qa.questions) <= limit:
+        return qa
+    chosen = set(sample_order([q.id for q in qa.questions])[:limit])
+    kept = tuple(q for q in qa.questions if q.id in chosen)
+    return dataclasses.replace(qa, questions=kept)
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -1039,6 +1053,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--qasper-docs", type=int, help="QASPER papers sampled (default: every paper of the file)"
     )
+    parser.add_argument(
+        "--questions", type=int,
+        help="score at most this many questions per set (a fixed sample by id; all documents)",
+    )  # fmt: skip
     parser.add_argument("--systems", nargs="*", default=list(BASELINES), choices=BASELINES)
     parser.add_argument("--no-seams", action="store_true", help="skip the Seams product runs")
     parser.add_argument(
