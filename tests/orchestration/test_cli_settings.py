@@ -14,7 +14,7 @@ from seams.orchestration import cli
 
 COMMANDS = [
     ["run"], ["backfill"], ["search", "tides"], ["check"], ["dev"], ["model", "export"],
-    ["export", "chunks.jsonl"], ["worker"], ["eval", "questions.jsonl"],
+    ["export", "chunks.jsonl"], ["worker"], ["eval", "questions.jsonl"], ["serve"], ["sync"],
 ]  # fmt: skip
 BROKEN = {
     "embedder:\n  variant: fp16\n": ("embedder.variant", "'fp32' or 'int8'"),
