@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import ipaddress
 import os
 import re
 import signal
@@ -13,6 +14,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.parse
 import urllib.request
 from typing import Any
 
@@ -90,7 +92,12 @@ UP_POLL_S = 0.5
 def _announce_when_up(url: str, child: subprocess.Popen) -> None:
     """Print the UI's address once its webserver answers (`/server_info`), not before: loading
     the code location takes a while, and an address that does not answer yet looks broken."""
-    probe = url.replace("://0.0.0.0:", "://127.0.0.1:") + "/server_info"
+    parts = urllib.parse.urlsplit(url)
+    host = parts.hostname or "127.0.0.1"
+    with contextlib.suppress(ValueError):
+        if ipaddress.ip_address(host).is_unspecified:  # bound to every interface: ask loopback
+            host = "127.0.0.1"
+    probe = f"{parts.scheme}://{host}:{parts.port}/server_info"
     while child.poll() is None:
         try:
             with urllib.request.urlopen(probe, timeout=2) as response:

@@ -46,6 +46,7 @@ def test_an_encoder_it_cannot_write_is_named_with_the_way_out(tmp_path: Path) ->
 
 
 @pytest.mark.export
+@pytest.mark.slow  # sentence-transformers' reference on torch: half a minute here
 def test_the_packaged_model_exported_without_torch_embeds_as_sentence_transformers(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -29,6 +29,7 @@ class EvilModel(PreTrainedModel):
 """
 
 
+@pytest.mark.slow  # imports torch and transformers: a minute on a 2-core machine
 def test_a_folder_that_needs_its_own_code_is_refused_without_running_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -70,8 +70,8 @@ def publish_in(
         for document_id in sorted(set(chunks["document_id"])):
             conn.execute(
                 "INSERT INTO seams.batch_documents (batch_key, document_id, source_uri,"
-                " source_sha256, size_bytes) VALUES (%s, %s, %s, %s, 0)",
-                (key, document_id, f"file:///{document_id}", f"v-{document_id}"),
+                " source_sha256, size_bytes, collection) VALUES (%s, %s, %s, %s, 0, %s)",
+                (key, document_id, f"file:///{document_id}", f"v-{document_id}", collection),
             )
     if make_indexes:
         with postgres.connection() as conn:

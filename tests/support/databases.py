@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import time
 import uuid
+import warnings
 from collections.abc import Iterator
 
 import psycopg
@@ -23,6 +25,8 @@ def fresh_database(pg_server_url: str, *, template: str | None = None) -> Iterat
     if template is not None:
         create += sql.SQL(" TEMPLATE {}").format(sql.Identifier(template))
     with psycopg.connect(pg_server_url, autocommit=True) as conn:
+        if template is not None:
+            _end_sessions_on(conn, template)
         conn.execute(create)
     url = database_url_for(pg_server_url, name)
     with psycopg.connect(url, autocommit=True) as conn:
@@ -35,6 +39,25 @@ def fresh_database(pg_server_url: str, *, template: str | None = None) -> Iterat
             conn.execute(
                 sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
             )
+
+
+def _end_sessions_on(conn: psycopg.Connection, template: str) -> None:
+    """A template is copied only while nobody is connected to it: end a session some test left
+    there (a role's login, a pool not closed), and name it in a warning so it can be found."""
+    ended = conn.execute(
+        "SELECT usename, application_name, pg_terminate_backend(pid) FROM pg_stat_activity"
+        " WHERE datname = %s AND pid <> pg_backend_pid()",
+        (template,),
+    ).fetchall()
+    if ended:
+        warnings.warn(f"sessions left on the template {template}: {ended}", stacklevel=3)
+        for _ in range(50):
+            still = conn.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = %s", (template,)
+            ).fetchone()
+            if not still or not still[0]:
+                return
+            time.sleep(0.1)
 
 
 def database_name(url: str) -> str:

@@ -32,14 +32,23 @@ def first_corpus() -> dict[str, dict[str, list[str]]]:
     }
 
 
-@pytest.fixture(params=KINDS)
+SERVER_KINDS = ("chroma", "milvus")
+"""Kinds whose engine starts a server process (Chroma's, Milvus Lite's): seconds each, so the
+default lane repairs a hand-edited record in the stores that open in-process and the slow lane
+in these too."""
+
+
+@pytest.fixture(
+    params=[k if k not in SERVER_KINDS else pytest.param(k, marks=pytest.mark.slow) for k in KINDS]
+)
 def kind(request: pytest.FixtureRequest) -> str:
     return request.param
 
 
 SCENARIO_KINDS = [k if k == "pgvector" else pytest.param(k, marks=pytest.mark.slow) for k in KINDS]
 """The whole scenario runs for every kind in the slow lane, for pgvector in the default one;
-every kind's sync, check and repair run in the default lane (the test after this one)."""
+every in-process kind's sync, check and repair run in the default lane (the test after this
+one)."""
 
 
 @pytest.mark.parametrize("kind", SCENARIO_KINDS)
