@@ -30,6 +30,9 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from seams.errors import StorageError
+from seams.storage.connections import redact
+
 TEXT, INTEGER = "text", "integer"
 
 RECORD_FIELDS: tuple[tuple[str, str, bool], ...] = (
@@ -89,6 +92,16 @@ def model_object(name: str, model_id: str, dimension: int) -> str:
 def is_model_object(name: str, candidate: str) -> bool:
     """Whether `candidate` is one of `name`'s model objects (`model_object`)."""
     return candidate.startswith(f"{name}__")
+
+
+def unreachable(target: str, field: str, store: str, location: str, exc: Exception) -> StorageError:
+    """The one-line error of a store that cannot be opened: the target and its location field
+    (`url_env` or `path`), the store, its location with any password hidden, and the client's
+    reason on one line."""
+    reason = " ".join(str(exc).split())[:200] or type(exc).__name__
+    return StorageError(
+        f"targets.{target}.{field}: cannot reach {store} at {redact(location)} ({reason})"
+    )
 
 
 def normalised(value: Any) -> Any:

@@ -25,9 +25,7 @@ from urllib.parse import urlsplit
 import chromadb
 import numpy as np
 
-from seams.errors import StorageError
-from seams.storage.connections import redact
-from seams.storage.targets.base import FIELD_NAMES, Record, is_model_object
+from seams.storage.targets.base import FIELD_NAMES, Record, is_model_object, unreachable
 from seams.targets import TargetSettings
 
 _PAGE = 1000
@@ -42,10 +40,7 @@ def open_store(target: str, settings: TargetSettings, location: str) -> ChromaSt
         client = _client(location) if settings.url_env is not None else _local(location)
         client.heartbeat()
     except Exception as exc:  # the client raises its transport's own errors
-        reason = " ".join(str(exc).split())[:200] or type(exc).__name__
-        raise StorageError(
-            f"targets.{target}.{field}: cannot reach Chroma at {redact(location)} ({reason})"
-        ) from None
+        raise unreachable(target, field, "Chroma", location, exc) from None
     return ChromaStore(target, client, settings.store_name)
 
 

@@ -23,14 +23,13 @@ import lancedb
 import numpy as np
 import pyarrow as pa
 
-from seams.errors import StorageError
-from seams.storage.connections import redact
 from seams.storage.targets.base import (
     INTEGER,
     RECORD_FIELDS,
     VECTOR_FIELD,
     Record,
     is_model_object,
+    unreachable,
 )
 from seams.targets import TargetSettings
 
@@ -43,10 +42,7 @@ def open_store(target: str, settings: TargetSettings, location: str) -> LanceSto
         db = lancedb.connect(location)
         db.list_tables()
     except Exception as exc:  # the client raises its storage layer's own errors
-        reason = " ".join(str(exc).split())[:200] or type(exc).__name__
-        raise StorageError(
-            f"targets.{target}.{field}: cannot open LanceDB at {redact(location)} ({reason})"
-        ) from None
+        raise unreachable(target, field, "LanceDB", location, exc) from None
     return LanceStore(target, db, settings.store_name)
 
 

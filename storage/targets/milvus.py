@@ -24,13 +24,13 @@ import numpy as np
 from pymilvus import DataType, MilvusClient
 
 from seams.errors import StorageError
-from seams.storage.connections import redact
 from seams.storage.targets.base import (
     INTEGER,
     RECORD_FIELDS,
     VECTOR_FIELD,
     Record,
     is_model_object,
+    unreachable,
 )
 from seams.targets import TargetSettings
 
@@ -57,10 +57,7 @@ def open_store(target: str, settings: TargetSettings, location: str) -> MilvusSt
             client = MilvusClient(location)
         client.list_collections()
     except Exception as exc:  # the client raises its transport's own errors
-        reason = " ".join(str(exc).split())[:200] or type(exc).__name__
-        raise StorageError(
-            f"targets.{target}.{field}: cannot reach Milvus at {redact(location)} ({reason})"
-        ) from None
+        raise unreachable(target, field, "Milvus", location, exc) from None
     return MilvusStore(target, client, settings.store_name)
 
 

@@ -21,8 +21,13 @@ import numpy as np
 from qdrant_client import QdrantClient, models
 
 from seams.errors import StorageError
-from seams.storage.connections import redact
-from seams.storage.targets.base import FIELD_NAMES, Record, is_model_object, record_uuid
+from seams.storage.targets.base import (
+    FIELD_NAMES,
+    Record,
+    is_model_object,
+    record_uuid,
+    unreachable,
+)
 from seams.targets import TargetSettings
 
 _PAGE = 1000
@@ -37,10 +42,7 @@ def open_store(target: str, settings: TargetSettings, location: str) -> QdrantSt
             client = QdrantClient(path=location)
         client.get_collections()
     except Exception as exc:  # the client raises its transport's own errors
-        reason = " ".join(str(exc).split())[:200] or type(exc).__name__
-        raise StorageError(
-            f"targets.{target}.{field}: cannot reach Qdrant at {redact(location)} ({reason})"
-        ) from None
+        raise unreachable(target, field, "Qdrant", location, exc) from None
     return QdrantStore(target, client, settings.store_name)
 
 

@@ -139,10 +139,14 @@ def test_default_sizes_fit_the_model_window(minilm_tokenizer_json):
     assert [c.token_count for c in chunks] == exact  # sums of candidate counts are exact
 
 
-def test_lexical_chunking_asked_for_is_no_warning(caplog: pytest.LogCaptureFixture) -> None:
+def test_lexical_chunking_asked_for_is_no_warning(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """No `embed` is the documented lexical mode (the README's example uses it): said at info,
     never a warning on the user's stderr; each chunk records it."""
-    with caplog.at_level(logging.INFO):
+    log = logging.getLogger("seams.chunking.chunker")
+    monkeypatch.setattr(log, "disabled", False)  # a logging setup earlier in the process may not
+    with caplog.at_level(logging.INFO, logger=log.name):
         chunks = chunk_text("Bees make honey.\n\nMaps show places.", document_id="notes.md")
     assert {c.boundary_method for c in chunks} == {"jaccard"}
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]

@@ -341,6 +341,8 @@ def test_model_export_provisions_every_model_the_settings_name(
     (mine / "sentence_bert_config.json").write_text('{"max_seq_length": 256}')
     (mine / "config.json").write_text('{"hidden_size": 384}')
     (tmp_path / "seams.yaml").write_text("retrieval: {model: mine}\n", encoding="utf-8")
+    for variable in ("SEAMS_CONFIG", "SEAMS_PROJECT_DIR"):  # the working folder's seams.yaml
+        monkeypatch.delenv(variable, raising=False)
     assert main(["model", "export"]) == 0
     out = capsys.readouterr().out
     assert f"retrieval.model: mine in {mine}; 384 dimensions" in out, out
