@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.seams-installed
 UV = $(BIN)/uv pip install -q --python $(BIN)/python $(foreach links,$(PIP_FIND_LINKS),--find-links $(links))
 
-.PHONY: install demo test test-all test-fast test-dagster-oldest lint format bench
+.PHONY: install install-stores demo test test-all test-fast test-dagster-oldest lint format bench
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -19,10 +19,15 @@ $(STAMP): pyproject.toml
 	$(BIN)/uv pip uninstall -q --python $(BIN)/python seams 2>/dev/null || true
 	# Bytecode compiled once here, so a quick command (`seams search`) does not compile its
 	# imports again on every call where Python cannot write its cache.
-	$(UV) --compile-bytecode -e '.[pipeline,export,dev,celery,langchain,llama-index,parquet,qdrant,lancedb,chroma,milvus,serve,s3]'
+	$(UV) --compile-bytecode -e '.[pipeline,export,dev,celery,langchain,llama-index,parquet,qdrant,lancedb,serve,s3]'
 	@touch $@
 
 install: $(STAMP)
+
+# The clients of the stores that run as servers (Chroma's `chroma run`, Milvus Lite): only the
+# slow lane tests targets of those kinds, so `make test` does not install them.
+install-stores: install
+	$(UV) --compile-bytecode -e '.[chroma,milvus]'
 
 # The checkout keeps its data beside it (./.seams), where every command run from here finds it.
 demo: install
@@ -42,7 +47,7 @@ test: install
 # Everything: also the `slow` tests (Dagster's webserver and daemon, Celery workers, runs killed
 # at every step and rerun, the static model's real distillation), about half an hour here. Run it
 # before a release and after changing how runs start, stop, recover or publish.
-test-all: install
+test-all: install-stores
 	$(BIN)/python -m pytest $(XDIST)
 
 # The inner loop: the tests that start no server and no child process: neither the `slow` ones

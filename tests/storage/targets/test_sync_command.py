@@ -128,6 +128,7 @@ def test_sync_repairs_check_reports_and_an_unreachable_target_is_one_line(
     assert "a model switch is not atomic in chroma" in by_name["chat"]
 
 
+@pytest.mark.slow  # imports every store's client: Chroma's and Milvus' come with `make test-all`
 def test_the_kinds_that_switch_atomically_are_those_whose_store_says_so() -> None:
     import importlib
 
