@@ -11,6 +11,7 @@ from __future__ import annotations
 from html import escape
 from urllib.parse import quote, urlencode
 
+from seams.errors import counted
 from seams.storage.document_view import ChunkView, DocumentView
 from seams.storage.search import SearchHit, SearchResponse
 
@@ -101,7 +102,8 @@ def search_page(
     if response is not None:
         parts.extend(f"<p class=note>{escape(n)}</p>" for n in response.notes)
         parts.append(
-            f"<p class=meta>{len(response.hits)} hit(s); search {escape(response.search)}, "
+            f"<p class=meta>{counted(len(response.hits), 'hit')}; "
+            f"search {escape(response.search)}, "
             f"mode {escape(response.mode)}; embedding {response.embed_ms:.0f} ms, search "
             f"{response.search_ms:.0f} ms; publication {response.published_seq}</p>"
         )
@@ -109,7 +111,7 @@ def search_page(
             packed = response.context
             parts.append(
                 f"<h2>Context: {packed.tokens} of {packed.budget} tokens in "
-                f"{len(packed.spans)} span(s)</h2>"
+                f"{counted(len(packed.spans), 'span')}</h2>"
             )
             by_document = {h.document_id: h for h in response.hits}
             for span in packed.spans:
@@ -161,7 +163,8 @@ def document_page(view: DocumentView, mark: tuple[int, int] | None = None) -> st
     parts = [
         f"<h2>{escape(title)}</h2><p class=meta>{escape(view.file_name)} &middot; collection "
         f"{escape(view.collection)} &middot; {view.char_count:,} characters &middot; "
-        f"{len(view.chunks)} chunk(s): {summary} &middot; publication {view.published_seq}</p>",
+        f"{counted(len(view.chunks), 'chunk')}: {summary} &middot; "
+        f"publication {view.published_seq}</p>",
         size_plot(view.chunks),
     ]
     text = view.text or ""
@@ -185,7 +188,9 @@ def _boundary_label(chunk: ChunkView) -> str:
         label.append(f"similarity {chunk.similarity:.3f}")
     if chunk.threshold is not None:
         label.append(f"threshold {chunk.threshold:.3f}")
-    label.append(f"{chunk.token_count} tokens, {chunk.sentence_count} sentence(s)")
+    label.append(
+        f"{counted(chunk.token_count, 'token')}, {counted(chunk.sentence_count, 'sentence')}"
+    )
     if chunk.section:
         label.append(escape(chunk.section))
     return " &middot; ".join(label)

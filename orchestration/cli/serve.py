@@ -18,7 +18,7 @@ import socket
 import sys
 
 from seams.environment import API_KEYS_ENV, SeamsEnvironment
-from seams.errors import InputError
+from seams.errors import InputError, counted
 from seams.orchestration.shell_commands import seams_command
 from seams.resources.readers import Readers
 
@@ -61,7 +61,8 @@ def run(args: argparse.Namespace) -> int:
         )
     else:
         print(
-            f"seams serve: {len(keys.entries)} API key(s) for tenant(s) "
+            f"seams serve: {counted(len(keys.entries), 'API key')} for "
+            f"{'tenant' if len(keys.tenants) == 1 else 'tenants'} "
             f"{', '.join(keys.tenants)}: every request needs `Authorization: Bearer KEY`; "
             f"listening on {where}",
             flush=True,
