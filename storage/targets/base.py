@@ -32,6 +32,7 @@ import numpy as np
 
 from seams.errors import StorageError
 from seams.storage.connections import redact
+from seams.targets import TargetSettings
 
 TEXT, INTEGER = "text", "integer"
 
@@ -94,10 +95,13 @@ def is_model_object(name: str, candidate: str) -> bool:
     return candidate.startswith(f"{name}__")
 
 
-def unreachable(target: str, field: str, store: str, location: str, exc: Exception) -> StorageError:
-    """The one-line error of a store that cannot be opened: the target and its location field
-    (`url_env` or `path`), the store, its location with any password hidden, and the client's
-    reason on one line."""
+def unreachable(
+    target: str, settings: TargetSettings, store: str, location: str, exc: Exception
+) -> StorageError:
+    """The one-line error of a store that cannot be opened: the target and the field that
+    located it (`url_env` or `path`), the store, its location with any password hidden, and
+    the client's reason on one line."""
+    field = "url_env" if settings.url_env is not None else "path"
     reason = " ".join(str(exc).split())[:200] or type(exc).__name__
     return StorageError(
         f"targets.{target}.{field}: cannot reach {store} at {redact(location)} ({reason})"

@@ -35,12 +35,11 @@ object by its name, so the sync that switched (or the next one) drops it."""
 
 
 def open_store(target: str, settings: TargetSettings, location: str) -> ChromaStore:
-    field = "url_env" if settings.url_env is not None else "path"
     try:
         client = _client(location) if settings.url_env is not None else _local(location)
         client.heartbeat()
     except Exception as exc:  # the client raises its transport's own errors
-        raise unreachable(target, field, "Chroma", location, exc) from None
+        raise unreachable(target, settings, "Chroma", location, exc) from None
     return ChromaStore(target, client, settings.store_name)
 
 

@@ -24,6 +24,7 @@ import numpy as np
 import pyarrow as pa
 
 from seams.storage.targets.base import (
+    FIELD_NAMES,
     INTEGER,
     RECORD_FIELDS,
     VECTOR_FIELD,
@@ -33,16 +34,13 @@ from seams.storage.targets.base import (
 )
 from seams.targets import TargetSettings
 
-_NAMES = tuple(name for name, _, _ in RECORD_FIELDS)
-
 
 def open_store(target: str, settings: TargetSettings, location: str) -> LanceStore:
-    field = "url_env" if settings.url_env is not None else "path"
     try:
         db = lancedb.connect(location)
         db.list_tables()
     except Exception as exc:  # the client raises its storage layer's own errors
-        raise unreachable(target, field, "LanceDB", location, exc) from None
+        raise unreachable(target, settings, "LanceDB", location, exc) from None
     return LanceStore(target, db, settings.store_name)
 
 
@@ -94,14 +92,14 @@ class LanceStore:
         for batch in table.to_batches(max_chunksize=2000):
             columns = batch.to_pydict()
             for i in range(batch.num_rows):
-                fields = {name: columns[name][i] for name in _NAMES}
+                fields = {name: columns[name][i] for name in FIELD_NAMES}
                 vector = np.asarray(columns[VECTOR_FIELD][i], dtype=np.float32)
                 yield Record(fields, vector)
 
     def _arrow(self, obj: str, records: Sequence[Record]) -> pa.Table:
         schema = self.db.open_table(obj).schema
         data: dict[str, list[Any]] = {
-            name: [r.fields.get(name) for r in records] for name in _NAMES
+            name: [r.fields.get(name) for r in records] for name in FIELD_NAMES
         }
         data[VECTOR_FIELD] = [np.asarray(r.vector, dtype=np.float32) for r in records]
         return pa.Table.from_pydict(data, schema=schema)

@@ -25,6 +25,7 @@ from pymilvus import DataType, MilvusClient
 
 from seams.errors import StorageError
 from seams.storage.targets.base import (
+    FIELD_NAMES,
     INTEGER,
     RECORD_FIELDS,
     VECTOR_FIELD,
@@ -38,11 +39,9 @@ MAX_TEXT_BYTES = 65_535
 """The longest VARCHAR Milvus stores."""
 _ID_BYTES = 128
 _PAGE = 1000
-_NAMES = tuple(name for name, _, _ in RECORD_FIELDS)
 
 
 def open_store(target: str, settings: TargetSettings, location: str) -> MilvusStore:
-    field = "url_env" if settings.url_env is not None else "path"
     try:
         if settings.url_env is not None:
             parts = urlsplit(location)
@@ -57,7 +56,7 @@ def open_store(target: str, settings: TargetSettings, location: str) -> MilvusSt
             client = MilvusClient(location)
         client.list_collections()
     except Exception as exc:  # the client raises its transport's own errors
-        raise unreachable(target, field, "Milvus", location, exc) from None
+        raise unreachable(target, settings, "Milvus", location, exc) from None
     return MilvusStore(target, client, settings.store_name)
 
 
@@ -116,12 +115,12 @@ class MilvusStore:
         return {str(row["chunk_id"]) for row in self._rows(obj, ["chunk_id"])}
 
     def read(self, obj: str) -> Iterator[Record]:
-        for row in self._rows(obj, [*_NAMES, VECTOR_FIELD]):
-            fields = {name: row.get(name) for name in _NAMES}
+        for row in self._rows(obj, [*FIELD_NAMES, VECTOR_FIELD]):
+            fields = {name: row.get(name) for name in FIELD_NAMES}
             yield Record(fields, np.asarray(row[VECTOR_FIELD], dtype=np.float32))
 
     def _row(self, record: Record) -> dict[str, Any]:
-        row = {name: record.fields.get(name) for name in _NAMES}
+        row = {name: record.fields.get(name) for name in FIELD_NAMES}
         for name, kind, _ in RECORD_FIELDS:
             value = row[name]
             if kind != INTEGER and value is not None and len(str(value).encode()) > MAX_TEXT_BYTES:

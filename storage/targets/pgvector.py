@@ -25,6 +25,7 @@ from psycopg import sql
 from seams.errors import StorageError
 from seams.storage.connections import first_line, redact
 from seams.storage.targets.base import (
+    FIELD_NAMES,
     INTEGER,
     RECORD_FIELDS,
     VECTOR_FIELD,
@@ -35,7 +36,6 @@ from seams.targets import TargetSettings
 
 HNSW_MAX_DIMENSIONS = 2000
 """pgvector's HNSW indexes vectors of at most this many dimensions; wider ones are scanned."""
-_NAMES = tuple(name for name, _, _ in RECORD_FIELDS)
 
 
 def open_store(target: str, settings: TargetSettings, location: str) -> PgvectorStore:
@@ -126,7 +126,7 @@ class PgvectorStore:
         return {str(r[0]) for r in self.conn.execute(query)}
 
     def read(self, obj: str) -> Iterator[Record]:
-        columns = sql.SQL(", ").join(map(sql.Identifier, _NAMES))
+        columns = sql.SQL(", ").join(map(sql.Identifier, FIELD_NAMES))
         query = sql.SQL("SELECT {}, {}::text FROM {}").format(
             columns, sql.Identifier(VECTOR_FIELD), self._ident(obj)
         )
@@ -134,7 +134,7 @@ class PgvectorStore:
             cursor.itersize = 2000
             cursor.execute(query)
             for row in cursor:
-                fields = dict(zip(_NAMES, row[:-1], strict=True))
+                fields = dict(zip(FIELD_NAMES, row[:-1], strict=True))
                 yield Record(fields, np.array(row[-1][1:-1].split(","), dtype=np.float32))
 
     def upsert(self, obj: str, records: Sequence[Record]) -> None:
@@ -142,7 +142,7 @@ class PgvectorStore:
         batch, and the batch is applied in one transaction."""
         if not records:
             return
-        names = [*_NAMES, VECTOR_FIELD]
+        names = [*FIELD_NAMES, VECTOR_FIELD]
         columns = sql.SQL(", ").join(map(sql.Identifier, names))
         load = sql.Identifier("seams_target_load")
         with self.conn.transaction(), self.conn.cursor() as cursor:
@@ -153,7 +153,9 @@ class PgvectorStore:
             )
             with cursor.copy(sql.SQL("COPY {} ({}) FROM STDIN").format(load, columns)) as copy:
                 for r in records:
-                    copy.write_row([*(r.fields.get(n) for n in _NAMES), _vector_text(r.vector)])
+                    copy.write_row(
+                        [*(r.fields.get(n) for n in FIELD_NAMES), _vector_text(r.vector)]
+                    )
             cursor.execute(
                 sql.SQL(
                     "INSERT INTO {} ({}) SELECT {} FROM {} ON CONFLICT (chunk_id) DO UPDATE SET {}"

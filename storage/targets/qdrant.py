@@ -34,7 +34,6 @@ _PAGE = 1000
 
 
 def open_store(target: str, settings: TargetSettings, location: str) -> QdrantStore:
-    field = "url_env" if settings.url_env is not None else "path"
     try:
         if settings.url_env is not None:
             client = QdrantClient(url=location, timeout=30)
@@ -42,7 +41,7 @@ def open_store(target: str, settings: TargetSettings, location: str) -> QdrantSt
             client = QdrantClient(path=location)
         client.get_collections()
     except Exception as exc:  # the client raises its transport's own errors
-        raise unreachable(target, field, "Qdrant", location, exc) from None
+        raise unreachable(target, settings, "Qdrant", location, exc) from None
     return QdrantStore(target, client, settings.store_name)
 
 
