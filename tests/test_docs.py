@@ -29,11 +29,15 @@ README = ROOT / "README.md"
 PAGES = [README, *sorted(DOCS.glob("*.md"))]
 
 BLOCK = re.compile(
-    r"(?:^<!-- not run: (?P<reason>.*?) -->\n)?^```python\n(?P<code>.*?)^```$",
+    r"(?:^<!-- not run: (?P<reason>.*?) -->\n)?"
+    r"(?:^<!-- runs over an indexed corpus: (?P<indexed>.*?) -->\n)?"
+    r"^```python\n(?P<code>.*?)^```$",
     re.DOTALL | re.MULTILINE,
 )
 MAX_NOT_RUN = 3
-"""Blocks marked `<!-- not run: why -->` just before them are skipped; keep such markers rare."""
+"""Blocks marked `<!-- not run: why -->` just before them are skipped; keep such markers rare.
+Blocks marked `<!-- runs over an indexed corpus: TEST_FILE -->` need a database with the sample
+corpus published: the named test file runs them (`run_python_blocks(page, indexed=True)`)."""
 
 DEDICATED = {
     DOCS / "library.md": "tests/integrations/test_library_doc.py",
@@ -48,23 +52,25 @@ class Block:
     number: int
     code: str
     not_run: str | None  # the reason given in the marker, if any
+    indexed: str | None  # the test file that runs it over an indexed corpus, if any
 
 
 def python_blocks(page: str) -> list[Block]:
     """The page's ```python blocks, in order, each with its not-run reason (None: it runs)."""
     return [
-        Block(number, match["code"], match["reason"])
+        Block(number, match["code"], match["reason"], match["indexed"])
         for number, match in enumerate(BLOCK.finditer(page), start=1)
     ]
 
 
-def run_python_blocks(path: Path) -> int:
+def run_python_blocks(path: Path, *, indexed: bool = False) -> int:
     """Run the page's blocks in order, as one script (later blocks see earlier names); the number
-    that ran. A failure names the page and the block."""
+    that ran. A failure names the page and the block. `indexed`: run only the blocks that need an
+    indexed corpus (the caller provides one), else only the others."""
     namespace: dict[str, object] = {"__name__": f"doc:{path.name}"}
     ran = 0
     for block in python_blocks(path.read_text(encoding="utf-8")):
-        if block.not_run is None:
+        if block.not_run is None and (block.indexed is not None) == indexed:
             exec(compile(block.code, f"{path}: python block {block.number}", "exec"), namespace)
             ran += 1
     return ran
@@ -142,6 +148,16 @@ def test_not_run_markers_are_few_and_say_why() -> None:
     ]
     assert all(block.not_run.strip() for _, block in skipped), skipped
     assert len(skipped) <= MAX_NOT_RUN, f"too many blocks marked not run: {skipped}"
+
+
+def test_blocks_over_an_indexed_corpus_name_the_test_that_runs_them() -> None:
+    for page in PAGES:
+        for block in python_blocks(page.read_text(encoding="utf-8")):
+            if block.indexed is not None:
+                runner_file = ROOT / block.indexed
+                assert runner_file.is_file(), f"{page.name} block {block.number}: {block.indexed}"
+                source = runner_file.read_text(encoding="utf-8")
+                assert page.name in source and "indexed=True" in source, runner_file
 
 
 @pytest.mark.parametrize(

@@ -20,8 +20,10 @@ from seams.storage.search import LEXICAL_WEIGHT, candidates, fuse_scores, search
 from tests.support.instances import keep_environment
 from tests.support.samples import copy_samples
 from tests.support.search_index import Indexed, indexed_database
+from tests.test_docs import DOCS, run_python_blocks
 
 SETTINGS = SeamsSettings()
+LIBRARY_PAGE = DOCS / "library.md"
 NAMES = ["field_notes.md", "kitchen_science.md", "platform_handbook.md"]
 QUERIES = [
     "how a honey bee colony is organised around its queen",
@@ -129,3 +131,17 @@ def test_the_retrievers_return_seams_search_hits(
     assert cli.main(["search", QUERIES[0], "-k", "2"]) == 0
     out = capsys.readouterr().out
     assert "matched: dense+lexical" in out and "words: " in out and "queen" in out
+
+
+def test_the_library_page_retriever_examples_run_over_the_index(
+    indexed: Indexed, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    keep_environment(monkeypatch)
+    monkeypatch.setenv(database.URL_ENV, indexed.url)
+    monkeypatch.delenv(database.DAGSTER_URL_ENV, raising=False)
+    monkeypatch.chdir(Path(__file__).parent)  # no ./seams.yaml: the packaged defaults
+    monkeypatch.delenv("SEAMS_CONFIG", raising=False)
+    assert run_python_blocks(LIBRARY_PAGE, indexed=True) >= 1
+    first, second = capsys.readouterr().out.splitlines()[-2:]
+    assert "dense+lexical" in first and "queen" in first
+    assert second.startswith("default ")
