@@ -34,6 +34,8 @@ TARGETS = {
     "pgvector": "{kind: pgvector, table: rag_chunks, url_env: TARGET_PG_URL}",
     "lancedb": "{kind: lancedb, table: rag_chunks, path: lance}",
     "qdrant": "{kind: qdrant, collection: rag_chunks, path: qdrant}",
+    "chroma": "{{kind: chroma, collection: {collection}, url_env: TARGET_CHROMA_URL}}",
+    "milvus": "{kind: milvus, collection: rag_chunks, path: milvus.db}",
 }
 
 
@@ -60,7 +62,8 @@ def test_a_target_mirrors_every_step_of_the_pipeline(
     settings_file = tmp_path / "seams.yaml"
 
     def configure(overrides: str = "", model: str = "") -> dg.Definitions:
-        text = SETTINGS.format(overrides=overrides, model=model, target=TARGETS[kind])
+        named = TARGETS[kind].format(collection=target.collection) if kind == "chroma" else None
+        text = SETTINGS.format(overrides=overrides, model=model, target=named or TARGETS[kind])
         settings_file.write_text(text, encoding="utf-8")
         return current_definitions()
 
@@ -74,7 +77,7 @@ def test_a_target_mirrors_every_step_of_the_pipeline(
     with store_settings(kind, pg_server_url, tmp_path, monkeypatch) as target:
         # seams.yaml names the same store: `path: lance` counts from tmp_path, as here.
         defs = configure()
-        postgres: PostgresResource = defs.resources["postgres"]
+        postgres: PostgresResource = defs.resources["seams_postgres"]
 
         def run(defs: dg.Definitions) -> None:
             keys = runner.register_path(folder, print, defs=defs)
