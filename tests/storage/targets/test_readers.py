@@ -4,7 +4,12 @@ document that stayed current, and never gets records of two models in one answer
 
 Each kind's reader reads the way an application does: pgvector through the view on its own
 connection, LanceDB through a connection that checks for new versions, Qdrant through the
-alias (local mode: the client of the sync, one process at a time)."""
+alias (local mode: the client of the sync, one process at a time), Milvus through the alias on
+a client of its own (Milvus Lite: one server per file, shared by the process's clients).
+
+Chroma cannot switch atomically (a rename in two requests): its readers are held to what
+docs/targets.md promises instead, for a reader opening the collection by name at every query
+and for one holding the collection it opened."""
 
 from __future__ import annotations
 
@@ -26,6 +31,7 @@ ATOMIC_KINDS = (
     "pgvector",
     pytest.param("lancedb", marks=pytest.mark.slow),
     pytest.param("qdrant", marks=pytest.mark.slow),
+    pytest.param("milvus", marks=pytest.mark.slow),
 )
 """The kinds whose switch is atomic and whose readers are written here (pgvector in the
 default lane; the others' loops take tens of seconds)."""
@@ -51,6 +57,15 @@ def reader_for(kind: str, store: TargetStore, settings) -> Callable[[], Answer]:
             return list(zip(*(rows.column(i).to_pylist() for i in range(2)), strict=True))
 
         return read
+    if kind == "milvus":
+        from pymilvus import MilvusClient
+
+        milvus = MilvusClient(settings.path)
+        fields = ["document_id", "vector_model_id"]
+        return lambda: [
+            (row["document_id"], row["vector_model_id"])
+            for row in milvus.query("rag_chunks", filter="", output_fields=fields, limit=1000)
+        ]
     client = store.client  # type: ignore[attr-defined]
 
     def scroll() -> Answer:
@@ -107,3 +122,85 @@ def test_readers_never_see_an_empty_answer_a_missing_document_or_two_models(
         assert len(models) == 1, f"an answer mixing models: {models}"
         models_seen |= models
     assert models_seen == {MODEL_A, MODEL_B}
+
+
+@pytest.mark.slow
+def test_chroma_readers_see_what_the_docs_promise_through_changes_and_model_switches(
+    postgres: PostgresResource, pg_server_url: str, tmp_path, monkeypatch
+) -> None:
+    """Through a document change: every answer complete, of one model, for both readers. Through
+    a model switch: every answer still complete and of one model; the reader opening by name may
+    be told the collection does not exist (between the two renames), the reader holding the old
+    collection reads the old model until the sync drops it, then is told it does not exist and
+    opens the name again."""
+    from urllib.parse import urlsplit
+
+    import chromadb
+    from chromadb.errors import NotFoundError
+
+    documents = {"alpha": texts("alpha", 6), "gamma": texts("gamma", 6)}
+    corpus.publish_batch(postgres, "b1", documents, MODEL_A, DIM_A)
+    with store_settings("chroma", pg_server_url, tmp_path, monkeypatch) as settings:
+        name = settings.store_name
+        store = opener(settings)()
+        sync_target(postgres, "docs", store, ["default"], batch_records=2)
+        phase = ["change"]
+        seen: dict[str, list[tuple[str, str, Answer | None]]] = {"by_name": [], "held": []}
+        errors: list[BaseException] = []
+        stop = threading.Event()
+
+        def loop() -> None:
+            url = urlsplit(settings.url("docs", os.environ))
+            client = chromadb.HttpClient(host=url.hostname, port=url.port)
+
+            def answer(collection) -> Answer:
+                metas = collection.get(include=["metadatas"])["metadatas"]
+                return [(m["document_id"], m["vector_model_id"]) for m in metas]
+
+            held = client.get_collection(name, embedding_function=None)
+            while not stop.is_set():
+                try:
+                    for reader in ("by_name", "held"):
+                        began = phase[0]
+                        try:
+                            if reader == "by_name":
+                                got = answer(client.get_collection(name, embedding_function=None))
+                            else:
+                                got = answer(held)
+                        except NotFoundError:
+                            got = None
+                            if reader == "held":
+                                held = client.get_collection(name, embedding_function=None)
+                        seen[reader].append((began, phase[0], got))
+                except BaseException as exc:  # any other error is a failure of the store
+                    errors.append(exc)
+                    return
+
+        thread = threading.Thread(target=loop)
+        thread.start()
+        try:
+            changed = {"alpha": texts("alpha", 6, changed=2)}
+            corpus.publish_batch(postgres, "b2", changed, MODEL_A, DIM_A)
+            sync_target(postgres, "docs", store, ["default"], batch_records=2)
+            for model, dimension in ((MODEL_B, DIM_B), (MODEL_A, DIM_A)):
+                corpus.rebuild(postgres, "b1", documents, model, dimension)
+                corpus.rebuild(postgres, "b2", changed, model, dimension)
+                phase[0] = "switch"
+                sync_target(postgres, "docs", store, ["default"], batch_records=2)
+        finally:
+            stop.set()
+            thread.join()
+            store.close()
+    assert not errors, errors[0]
+    for reader, answers in seen.items():
+        assert len(answers) > 3, reader
+        models_seen = set()
+        for began, ended, answer in answers:
+            if answer is None:
+                assert "switch" in (began, ended), f"{reader}: the collection vanished in a change"
+                continue
+            assert {doc for doc, _ in answer} == {"alpha", "gamma"}, f"{reader}: a missing document"
+            models = {model for _, model in answer}
+            assert len(models) == 1, f"{reader}: an answer mixing models: {models}"
+            models_seen |= models
+        assert models_seen == {MODEL_A, MODEL_B}, reader
