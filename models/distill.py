@@ -113,12 +113,12 @@ def distill_static_model(
 
 
 def _source_info(source: Path) -> dict[str, str]:
-    from seams.models.model_export import source_version
+    from seams.models.packaged_model import packaged_version
 
     return {
         "model": SOURCE_MODEL_ID,
         "package": SOURCE_PACKAGE,
-        "version": source_version(),
+        "version": packaged_version(),
         "weights_sha256": file_sha256(source / "model.safetensors"),
     }
 

