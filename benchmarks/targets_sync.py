@@ -4,7 +4,8 @@ Builds a throwaway embedded PostgreSQL (a temp dir, stopped and deleted afterwar
 published corpus of `--chunks` chunks (documents of 10 chunks, batches of 100 documents,
 written through `write_table` as the pipeline writes them; 384-d random unit vectors), and for
 each store (pgvector in another database of the same server, LanceDB in a folder, Qdrant in
-qdrant-client's local mode) measures:
+qdrant-client's local mode, Chroma's own server started by `chroma run`, Milvus Lite in a
+file) measures:
 
 - the first sync into an empty store (records/s: every record sent), median of `--runs` runs,
   each into a fresh store;
@@ -23,6 +24,7 @@ measures.
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import statistics
 import sys
@@ -51,7 +53,7 @@ from seams.targets import TargetSettings  # noqa: E402
 
 MODEL, DIMENSION = "bench-model", 384
 CHUNKS_PER_DOC, DOCS_PER_BATCH = 10, 100
-KINDS = ("pgvector", "lancedb", "qdrant")
+KINDS = ("pgvector", "lancedb", "qdrant", "chroma", "milvus")
 
 
 def texts_of(doc: int, changed: set[tuple[int, int]]) -> list[str]:
@@ -123,6 +125,10 @@ def store_settings(kind: str, folder: Path, run: int) -> TargetSettings:
         return TargetSettings(kind="pgvector", table=f"bench_{run}", url_env="BENCH_TARGET_URL")
     if kind == "lancedb":
         return TargetSettings(kind="lancedb", table="bench", path=str(folder / f"lance{run}"))
+    if kind == "chroma":  # one server (`main` starts it), a collection per run
+        return TargetSettings(kind="chroma", collection=f"bench_{run}", url_env="BENCH_CHROMA_URL")
+    if kind == "milvus":
+        return TargetSettings(kind="milvus", collection="bench", path=str(folder / f"m{run}.db"))
     return TargetSettings(kind="qdrant", collection="bench", path=str(folder / f"qdrant{run}"))
 
 
@@ -135,7 +141,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kinds", nargs="+", default=list(KINDS), choices=KINDS)
     parser.add_argument("--json", type=Path, help="write the results here")
     args = parser.parse_args(argv)
-    import os
 
     batches = max(1, args.chunks // (CHUNKS_PER_DOC * DOCS_PER_BATCH))
     total = batches * DOCS_PER_BATCH * CHUNKS_PER_DOC
@@ -159,6 +164,10 @@ def main(argv: list[str] | None = None) -> int:
         for batch in range(batches):
             write_batch(postgres, batch, set(), register=True)
         print(f"published {total:,} chunks in {batches} batches", flush=True)
+        if "chroma" in args.kinds:
+            from tests.storage.targets.stores import chroma_server
+
+            os.environ["BENCH_CHROMA_URL"] = chroma_server()
         environment = SeamsEnvironment.from_os()
         dirty = False
         for kind in args.kinds:

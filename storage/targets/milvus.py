@@ -75,10 +75,10 @@ class MilvusStore:
                 f"targets.{self.target}.collection: {self.name} is a collection Seams did not "
                 "make (readers' names are aliases): choose another name, or drop it"
             )
-        try:
-            return str(self.client.describe_alias(self.name)["collection_name"])
-        except Exception:  # the client reports a missing alias as a server error
+        # Listed first: the client logs a missing alias that it is asked to describe as an error.
+        if self.name not in self.client.list_aliases()["aliases"]:
             return None
+        return str(self.client.describe_alias(self.name)["collection_name"])
 
     def objects(self) -> list[str]:
         return sorted(n for n in self.client.list_collections() if is_model_object(self.name, n))

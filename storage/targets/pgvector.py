@@ -18,11 +18,11 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-import numpy as np
 import psycopg
 from psycopg import sql
 
 from seams.errors import StorageError
+from seams.resources.postgres_pool import register_vector
 from seams.storage.connections import first_line, redact
 from seams.storage.targets.base import (
     FIELD_NAMES,
@@ -34,6 +34,7 @@ from seams.storage.targets.base import (
 )
 from seams.targets import TargetSettings
 
+_COPY_TYPES = [*("int4" if kind == INTEGER else "text" for _, kind, _ in RECORD_FIELDS), "vector"]
 HNSW_MAX_DIMENSIONS = 2000
 """pgvector's HNSW indexes vectors of at most this many dimensions; wider ones are scanned."""
 
@@ -65,6 +66,7 @@ class PgvectorStore:
             conn.execute(
                 sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema_name))
             )
+            register_vector(conn)  # vectors go out in pgvector's binary form
         except psycopg.Error as exc:
             raise StorageError(
                 f"targets.{target}.table: cannot prepare {schema_name}.{table} "
@@ -127,19 +129,19 @@ class PgvectorStore:
 
     def read(self, obj: str) -> Iterator[Record]:
         columns = sql.SQL(", ").join(map(sql.Identifier, FIELD_NAMES))
-        query = sql.SQL("SELECT {}, {}::text FROM {}").format(
+        query = sql.SQL("SELECT {}, {} FROM {}").format(
             columns, sql.Identifier(VECTOR_FIELD), self._ident(obj)
         )
-        with self.conn.transaction(), self.conn.cursor(name="seams_target_read") as cursor:
+        cursor = self.conn.cursor(name="seams_target_read", binary=True)
+        with self.conn.transaction(), cursor:
             cursor.itersize = 2000
             cursor.execute(query)
-            for row in cursor:
-                fields = dict(zip(FIELD_NAMES, row[:-1], strict=True))
-                yield Record(fields, np.array(row[-1][1:-1].split(","), dtype=np.float32))
+            for row in cursor:  # the vector loads as a float32 array (`register_vector`)
+                yield Record(dict(zip(FIELD_NAMES, row[:-1], strict=True)), row[-1])
 
     def upsert(self, obj: str, records: Sequence[Record]) -> None:
-        """COPY into a temporary table, then one INSERT ... ON CONFLICT: one round trip per
-        batch, and the batch is applied in one transaction."""
+        """Binary COPY into a temporary table, then one INSERT ... ON CONFLICT: one round trip
+        per batch, the batch applied in one transaction, no vector written out as text."""
         if not records:
             return
         names = [*FIELD_NAMES, VECTOR_FIELD]
@@ -151,11 +153,11 @@ class PgvectorStore:
                     "CREATE TEMP TABLE {} ON COMMIT DROP AS SELECT {} FROM {} WITH NO DATA"
                 ).format(load, columns, self._ident(obj))
             )
-            with cursor.copy(sql.SQL("COPY {} ({}) FROM STDIN").format(load, columns)) as copy:
+            statement = sql.SQL("COPY {} ({}) FROM STDIN (FORMAT BINARY)").format(load, columns)
+            with cursor.copy(statement) as copy:
+                copy.set_types(_COPY_TYPES)
                 for r in records:
-                    copy.write_row(
-                        [*(r.fields.get(n) for n in FIELD_NAMES), _vector_text(r.vector)]
-                    )
+                    copy.write_row([*(r.fields.get(n) for n in FIELD_NAMES), r.vector])
             cursor.execute(
                 sql.SQL(
                     "INSERT INTO {} ({}) SELECT {} FROM {} ON CONFLICT (chunk_id) DO UPDATE SET {}"
@@ -203,10 +205,3 @@ class PgvectorStore:
 
     def close(self) -> None:
         self.conn.close()
-
-
-def _vector_text(vector: np.ndarray) -> str:
-    """pgvector's text form of a float32 vector (repr of each float32 as float64: exact)."""
-    return (
-        "[" + ",".join(map(repr, np.asarray(vector, dtype=np.float32).astype(float).tolist())) + "]"
-    )

@@ -39,14 +39,14 @@ WHERE c.collection = ANY(%(collections)s)
 
 
 def _fingerprint() -> sql.Composable:
-    """sha256 of every field and the vector as PostgreSQL writes them: what a record was, to
-    tell whether the store's copy is still Seams' (computed by PostgreSQL, no vector leaves it
-    for the comparison)."""
+    """sha256 of every field as PostgreSQL writes them and of the vector's binary form: what a
+    record was, to tell whether the store's copy is still Seams' (computed by PostgreSQL, no
+    vector leaves it for the comparison, none is written out as text)."""
     values = [sql.SQL("c.{}").format(sql.Identifier(n)) for n in _CHUNK_FIELDS]
-    values += [sql.SQL("d.source_uri"), sql.SQL("i.model_id"), sql.SQL("i.embedding")]
-    return sql.SQL("encode(sha256(convert_to(row({})::text, 'UTF8')), 'hex')").format(
-        sql.SQL(", ").join(values)
-    )
+    values += [sql.SQL("d.source_uri"), sql.SQL("i.model_id")]
+    return sql.SQL(
+        "encode(sha256(convert_to(row({})::text, 'UTF8') || vector_send(i.embedding)), 'hex')"
+    ).format(sql.SQL(", ").join(values))
 
 
 @dataclass(frozen=True)
@@ -98,7 +98,8 @@ def published_records(
     if state.model_id is None:
         return
     selected = [sql.SQL("c.{}").format(sql.Identifier(n)) for n in _CHUNK_FIELDS]
-    selected += [sql.SQL("d.source_uri"), sql.SQL("i.model_id"), sql.SQL("i.embedding::text")]
+    selected += [sql.SQL("d.source_uri"), sql.SQL("i.model_id")]
+    selected += [sql.SQL("vector_send(i.embedding)")]
     query = sql.SQL("SELECT {}, {} ").format(sql.SQL(", ").join(selected), _fingerprint())
     query += sql.SQL(_FROM)
     params: dict[str, Any] = {"model": state.model_id, "collections": list(collections)}
@@ -106,10 +107,18 @@ def published_records(
         query += sql.SQL(" AND c.chunk_id = ANY(%(ids)s)")
         params["ids"] = list(chunk_ids)
     names = (*_CHUNK_FIELDS, "source_uri", "vector_model_id")
-    with conn.cursor(name="seams_target_published") as cursor:  # bounded memory: a few pages
+    # Bounded memory (a few pages at a time); binary rows, so a vector arrives as pgvector's
+    # own bytes, never as text to parse.
+    with conn.cursor(name="seams_target_published", binary=True) as cursor:
         cursor.itersize = 1000
         cursor.execute(query, params)
         for row in cursor:
             fields = dict(zip(names, row[: len(names)], strict=True))
-            vector = np.array(str(row[len(names)])[1:-1].split(","), dtype=np.float32)
-            yield Record(fields, vector), str(row[-1])
+            yield Record(fields, _vector(row[len(names)])), str(row[-1])
+
+
+def _vector(data: bytes) -> np.ndarray:
+    """A float32 vector from pgvector's binary form (`vector_send`): int16 dimension, int16
+    unused, then big-endian float4 values."""
+    dimension = int.from_bytes(data[:2], "big")
+    return np.frombuffer(data, dtype=">f4", count=dimension, offset=4).astype(np.float32)
