@@ -2,17 +2,16 @@
 
 Two commands started together would each compute the unfinished batches, register the same
 files and materialize the same partitions (one of them printing "batch 3/2"). So each command
-holds, for its whole life, a session-level PostgreSQL advisory lock on a connection of its own,
-taken before it looks at what is unfinished; a second command waits for it (saying once whom it
-waits for) or, with `--no-wait`, refuses in one line. PostgreSQL frees the lock when the holder's
-session ends, however it ends (a clean exit, Ctrl-C, `kill -9`, a lost machine once the server
-notices), so a crash never leaves the data locked.
+holds, for its whole life, the session lock `seams.command:default` on a connection of its own
+(`seams.storage.writer_locks`: a row of a table tenants have no right on, so no tenant can hold
+it), taken before it looks at what is unfinished; a second command waits for it (saying once
+whom it waits for) or, with `--no-wait`, refuses in one line. The lock is free once the
+holder's session ends, however it ends (a clean exit, Ctrl-C, `kill -9`, a lost machine once the
+server notices), so a crash never leaves the data locked.
 
-The holder is named by its connection's `application_name` (`seams run /data/in (pid 4242 on
-host-a)`), which any other session reads from `pg_stat_activity` beside `pg_locks`: a waiter on
-another host knows who holds the lock and since when. PostgreSQL keeps 63 bytes of that name,
-so the holder's last statement (`pg_stat_activity.query`, run once it holds the lock) carries
-the whole name too, encoded to stay a plain SQL comment whatever the folder is called.
+The holder is named in the lock's row (`seams run /data/in (pid 4242 on host-a)`, and since
+when): a waiter on another host knows who holds it. Its connection's `application_name` says
+the same (within PostgreSQL's 63 bytes) to whoever reads `pg_stat_activity`.
 
 Runs that Dagster's daemon or UI launch do not take the lock: partition locks, one open build
 per batch and publication keep their data consistent; the lock is what keeps two commands from
@@ -21,8 +20,6 @@ doing one command's work twice.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import contextlib
 import os
 import re
@@ -34,33 +31,19 @@ from datetime import datetime
 from typing import Any
 
 import psycopg
-from psycopg import sql
 
 from seams.errors import SeamsError
 from seams.resources.database import CONNECT_TIMEOUT_S, redact
+from seams.storage import migrations, writer_locks
 
 COLLECTION = "default"
 LOCK_NAME = f"seams.command:{COLLECTION}"
-"""The advisory lock's name, hashed server-side to its 64-bit key (`hashtextextended`)."""
+"""The session lock's name (`seams.storage.writer_locks`)."""
 APPLICATION_NAME_BYTES = 63
 """PostgreSQL keeps the first NAMEDATALEN - 1 bytes of an application_name."""
 _NAMED = re.compile(r"^(?P<command>.*) \(pid (?P<pid>\d+) on (?P<host>.*)\)$", re.DOTALL)
-_MARK = "seams.command"
-_MARKED = re.compile(rf"/\* {re.escape(_MARK)} (?P<name>[A-Za-z0-9_=-]+) \*/")
 
 Report = Callable[[str], None]
-
-# The holder: the session holding the lock's key in this database (an advisory lock on a
-# bigint key shows as classid = high 32 bits, objid = low 32 bits, objsubid = 1).
-_HOLDER = """
-SELECT a.application_name, a.query, a.query_start, a.backend_start
-FROM pg_locks AS l
-JOIN pg_stat_activity AS a ON a.pid = l.pid
-WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
-  AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
-  AND ((l.classid::bigint << 32) | l.objid::bigint) = hashtextextended(%s, 0)
-LIMIT 1
-"""
 
 
 class CommandBusy(SeamsError):
@@ -72,18 +55,17 @@ class CommandBusy(SeamsError):
 
 @dataclass(frozen=True)
 class Holder:
-    """The command holding the lock, as its session names it."""
+    """The command holding the lock, as it named itself in the lock's row."""
 
     name: str
-    """`seams run /data/in (pid 4242 on host-a)`: what its last statement says, else its
-    application_name (at most 63 bytes of it)."""
+    """`seams run /data/in (pid 4242 on host-a)`."""
     since: datetime | None
-    """When it took the lock (the start of its session's last statement, the lock's)."""
+    """When it took the lock."""
 
     def describe(self) -> str:
         """`seams run /data/in` (pid 4242 on host-a, since 12:03:05)."""
         found = _NAMED.match(self.name)
-        if found is None:  # a session Seams did not name: what PostgreSQL shows of it
+        if found is None:  # a name of another form: as it is
             since = f" (since {_clock(self.since)})" if self.since else ""
             return f"`{self.name or 'an unnamed session'}`{since}"
         since = f", since {_clock(self.since)}" if self.since else ""
@@ -115,15 +97,8 @@ def holder_name(command: str, *, pid: int | None = None, host: str | None = None
 
 def holder(conn: psycopg.Connection[Any]) -> Holder | None:
     """Who holds the command lock of this database now (None: nobody)."""
-    row = conn.execute(_HOLDER, (LOCK_NAME,)).fetchone()
-    if row is None:
-        return None
-    name, query, query_start, backend_start = row
-    marked = _MARKED.search(query or "")
-    if marked is not None:
-        with contextlib.suppress(binascii.Error, UnicodeDecodeError):
-            name = base64.urlsafe_b64decode(marked["name"]).decode()
-    return Holder(name or "", query_start or backend_start)
+    lease = writer_locks.holder(conn, LOCK_NAME)
+    return None if lease is None else Holder(lease.holder, lease.since)
 
 
 @contextlib.contextmanager
@@ -140,7 +115,7 @@ def command_lock(
     `command` says what holds it (`seams run /data/in`). Busy: with `wait`, one line naming
     the holder (again only when another one holds it next) and a retry every `poll_s` seconds
     (Ctrl-C stops waiting); without, `CommandBusy` naming it. Yields the lock's connection,
-    which the block must leave alone (a statement on it would change what `since` says).
+    which the block must leave alone (its session is what holds the lock).
     """
     try:
         conn = psycopg.connect(
@@ -156,11 +131,10 @@ def command_lock(
             "server is up, then rerun the command"
         ) from exc
     try:
+        _ensure_table(conn)
         shown: str | None = None
-        while not _try_lock(conn):
-            found = holder(conn)
-            if found is None:  # released between the try and the look: try again at once
-                continue
+        while (lease := writer_locks.try_hold(conn, LOCK_NAME, full_name(command))) is not None:
+            found = Holder(lease.holder, lease.since)
             if not wait:
                 raise CommandBusy(
                     f"{found.describe()} is working on this data: rerun when it is done, or "
@@ -170,23 +144,18 @@ def command_lock(
                 report(f"waiting for {found.describe()}")
                 shown = found.name
             time.sleep(poll_s)
-        _name_holder(conn, full_name(command))
         yield conn
     finally:
-        conn.close()  # ends the session: the server frees the lock
+        with contextlib.suppress(psycopg.Error):  # a lost session holds nothing either
+            writer_locks.release(conn, LOCK_NAME)
+        conn.close()
 
 
-def _try_lock(conn: psycopg.Connection[Any]) -> bool:
-    row = conn.execute("SELECT pg_try_advisory_lock(hashtextextended(%s, 0))", (LOCK_NAME,))
-    return bool(row.fetchone()[0])
-
-
-def _name_holder(conn: psycopg.Connection[Any], name: str) -> None:
-    """Leave `name` in this session's last statement, where other sessions read it (the
-    statement's start is when the lock was taken). Base64 never holds `*`, so the comment is
-    a comment whatever `name` says."""
-    encoded = base64.urlsafe_b64encode(name.encode()).decode()
-    conn.execute(sql.SQL("SELECT 1 /* {} {} */").format(sql.SQL(_MARK), sql.SQL(encoded)))
+def _ensure_table(conn: psycopg.Connection[Any]) -> None:
+    """The lock's table, on a database no Seams of this version has written yet: the command
+    brings the schema up to date first (what its first step would do anyway)."""
+    if not writer_locks.table_exists(conn):
+        migrations.migrate(conn)
 
 
 def _clock(moment: datetime) -> str:

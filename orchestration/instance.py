@@ -74,7 +74,8 @@ class SeamsInstance:
 
         Opening creates Dagster's tables on a fresh database; two processes doing that at once
         race (dagster-postgres retries with "Retrying failed database creation" warnings and
-        can give up), so openings are serialised by an advisory lock in that database.
+        can give up), so openings that create them are serialised by an advisory lock in that
+        database (`storage_creation_lock`).
         """
         if self.seams_environment.team_instance:  # the team's dagster.yaml, as it is
             return dg.DagsterInstance.from_config(str(self.home))
@@ -107,16 +108,28 @@ class SeamsInstance:
 
 
 STORAGE_LOCK = "seams:dagster-storage"
+DAGSTER_TABLES = ("runs", "instance_info", "event_logs", "jobs")
+"""The tables whose absence makes Dagster create its storage when it opens."""
 
 
 @contextlib.contextmanager
 def storage_creation_lock(url: str) -> Iterator[None]:
     """Hold the advisory lock `STORAGE_LOCK` in the database of `url` (a Dagster storage URL)
-    for the block. Without a connection it holds nothing: Dagster's own attempt then fails
-    with the error Seams reports."""
+    for the block while Dagster has tables to create there. Once they exist it holds nothing:
+    no opening creates anything then, and nobody else holding that key (any role that may
+    connect there can) makes an opening wait. Without a connection it holds nothing either:
+    Dagster's own attempt then fails with the error Seams reports."""
     try:
         conn = psycopg.connect(psycopg_url(url), autocommit=True, connect_timeout=CONNECT_TIMEOUT_S)
     except psycopg.Error:
+        yield
+        return
+    created = conn.execute(
+        "SELECT bool_and(to_regclass(t) IS NOT NULL) FROM unnest(%s::text[]) AS t",
+        (list(DAGSTER_TABLES),),
+    ).fetchone()
+    if created and created[0]:
+        conn.close()
         yield
         return
     with conn:

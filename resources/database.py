@@ -40,8 +40,8 @@ from seams.resources.embedded_server import (
     stop_server,
 )
 from seams.resources.server_files import planned_pgdata, record_pgdata
+from seams.storage import writer_locks  # every creator of schema-level objects takes its DDL lock
 from seams.storage.connections import CONNECT_TIMEOUT_S, redact
-from seams.storage.migrations import DDL_LOCK  # every creator of schema-level objects takes it
 
 log = logging.getLogger(__name__)
 
@@ -298,7 +298,7 @@ def ensure_database(server_url: str, name: str) -> None:
 
 
 def ensure_vector_extension(url: str) -> None:
-    """`CREATE EXTENSION IF NOT EXISTS vector` under the DDL advisory lock.
+    """`CREATE EXTENSION IF NOT EXISTS vector` under the DDL lock.
 
     `IF NOT EXISTS` alone is not safe against a concurrent creator: both see no extension, both
     insert into pg_extension, one fails with UniqueViolation (two first runs at once).
@@ -307,7 +307,7 @@ def ensure_vector_extension(url: str) -> None:
         psycopg.connect(url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S) as conn,
         conn.transaction(),
     ):
-        conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (DDL_LOCK,))
+        writer_locks.ddl_lock(conn)
         conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
 
 

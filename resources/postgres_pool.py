@@ -200,7 +200,7 @@ class PostgresPool(BaseModel):
         upgrade it, `seams.storage.migrations.migrate`), once per process and URL; None when
         this process did so already.
 
-        Safe against concurrent processes (one migration under an advisory lock; the others
+        Safe against concurrent processes (one migration under the DDL lock; the others
         find it done), no DDL at all when the recorded version is the code's, and a refusal
         when a newer Seams upgraded the database. Verifies that the tables match their
         declarations in `seams/storage/schema.py`.
@@ -292,7 +292,7 @@ def close_all_pools() -> None:
 
 def create_schema(url: str) -> Migration:
     """Create or upgrade the `seams` schema at `url` (`seams.storage.migrations.migrate`): one
-    transaction under the DDL advisory lock, and only when the recorded version is not the
+    transaction under the DDL lock, and only when the recorded version is not the
     code's. Errors name the redacted URL."""
     return migrate(url, redacted_url=redact(url))
 

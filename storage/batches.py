@@ -36,7 +36,7 @@ import psycopg
 
 from seams.errors import InputError, counted
 from seams.models.model_store import file_sha256
-from seams.storage import publication, schema
+from seams.storage import publication, schema, writer_locks
 from seams.storage.connections import describe_connection, retrying
 from seams.storage.object_store import ListedObject
 
@@ -276,11 +276,11 @@ def _register_batch_once(
     nothing is new. Every row the batch's builds write carries its collection
     (`seams.storage.publication.open_builds`), whatever the frames hold.
 
-    One transaction under an advisory lock: a crash leaves the whole batch or nothing, and two
+    One transaction under a writer lock: a crash leaves the whole batch or nothing, and two
     registrars (sensor, schedule, CLI) racing over the same files make one batch, not two.
     """
     with conn.transaction():
-        conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (REGISTER_LOCK,))
+        writer_locks.lock(conn, REGISTER_LOCK)
         fresh = unregistered(conn, files, collection)
         if not fresh:
             return None
@@ -441,7 +441,7 @@ def retire_absent(
     """Retire every live document whose URI starts with `prefix` (a folder's `file://` URI or
     an `s3://bucket/prefix/`) and whose id is not in `seen` (see `retire_missing`)."""
     with conn.transaction():
-        conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (REGISTER_LOCK,))
+        writer_locks.lock(conn, REGISTER_LOCK)
         rows = conn.execute(
             "INSERT INTO seams.document_tombstones"
             " (document_id, source_uri, last_batch_key, reason)"

@@ -45,7 +45,7 @@ from psycopg.pq import TransactionStatus
 
 from seams.environment import DATABASE_URL_ENV
 from seams.errors import StorageError
-from seams.storage import schema, vector_indexes
+from seams.storage import schema, vector_indexes, writer_locks
 from seams.storage.connections import (
     connect_direct,
     connection_lost,
@@ -56,8 +56,8 @@ from seams.storage.connections import (
 
 log = logging.getLogger(__name__)
 
-#: The advisory lock every creator of schema-level objects (extension, schema, tables) takes.
-DDL_LOCK = "seams:ddl"
+#: The lock every creator of schema-level objects (extension, schema, tables) takes.
+DDL_LOCK = writer_locks.DDL
 #: The one-row table recording which schema version the database holds.
 VERSION_TABLE = schema.SCHEMA_VERSION.name
 #: Bumped with a step in `STEPS` when a change moves data; additive DDL needs no bump.
@@ -261,7 +261,7 @@ def _apply(conn: psycopg.Connection[Any]) -> tuple[int, ...] | None:
     """One migration transaction; the data steps it ran, or None when, once the lock was
     ours, there was nothing left to do."""
     with conn.transaction():
-        conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (DDL_LOCK,))
+        writer_locks.ddl_lock(conn)
         conn.execute(sql.SQL("SET LOCAL lock_timeout = {}").format(sql.Literal(LOCK_TIMEOUT)))
         state = read_state(conn)
         if not state.needs_migration:

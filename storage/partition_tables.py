@@ -7,7 +7,7 @@ behind Dagster's `handle_output` / `load_input`; benchmarks and tools call it di
   carry exactly the declared columns (`batch_key` is optional: it is filled from the partition
   key); values are coerced only where nothing can be lost (1.0 -> 1 is fine, 1.5 -> int is an
   error, as is a string in a number column).
-- Writing a partition is one transaction: an advisory lock on (table, partition) so two runs of
+- Writing a partition is one transaction: a writer lock on (table, partition) so two runs of
   the same partition queue instead of interleaving, the batch's open build
   (`seams.storage.publication`), DELETE of that build's earlier rows of the table, COPY of the
   new ones with the build's `generation`, commit. The published rows stay beside them, visible
@@ -41,7 +41,7 @@ from psycopg import sql
 from psycopg.copy import LibpqWriter
 
 from seams.errors import StorageError
-from seams.storage import publication, schema
+from seams.storage import publication, schema, writer_locks
 from seams.storage.connections import ConnectionSource, connection_lost, retrying
 from seams.storage.frame_codec import coerce_frame, frame_from_rows
 
@@ -84,13 +84,9 @@ class WriteResult:
 
 
 def partition_lock(conn: psycopg.Connection[Any], table: str, partition: str) -> None:
-    """Take the transaction-scoped advisory lock of one partition of `table` (released at commit
-    or rollback), so two writers of the same partition queue instead of interleaving.
-
-    The name is hashed server-side; a (rare) collision only serialises two unrelated writers.
-    """
-    name = "\x1f".join(("seams", table, partition))
-    conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (name,))
+    """Take the transaction-scoped writer lock of one partition of `table` (released at commit
+    or rollback), so two writers of the same partition queue instead of interleaving."""
+    writer_locks.lock(conn, "\x1f".join(("seams", table, partition)))
 
 
 # --- write ---------------------------------------------------------------------------------

@@ -62,7 +62,7 @@ import psycopg
 from psycopg import sql
 
 from seams.errors import counted
-from seams.storage import schema, vector_indexes
+from seams.storage import schema, vector_indexes, writer_locks
 
 COLLECTION = schema.DEFAULT_COLLECTION
 PUBLISH_LOCK = f"seams.publish:{COLLECTION}"
@@ -284,7 +284,7 @@ def read_joins(table: schema.Table) -> sql.Composable:
 
 
 def publish_lock_name(collection: str) -> str:
-    """The advisory lock that serialises the publications and retirements of `collection`
+    """The writer lock that serialises the publications and retirements of `collection`
     (they move its current documents and BM25 counters); another collection's publication
     does not wait for it."""
     return f"seams.publish:{collection}"
@@ -298,10 +298,7 @@ def lock_collections(conn: psycopg.Connection[Any], collections: Iterable[str]) 
     if COLLECTION in set(collections):
         names.append(COLLECTION)
     for collection in names:
-        conn.execute(
-            "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
-            (publish_lock_name(collection),),
-        )
+        writer_locks.lock(conn, publish_lock_name(collection))
 
 
 def complete_and_publish(

@@ -877,6 +877,27 @@ TARGET_RECORDS = Table(
     description="Every record each target's store was sent, with what it held when it was sent.",
 )
 
+WRITER_LOCKS = Table(
+    "writer_locks",
+    (
+        Column("name", "text", description="the lock: `seams.command:default`, a partition's..."),
+        Column("pid", "integer", nullable=True, description="a session lock's holding backend"),
+        Column(
+            "backend_start",
+            "timestamptz",
+            nullable=True,
+            description="when that backend started (a reused pid is not the holder)",
+        ),
+        Column("holder", "text", nullable=True, description="what holds it: `seams run /data`"),
+        Column("since", "timestamptz", nullable=True, description="when it took it"),
+    ),
+    key=("name",),
+    partitioned=False,
+    primary_key=("name",),
+    # Rows locked by Seams' writers (`seams.storage.writer_locks`); no tenant has a right on it.
+    description="The locks between Seams' writers, one row each: tenants cannot take them.",
+)
+
 TABLES: tuple[Table, ...] = (
     *ASSET_TABLES.values(),
     BATCHES,
@@ -892,6 +913,7 @@ TABLES: tuple[Table, ...] = (
     COLLECTION_TENANTS,
     TARGET_STATES,
     TARGET_RECORDS,
+    WRITER_LOCKS,
     SCHEMA_VERSION,
 )
 

@@ -61,7 +61,7 @@ from psycopg import sql
 from psycopg.pq import TransactionStatus
 
 from seams.errors import StorageError
-from seams.storage import schema, tenant_roles
+from seams.storage import schema, tenant_roles, writer_locks
 from seams.storage.connections import describe_connection, retrying
 
 GROUP = "seams_tenants"
@@ -97,6 +97,11 @@ hash) or operational (tombstones, extraction attempts, what each vector-store ta
 its records' chunk ids span collections). The BM25 statistics are kept per
 collection, so they are protected like the postings: a tenant's search scores with its own
 collections' document frequencies and lengths."""
+LOCKS: tuple[schema.Table, ...] = (schema.WRITER_LOCKS,)
+"""Tables no tenant is granted anything on, without a policy: writers hold row locks on them at
+any moment, and a policy's DDL (an ACCESS EXCLUSIVE lock) under the tenants' own writer lock
+would deadlock with every writer waiting for that lock. Row locks need the UPDATE privilege,
+which no role but the owner has, a policy or not (`seams.storage.writer_locks`)."""
 SHARED: tuple[schema.Table, ...] = (schema.SCHEMA_VERSION,)
 """Tables every tenant reads whole: they hold no document data (a reader checks the version)."""
 VIEWS: tuple[str, ...] = (
@@ -315,7 +320,7 @@ def _grants() -> list[sql.Composable]:
     group = sql.Identifier(GROUP)
     readable = [t.identifier() for t in (*PROTECTED, COLLECTION_TENANTS, *SHARED)]
     readable += [sql.Identifier(schema.SCHEMA, view) for view in VIEWS]
-    private = [t.identifier() for t in PRIVATE]
+    private = [t.identifier() for t in (*PRIVATE, *LOCKS)]
     statements = [
         sql.SQL("GRANT USAGE ON SCHEMA {} TO {}").format(sql.Identifier(schema.SCHEMA), group),
         sql.SQL("GRANT SELECT ON {} TO {}").format(sql.SQL(", ").join(readable), group),
@@ -328,12 +333,12 @@ def _grants() -> list[sql.Composable]:
 
 
 LOCK = "seams:tenants"
-"""The advisory lock of every change to tenant roles, grants and assignments: two processes
+"""The writer lock of every change to tenant roles, grants and assignments: two processes
 syncing at once (two writers' first runs) take turns instead of failing on each other's rows."""
 
 
 def _lock(conn: psycopg.Connection[Any]) -> None:
-    conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (LOCK,))
+    writer_locks.lock(conn, LOCK)
 
 
 def ensure_group(conn: psycopg.Connection[Any]) -> None:
@@ -677,5 +682,5 @@ def isolation_problems(conn: psycopg.Connection[Any]) -> list[str]:
 def tables_without_a_decision(tables: Iterable[schema.Table] = schema.TABLES) -> list[str]:
     """Declared tables that are neither protected, private nor shared: a new table must say
     what tenants see of it before they see anything."""
-    decided = {t.name for t in (*PROTECTED, *PRIVATE, *SHARED, COLLECTION_TENANTS)}
+    decided = {t.name for t in (*PROTECTED, *PRIVATE, *LOCKS, *SHARED, COLLECTION_TENANTS)}
     return sorted(t.name for t in tables if t.name not in decided)

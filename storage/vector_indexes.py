@@ -37,11 +37,11 @@ import psycopg.errors
 from psycopg import sql
 from psycopg.pq import TransactionStatus
 
-from seams.storage import schema
+from seams.storage import schema, writer_locks
 
 log = logging.getLogger(__name__)
 
-#: The advisory lock every creator and dropper of a model's index takes (one at a time).
+#: The writer lock every creator and dropper of a model's index takes (one at a time).
 INDEX_LOCK = "seams:chunk_index_hnsw"
 #: How long a drop waits for the table's lock before it leaves the index for a later drop.
 DROP_LOCK_TIMEOUT = "10s"
@@ -151,7 +151,7 @@ def _ensure(
     if _valid_index(conn, name):
         return False
     with conn.transaction():
-        conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (INDEX_LOCK,))
+        writer_locks.lock(conn, INDEX_LOCK)
         existing = _index(conn, name)
         if existing is not None and existing.valid:
             return False

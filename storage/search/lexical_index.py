@@ -39,7 +39,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from seams.storage import schema
+from seams.storage import schema, writer_locks
 from seams.storage.publication import lock_collections, publish_lock_name
 from seams.storage.search.lexical import K1, REFERENCE_LENGTH, B
 
@@ -57,7 +57,7 @@ _LOCKS = """
         ) AS x
         ORDER BY x.collection = {default}, x.collection
     LOOP
-        PERFORM pg_advisory_xact_lock(hashtextextended({prefix} || c, 0));
+        {lock}
     END LOOP;
 """
 
@@ -222,7 +222,7 @@ def _locks() -> sql.Composable:
         current=schema.CURRENT_DOCUMENTS.identifier(),
         chunks=schema.LEXICAL_CHUNKS.identifier(),
         default=sql.Literal(schema.DEFAULT_COLLECTION),
-        prefix=sql.Literal(LOCK_PREFIX),
+        lock=writer_locks.lock_sql(sql.SQL("{} || c").format(sql.Literal(LOCK_PREFIX))),
     )
 
 

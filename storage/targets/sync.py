@@ -16,7 +16,7 @@ fills a new object beside the old one (`base.model_object`), then switches reade
 (`TargetStore.switch`) and drops the old one.
 
 A sync killed at any instant is repaired by the next: store writes are idempotent, the ledger
-is written after the store and deleted after it, and the target's advisory lock keeps two syncs
+is written after the store and deleted after it, and the target's writer lock keeps two syncs
 of one target apart (a killed process's session lock ends with its connection).
 """
 
@@ -30,6 +30,7 @@ from typing import Any
 
 import psycopg
 
+from seams.storage import writer_locks
 from seams.storage.connections import ConnectionSource
 from seams.storage.targets.base import (
     Record,
@@ -275,11 +276,11 @@ def _batches(ids: Sequence[str], size: int) -> Iterator[list[str]]:
 
 
 def _lock(conn: psycopg.Connection[Any], target: str) -> None:
-    conn.execute("SELECT pg_advisory_lock(hashtext(%s))", (f"seams.target:{target}",))
+    writer_locks.hold(conn, f"seams.target:{target}", f"seams sync {target}")
 
 
 def _unlock(conn: psycopg.Connection[Any], target: str) -> None:
-    conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", (f"seams.target:{target}",))
+    writer_locks.release(conn, f"seams.target:{target}")
 
 
 def _ledger(conn: psycopg.Connection[Any], target: str, obj: str) -> dict[str, str]:

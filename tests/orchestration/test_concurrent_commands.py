@@ -13,13 +13,14 @@ import threading
 import time
 from pathlib import Path
 
+import psycopg
 import pytest
 
 from seams.models.model_store import ModelManifest
 from seams.orchestration import command_lock
 from seams.orchestration.command_lock import CommandBusy, holder_name
 from tests.support.cli import seams_env
-from tests.support.databases import rows
+from tests.support.databases import held_locks, rows
 from tests.support.samples import SHORT_DOC, copy_samples
 
 HOLD = """
@@ -79,7 +80,7 @@ def test_a_second_command_names_the_holder_waits_and_gets_the_lock_when_it_is_ki
         holder.kill()
         holder.wait()
     # Nothing is left behind: the waiter's session ended with its block.
-    assert rows(database_url, "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'") == [(0,)]
+    assert held_locks(database_url) == []
 
 
 def test_the_holders_name_fits_postgres_and_keeps_the_folders_end() -> None:
@@ -117,7 +118,7 @@ def test_two_runs_together_one_waits_naming_the_other_and_the_work_is_done_once(
             assert first.poll() is None, first.communicate()
             time.sleep(0.05)
         host = socket.gethostname()
-        named = holder_name(f"seams run {inbox}", pid=first.pid, host=host)
+        named = command_lock.full_name(f"seams run {inbox}", pid=first.pid, host=host)
         assert _lock_holders(database_url) == [named]
         first.send_signal(signal.SIGSTOP)  # holds the lock until continued: no race below
         second = start("run", str(inbox))
@@ -166,14 +167,7 @@ def test_two_runs_together_one_waits_naming_the_other_and_the_work_is_done_once(
 
 
 def _lock_holders(url: str) -> list[str]:
-    """The application_name of each session holding the command lock."""
-    return [
-        r[0]
-        for r in rows(
-            url,
-            "SELECT a.application_name FROM pg_locks AS l JOIN pg_stat_activity AS a"
-            " ON a.pid = l.pid WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1"
-            " AND ((l.classid::bigint << 32) | l.objid::bigint) = hashtextextended(%s, 0)",
-            command_lock.LOCK_NAME,
-        )
-    ]
+    """What each live session holding the command lock says it is."""
+    with psycopg.connect(url) as conn:
+        found = command_lock.holder(conn)
+    return [] if found is None else [found.name]

@@ -31,7 +31,7 @@ from seams.resources.postgres import close_pool
 from seams.storage import partition_tables as io_module
 from seams.storage import schema
 from tests.support.cli import run_seams, seams_env
-from tests.support.databases import advisory_locks, fresh_database, rows
+from tests.support.databases import fresh_database, held_locks, rows
 from tests.support.instances import current_definitions, export_instance, keep_environment
 from tests.support.samples import SHORT_DOC, copy_samples, run_path
 
@@ -175,7 +175,7 @@ def test_postgres_stopped_mid_partition_write_keeps_rows_fails_clearly_and_recov
         after = rows(data_url, snapshot)
         assert {r[0] for r in after} == {again.run_ids[0]}
         assert [r[1:] for r in after] == [r[1:] for r in before]  # same chunks, no duplicates
-    assert advisory_locks(data_url) == []
+    assert held_locks(data_url) == []
     # The one line a `seams run` user sees names the cause, not just "step failed".
     assert "PostgreSQL at postgresql://postgres:***@" in runner_message, runner_message
 
@@ -269,9 +269,9 @@ def test_a_run_killed_at_every_place_in_turn_reruns_to_exactly_the_clean_index(
         assert killed.returncode == -signal.SIGKILL, f"{place} was never reached: {said}"
         # Its sessions die with it: no advisory lock (the command's, a partition's) stays behind.
         deadline = time.monotonic() + 10
-        while advisory_locks(database_url) and time.monotonic() < deadline:
+        while held_locks(database_url) and time.monotonic() < deadline:
             time.sleep(0.1)
-        assert advisory_locks(database_url) == [], place
+        assert held_locks(database_url) == [], place
         if place != "after:chunk_index":  # published in that write's transaction
             # Readers saw nothing of the unfinished batch.
             assert rows(database_url, "SELECT count(*) FROM seams.current_chunks") == [(0,)]
@@ -299,7 +299,7 @@ def test_a_run_killed_at_every_place_in_turn_reruns_to_exactly_the_clean_index(
 
     assert _index(database_url) == clean_index
     assert rows(database_url, "SELECT count(*) FROM seams.batches") == [(1,)]
-    assert advisory_locks(database_url) == []
+    assert held_locks(database_url) == []
 
 
 def _resumed_at(place: str) -> str:

@@ -193,7 +193,8 @@ def test_every_table_and_view_returns_only_the_tenants_rows(tenancy: Tenancy, wh
 
 
 def test_shared_cache_statistics_and_dagster_tables_are_closed(tenancy: Tenancy) -> None:
-    closed = [t.identifier() for t in tenants.PRIVATE] + [sql.Identifier("public", "runs")]
+    closed = [t.identifier() for t in (*tenants.PRIVATE, *tenants.LOCKS)]
+    closed.append(sql.Identifier("public", "runs"))
     with psycopg.connect(tenancy.urls[tenancy.a], autocommit=True) as conn:
         for relation in closed:
             with pytest.raises(psycopg.errors.InsufficientPrivilege):

@@ -84,10 +84,19 @@ def extracted_documents(url: str) -> list[tuple[str, str]]:
     return rows(url, "SELECT document_id, text FROM seams.extracted_text WHERE error IS NULL")
 
 
-def advisory_locks(url: str) -> list[tuple]:
-    """Advisory locks held or awaited in `url`'s database, by anyone."""
-    return rows(
+def held_locks(url: str) -> list[tuple]:
+    """Locks between writers held or awaited in `url`'s database, by anyone: advisory locks,
+    and session locks (`seams.storage.writer_locks`) whose holding session is alive."""
+    advisory = rows(
         url,
-        "SELECT l.pid, l.granted, l.objid FROM pg_locks l JOIN pg_database d ON d.oid = l.database"
-        " WHERE l.locktype = 'advisory' AND d.datname = current_database()",
+        "SELECT l.pid, l.granted, l.objid::text FROM pg_locks l JOIN pg_database d"
+        " ON d.oid = l.database WHERE l.locktype = 'advisory' AND d.datname = current_database()",
     )
+    if rows(url, "SELECT to_regclass('seams.writer_locks') IS NULL") == [(True,)]:
+        return advisory
+    leases = rows(
+        url,
+        "SELECT l.pid, true, l.name FROM seams.writer_locks AS l WHERE EXISTS (SELECT 1"
+        " FROM pg_stat_activity AS a WHERE a.pid = l.pid AND a.backend_start = l.backend_start)",
+    )
+    return advisory + leases
