@@ -205,7 +205,7 @@ class ChunkingConfig(BaseModel):
     segmenter: Segmenter = "optimal"
     """"optimal": the best segmentation under the size contract (`chunking.optimal`);
     "threshold": cut where the similarity dips below `threshold_type`'s threshold, then let the
-    size rules add or drop cuts (the earlier default, kept as an option)."""
+    size rules add or drop cuts."""
     cut_cost: float = Field(1.0, ge=0.0, le=1000.0)
     """Optimal segmenter: what a chunk must explain of its candidates' spread to be worth a cut
     at a paragraph break (`chunking.optimal`); a cut inside a paragraph pays `paragraph_cost` on

@@ -187,8 +187,18 @@ ENVIRONMENT = (
     ),
     ("`SEAMS_DAGSTER_DATABASE_URL`", "Dagster's run storage; unset: the same database"),
     (
+        "`DAGSTER_HOME`",
+        "a Dagster deployment's own home, whose instance then records Seams' runs (see "
+        "[In your own Dagster](dagster.md)); unset: `dagster_home` under the data dir",
+    ),
+    (
         "`SEAMS_CELERY_BROKER_URL`, `SEAMS_CELERY_BACKEND_URL`",
         "the Celery broker and result backend (`execution.executor: celery`)",
+    ),
+    (
+        "`SEAMS_API_KEYS`",
+        "the file of `seams serve`'s API keys, one `TENANT KEY` per line (see "
+        "[Search as a service](serving.md#keys-and-tenants)); unset: no keys, loopback only",
     ),
 )
 

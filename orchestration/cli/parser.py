@@ -267,10 +267,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sync.add_argument("--json", action="store_true", help="print the report as JSON")
 
-    model = sub.add_parser("model", help="provision the embedding model")
+    model = sub.add_parser("model", help="provision the embedding models")
     model_sub = model.add_subparsers(dest="model_command", required=True, metavar="ACTION")
     model_export = model_sub.add_parser(
-        "export", help="export the packaged all-MiniLM-L6-v2 to ONNX under the data dir (once)"
+        "export",
+        help="export every model the settings use under the data dir (once): the packaged "
+        "all-MiniLM-L6-v2 to ONNX, the fast preset's static model, and the model folders "
+        "embedder.model and retrieval.model name",
     )
     model_export.add_argument("--force", action="store_true", help="re-export even if present")
 
