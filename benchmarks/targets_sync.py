@@ -8,9 +8,10 @@ qdrant-client's local mode, Chroma's own server started by `chroma run`, Milvus 
 file) measures:
 
 - the first sync into an empty store (records/s: every record sent), median of `--runs` runs,
-  each into a fresh store;
-- a backfill that rewrites every batch with 1 % of the chunks' texts changed (the chunking
-  config unchanged): the records it sends and deletes, and the time of that sync (median).
+  each into a fresh store, with the machine's 1-minute load average after each;
+- `--runs` backfills, each rewriting every batch with 1 % of the chunks' texts changed (then
+  changed back; the chunking config unchanged), each store synced after each: the records it
+  sends and deletes, and the time of that sync (medians).
 
 A settings change that changes the chunking config gives every chunk a new `config_hash`, a
 lineage field of every record: such a backfill re-sends every record, and is not what this
@@ -169,43 +170,55 @@ def main(argv: list[str] | None = None) -> int:
 
             os.environ["BENCH_CHROMA_URL"] = chroma_server()
         environment = SeamsEnvironment.from_os()
-        dirty = False
-        for kind in args.kinds:
-            first, backfill, sent, deleted = [], [], [], []
+        last: dict[str, TargetSettings] = {}
+        for kind in args.kinds:  # first syncs: a fresh store per run
+            first, loads = [], []
             for run in range(args.runs):
-                if dirty:  # back to the original corpus, the store built from nothing
-                    for batch in range(batches):
-                        write_batch(postgres, batch, set(), register=False)
-                dirty = True
-                settings = store_settings(kind, folder, run)
-                store = open_target(f"bench_{kind}_{run}", settings, environment)
+                last[kind] = store_settings(kind, folder, run)
+                store = open_target(f"bench_{kind}_{run}", last[kind], environment)
                 try:
                     done = sync_target(postgres, f"bench_{kind}_{run}", store, ["default"])
-                    assert done.written == total, done
-                    first.append(done.seconds)
-                    for batch in range(batches):
-                        write_batch(postgres, batch, changed, register=False)
-                    done = sync_target(postgres, f"bench_{kind}_{run}", store, ["default"])
-                    backfill.append(done.seconds)
-                    sent.append(done.written)
-                    deleted.append(done.deleted)
                 finally:
                     store.close()
+                assert done.written == total, done
+                first.append(done.seconds)
+                loads.append(os.getloadavg()[0])
+                print(f"  {kind} run {run + 1}: first sync {done.seconds:.2f} s", flush=True)
             results[kind] = {
                 "chunks": total,
+                "first_sync_runs_s": first,
                 "first_sync_s": statistics.median(first),
                 "first_sync_records_per_s": total / statistics.median(first),
-                "backfill_changed_chunks": len(changed),
-                "backfill_written": statistics.median(sent),
-                "backfill_deleted": statistics.median(deleted),
-                "backfill_sync_s": statistics.median(backfill),
+                "load_average_1m": statistics.median(loads),
             }
+        # Backfills: every batch rewritten with 1 % of the chunks changed (then changed back,
+        # and so on), each store of the last run synced after each.
+        rounds: dict[str, list[tuple[float, int, int]]] = {kind: [] for kind in args.kinds}
+        for round_ in range(args.runs):
+            for batch in range(batches):
+                write_batch(postgres, batch, changed if round_ % 2 == 0 else set(), False)
+            for kind in args.kinds:
+                target = f"bench_{kind}_{args.runs - 1}"
+                store = open_target(target, last[kind], environment)
+                try:
+                    done = sync_target(postgres, target, store, ["default"])
+                finally:
+                    store.close()
+                rounds[kind].append((done.seconds, done.written, done.deleted))
+        for kind in args.kinds:
             r = results[kind]
+            r.update({
+                "backfill_changed_chunks": len(changed),
+                "backfill_written": statistics.median(w for _, w, _ in rounds[kind]),
+                "backfill_deleted": statistics.median(d for _, _, d in rounds[kind]),
+                "backfill_sync_s": statistics.median(s for s, _, _ in rounds[kind]),
+            })  # fmt: skip
             print(
                 f"{kind:9} {total:>7,} chunks: first sync {r['first_sync_s']:7.2f} s "
-                f"({r['first_sync_records_per_s']:8,.0f} records/s); backfill changing "
-                f"{len(changed)} chunks: wrote {r['backfill_written']:.0f}, deleted "
-                f"{r['backfill_deleted']:.0f} in {r['backfill_sync_s']:.2f} s",
+                f"({r['first_sync_records_per_s']:8,.0f} records/s, "
+                f"load {r['load_average_1m']:.1f}); backfill changing {len(changed)} chunks: "
+                f"wrote {r['backfill_written']:.0f}, "
+                f"deleted {r['backfill_deleted']:.0f} in {r['backfill_sync_s']:.2f} s",
                 flush=True,
             )
     finally:
