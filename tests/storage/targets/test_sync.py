@@ -130,9 +130,13 @@ def test_a_record_deleted_or_altered_by_hand_is_found_and_repaired(
             assert found.counts() == {"records": 11, "missing": 1, "extra": 0, "stale": 1}
             assert found.examples["missing"] == [gone]
             assert found.examples["stale"] == [f"{altered} (text)"]
-            # The ledger alone cannot see an edit; the verifying sync reads the records.
+            # The asset's quick sync sees the deleted id in the store's ids; the ledger alone
+            # cannot see an edit: the verifying sync reads the records.
+            assert sync_target(postgres, "docs", store, COLLECTIONS).written == 1
+            found = check_target(postgres, "docs", store, COLLECTIONS)
+            assert found.counts() == {"records": 12, "missing": 0, "extra": 0, "stale": 1}
             repaired = sync_target(postgres, "docs", store, COLLECTIONS, verify=True)
-            assert repaired.written == 2 and repaired.found is not None
+            assert repaired.written == 1 and repaired.found is not None
             assert check_target(postgres, "docs", store, COLLECTIONS).exact
             assert_mirrors(store, corpus.current_records(postgres))
         finally:
