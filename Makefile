@@ -3,6 +3,8 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.seams-installed
+# The folders of the `seams` package (pyproject.toml's package-dir).
+PACKAGE_DIRS := seams chunking extraction models storage integrations resources serving assets orchestration
 UV = $(BIN)/uv pip install -q --python $(BIN)/python $(foreach links,$(PIP_FIND_LINKS),--find-links $(links))
 
 .PHONY: install install-stores demo test test-all test-fast test-dagster-oldest lint format bench
@@ -20,6 +22,8 @@ $(STAMP): pyproject.toml
 	# Bytecode compiled once here, so a quick command (`seams search`) does not compile its
 	# imports again on every call where Python cannot write its cache.
 	$(UV) --compile-bytecode -e '.[pipeline,export,dev,celery,langchain,llama-index,parquet,qdrant,lancedb,serve,s3]'
+	# The editable install's own modules are this checkout's folders, which uv does not compile.
+	$(BIN)/python -m compileall -q -j 0 $(PACKAGE_DIRS) >/dev/null
 	@touch $@
 
 install: $(STAMP)

@@ -424,7 +424,7 @@ def drop_hnsw(url: str) -> None:
     load up to it runs without it (a bulk load; the measured batches run with it)."""
     with psycopg.connect(url, autocommit=True) as conn:
         name = schema.chunk_index_hnsw_name(MODEL_ID, DIMENSION)
-        conn.execute(sql.SQL("DROP INDEX {}").format(sql.Identifier(schema.SCHEMA, name)))
+        conn.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(sql.Identifier(schema.SCHEMA, name)))
 
 
 SERVER_SETTINGS = ("shared_buffers", "effective_cache_size", "maintenance_work_mem", "work_mem",

@@ -187,18 +187,29 @@ def run(args: argparse.Namespace) -> Iterator[dict[str, Any]]:
     manifest = load_manifest(default_model_dir(environment))
     scale.MODEL_ID = manifest.model_id  # the rows carry the real model's id (see the doc)
     corpus = scale.Corpus()
-    root = server_tempdir("seams-serve-bench-")
+    if args.keep:
+        root = args.keep.resolve()
+        root.mkdir(parents=True, exist_ok=True)
+        root.chmod(0o711)  # the server's user passes through, as with `server_tempdir`
+    else:
+        root = server_tempdir("seams-serve-bench-")
     server = EmbeddedPostgres(root / "pgdata")
     try:
         url = database_url_for(server.start(), DATA_DATABASE)
         postgres = PostgresPool(url=url, max_connections=2)
         postgres.ensure_schema()
-        loaded = 0
+        loaded = scale.loaded_batches(url)
         for size in args.sizes:
             target = size // scale.CHUNKS_PER_BATCH
-            print(f"[{time.strftime('%H:%M:%S')}] loading to {size:,} chunks", flush=True)
-            scale.load_to(postgres, corpus, loaded, target)  # type: ignore[arg-type]
-            loaded = target
+            if target < loaded:
+                raise SystemExit(
+                    f"--keep {root} holds {loaded:,} batches, more than {size:,} chunks"
+                )
+            if target > loaded:
+                scale.drop_hnsw(url)  # a bulk load without it; built again below
+                print(f"[{time.strftime('%H:%M:%S')}] loading to {size:,} chunks", flush=True)
+                scale.load_to(postgres, corpus, loaded, target)  # type: ignore[arg-type]
+                loaded = target
             scale.build_hnsw(url)
             texts = [q.text for q in scale.queries(corpus, loaded, args.queries)]
             print(f"[{time.strftime('%H:%M:%S')}] measuring at {size:,} chunks", flush=True)
@@ -206,7 +217,8 @@ def run(args: argparse.Namespace) -> Iterator[dict[str, Any]]:
     finally:
         close_all_pools()
         server.stop()
-        shutil.rmtree(root, ignore_errors=True)
+        if not args.keep:
+            shutil.rmtree(root, ignore_errors=True)
 
 
 def table(results: list[dict[str, Any]], clients: int) -> str:
@@ -233,6 +245,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--queries", type=int, default=100)
     parser.add_argument("--clients", type=int, default=16)
     parser.add_argument("--cli-runs", type=int, default=5)
+    parser.add_argument(
+        "--keep",
+        type=Path,
+        help="keep the database in this folder (a short path: the server's socket lives there);"
+        " a later run there loads only what it lacks",
+    )
     parser.add_argument("--json", type=Path, help="write the results here")
     args = parser.parse_args(argv)
     results = list(run(args))

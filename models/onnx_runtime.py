@@ -37,6 +37,7 @@ from tokenizers import Tokenizer
 from seams.errors import ConfigError, EmbeddingError
 from seams.models.model_folder import DenseLayer, VectorRecipe
 from seams.models.model_store import EXPORT_HINT
+from seams.models.optimized_graph import optimized_graph
 
 log = logging.getLogger(__name__)
 
@@ -437,7 +438,8 @@ def load_runtime(
     recipe. Dense weights (`<name>.weight.npy`, `<name>.bias.npy`) are read from beside it.
 
     The key includes the file's size and mtime, so a re-export in the same process is picked
-    up rather than served stale from the cache.
+    up rather than served stale from the cache. `cache=False` (a one-off load, as the exporter's
+    int8 check) keeps neither the session nor an optimized copy of the graph on disk.
     """
     recipe = recipe or VectorRecipe()
     providers = list(providers) if providers is not None else select_providers()
@@ -460,7 +462,7 @@ def load_runtime(
         if cache and key in _runtimes:
             return _runtimes[key]
         runtime = EmbeddingRuntime(
-            _open_session(model_path, intra_op_threads, providers),
+            _open_session(model_path, intra_op_threads, providers, keep_optimized=cache),
             _open_tokenizer(tokenizer_path),
             dims,
             recipe,
@@ -477,19 +479,32 @@ def clear_runtime_cache() -> None:
         _runtimes.clear()
 
 
-def _open_session(path: Path, threads: int, providers: list[str]) -> ort.InferenceSession:
-    """Open the ONNX session; if a GPU provider fails to initialise, retry on CPU alone."""
+def _open_session(
+    path: Path, threads: int, providers: list[str], *, keep_optimized: bool = False
+) -> ort.InferenceSession:
+    """Open the ONNX session; if a GPU provider fails to initialise, retry on CPU alone.
+
+    `keep_optimized` (on CPU): open the optimized copy kept beside the graph
+    (`seams.models.optimized_graph`, saved on first use), which computes the same and opens at
+    a third of the cost; any failure there opens the original."""
     options = ort.SessionOptions()
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     options.log_severity_level = 3  # onnxruntime's provider-fallback warnings go to our log
+    if keep_optimized and providers == [CPU_PROVIDER]:
+        graph = optimized_graph(path, options, providers)
+        if graph != path:
+            try:
+                return ort.InferenceSession(str(graph), options, providers=providers)
+            except Exception as exc:  # a damaged copy: the original still opens
+                log.debug("cannot open the optimized copy %s (%s)", graph, exc)
     try:
         return ort.InferenceSession(str(path), options, providers=providers)
     except Exception as exc:
         if providers != [CPU_PROVIDER]:
             log.warning("onnxruntime could not start %s (%s); falling back to CPU", providers, exc)
-            return _open_session(path, threads, [CPU_PROVIDER])
+            return _open_session(path, threads, [CPU_PROVIDER], keep_optimized=keep_optimized)
         raise EmbeddingError(
             f"onnxruntime cannot load the model file {path} ({exc}); it may be corrupt: "
             f"{EXPORT_HINT}."

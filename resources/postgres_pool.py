@@ -136,8 +136,7 @@ class PostgresPool(BaseModel):
             pool = _POOLS.get(key)
             if pool is None or pool.closed:
                 if key not in _SCHEMA_CHECKED:
-                    state = _check_schema(url)
-                    _SCHEMA_CHECKED[key] = state.needs_migration and not state.missing
+                    _SCHEMA_CHECKED[key] = _check_schema(url)
                 local = self._environment().database_url is None  # the embedded server
                 pool = _POOLS[key] = _open_pool(url, self.max_connections, local_server=local)
         return pool
@@ -158,9 +157,9 @@ class PostgresPool(BaseModel):
             try:
                 yield conn
             except psycopg.ProgrammingError as exc:
-                if _SCHEMA_CHECKED.get(key) and isinstance(
+                if isinstance(
                     exc, psycopg.errors.UndefinedTable | psycopg.errors.UndefinedColumn
-                ):
+                ) and _older(_SCHEMA_CHECKED.get(key)):
                     raise StorageError(
                         f"the seams schema at {self.redacted_url} is older than this Seams "
                         f"({str(exc).strip().splitlines()[0]}): run `seams db upgrade` (or any "
@@ -212,7 +211,7 @@ class PostgresPool(BaseModel):
         migration = create_schema(url)
         with _LOCK:
             _MIGRATED.add(key)
-            _SCHEMA_CHECKED[key] = False
+            _SCHEMA_CHECKED[key] = None
         return migration
 
 
@@ -260,7 +259,7 @@ def _check_schema(url: str) -> SchemaState:
             where,
             state.describe(),
         )
-    elif state.needs_migration and not state.missing:
+    elif log.isEnabledFor(logging.INFO) and _older(state):  # a look costs rendering the DDL
         log.info(
             "the seams schema at %s (%s) is older than this Seams: reading it as it is; the "
             "next run or `seams db upgrade` upgrades it",
@@ -268,6 +267,12 @@ def _check_schema(url: str) -> SchemaState:
             state.describe(),
         )
     return state
+
+
+def _older(state: SchemaState | None) -> bool:
+    """Whether a schema a reader found (None: one this process migrated) is older than this
+    Seams: only asked when it matters, since telling costs rendering all of the DDL."""
+    return state is not None and not state.missing and state.needs_migration
 
 
 def close_pool(url: str) -> None:
@@ -418,8 +423,8 @@ def register_vector(context: psycopg.Connection[Any]) -> None:
 _LOCK = threading.Lock()
 _POOLS: dict[tuple[int, str], ConnectionPool] = {}
 _RESOLVED: dict[tuple[int, str, str], str] = {}
-#: (pid, url) whose schema version this process has read (readers) or migrated (writers), and
-#: whether it was older than this Seams' then.
-_SCHEMA_CHECKED: dict[tuple[int, str], bool] = {}
+#: (pid, url) whose schema version this process has read (readers: what it found) or migrated
+#: (writers: None).
+_SCHEMA_CHECKED: dict[tuple[int, str], SchemaState | None] = {}
 _MIGRATED: set[tuple[int, str]] = set()
 atexit.register(close_all_pools)
