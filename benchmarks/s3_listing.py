@@ -2,10 +2,11 @@
 
     .venv/bin/python -m benchmarks.s3_listing [--objects 10000 100000] [--runs 3] [--documents 200]
 
-Against moto's S3 API server in a child process (so its memory is not ours; above `--moto-up-to`
-objects, a minimal S3 responder serving generated objects, as moto's listing slows with the
-square of a bucket's size) and a fresh embedded PostgreSQL, through the code `seams run` and
-the inbox sensor use (`seams.storage.sources`):
+Against moto's S3 API server in a child process (so its memory is not ours) and a fresh embedded
+PostgreSQL, through the code `seams run` and the inbox sensor use (`seams.storage.sources`).
+The server's versioned buckets are filled before it starts, through moto's own backend in that
+process (100k PUT requests over HTTP would take longer than everything measured here); every
+listing and every read goes over HTTP to moto's server, as a client's would.
 
 1. per size N: N small objects under one prefix, then
    - `list`: the paginated listing alone (1,000 keys per request), as a sensor's look;
@@ -16,32 +17,41 @@ the inbox sensor use (`seams.storage.sources`):
    - `again`: the next look after registration: listing and deciding that nothing is new;
    each with its wall time, this process's CPU time (the client's own work, whatever the
    server costs), and the peak of Python memory it allocated (tracemalloc, in a separate pass
-   from the timed one), per object too;
+   from the timed one), per object too, beside what a key and an ETag alone take as Python
+   strings;
 2. a bucket against a folder: the same `--documents` files registered from a folder (bytes read,
    hashed and stored in PostgreSQL) and from a bucket (listed, read and hashed; bytes stay in
    the store), then the `extracted_text` asset of that batch, which reads each document's bytes
-   from PostgreSQL or from the store by the recorded version. What follows extraction (every
-   other asset) reads the same text either way.
+   from PostgreSQL or from the store by the recorded version;
+3. the same `--documents` files through a whole `seams run` (a child process, its own data dir
+   and embedded PostgreSQL, the exported model linked in) from the folder and from the bucket:
+   registration, extraction, chunking, embedding, indexing and publication, end to end.
 
-Medians of `--runs`; on a 2-core machine shared with other work: read the ratios. Writes
-benchmarks/results/s3_listing.json.
+Medians of `--runs` (`register` runs once: a second pass would find nothing new); the load
+average is recorded with every figure: on a 2-core machine shared with other work, read the
+ratios and the CPU column. Writes benchmarks/results/s3_listing.json.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
+import resource
 import statistics
 import subprocess
 import sys
 import time
 import tracemalloc
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from benchmarks.header import write_result
+from benchmarks.synthetic import document
+
+T = TypeVar("T")
 
 RESULTS = Path(__file__).parent / "results" / "s3_listing.json"
 BODY = "# Note {n}\n\nA short note, number {n}, about nothing in particular.\n"
@@ -53,16 +63,14 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--documents", type=int, default=200)
     parser.add_argument(
-        "--moto-up-to",
-        type=int,
-        default=10_000,
-        help="sizes above this list a generated bucket served by a minimal S3 responder",
-    )
-    parser.add_argument(
         "--register-up-to",
         type=int,
         default=100_000,
         help="register (read every object) only at sizes up to this; larger: listing only",
+    )
+    parser.add_argument("--words", type=int, default=1500, help="words per compared document")
+    parser.add_argument(
+        "--full-runs", type=int, default=1, help="whole `seams run`s per source (0: none)"
     )
     args = parser.parse_args()
 
@@ -80,7 +88,7 @@ def main() -> int:
         os.environ[name] = value
     from seams.resources.database import EmbeddedPostgres
 
-    server, endpoint = _moto_server(work)
+    server, endpoint = _moto_server(work, {f"bench-{n}": n for n in args.objects})
     database = EmbeddedPostgres(work / "pgdata")
     url = database.start()
     try:
@@ -89,146 +97,68 @@ def main() -> int:
         client = boto3.client("s3", endpoint_url=endpoint)
         sizes = {}
         for n in args.objects:
-            registers = n <= args.register_up_to
-            if n > args.moto_up_to:  # generated objects, listed and read without moto's cost
-                synthetic, where = _synthetic_server(n)
-                try:
-                    sizes[n] = _listing(where, "synthetic", url, n, args.runs, registers)
-                finally:
-                    synthetic.terminate()
-                    synthetic.wait(timeout=30)
-                sizes[n]["server"] = "synthetic"
-                continue
-            bucket = f"bench-{n}"
-            client.create_bucket(Bucket=bucket)
-            client.put_bucket_versioning(
-                Bucket=bucket, VersioningConfiguration={"Status": "Enabled"}
-            )
-            started = time.perf_counter()
-            _fill(client, bucket, n)
-            print(f"{n:,} objects put in {time.perf_counter() - started:.0f} s", flush=True)
-            sizes[n] = _listing(endpoint, bucket, url, n, args.runs, registers)
-            sizes[n]["server"] = "moto"
-        compared = _bucket_against_folder(client, endpoint, url, work, args.documents, args.runs)
+            sizes[n] = _listing(endpoint, f"bench-{n}", url, n, args.runs, n <= args.register_up_to)
+        texts = [document(seed, args.words) for seed in range(args.documents)]
+        compared = _bucket_against_folder(client, endpoint, url, work, texts, args.runs)
+        full = _full_runs(client, endpoint, work, texts, args.full_runs) if args.full_runs else {}
     finally:
         database.stop()
         server.terminate()
         server.wait(timeout=30)
-    _print(sizes, compared)
+    _print(sizes, compared, full)
     write_result(RESULTS, {"listing": {str(n): r for n, r in sizes.items()},
-                           "bucket_against_folder": compared, "runs": args.runs})  # fmt: skip
+                           "bucket_against_folder": compared, "full_run": full,
+                           "runs": args.runs})  # fmt: skip
     return 0
 
 
-def _moto_server(work: Path) -> tuple[subprocess.Popen, str]:
+def _moto_server(work: Path, buckets: dict[str, int]) -> tuple[subprocess.Popen, str]:
+    """`_serve_moto` in a child process, once it answers (its buckets filled)."""
     from tests.support.processes import free_port
 
     port = free_port()
     log = (work / "moto.log").open("w")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
+    code = f"from benchmarks.s3_listing import _serve_moto; _serve_moto({port}, {buckets!r})"
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=log, stderr=subprocess.STDOUT)
     endpoint = f"http://127.0.0.1:{port}"
     import urllib.request
 
-    for _ in range(300):
+    deadline = time.monotonic() + 1800
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"moto's server exited: {(work / 'moto.log').read_text()}")
         try:
             urllib.request.urlopen(f"{endpoint}/moto-api/", timeout=1)
             return proc, endpoint
         except OSError:
-            time.sleep(0.2)
+            time.sleep(0.5)
     raise RuntimeError("moto's server never answered")
 
 
-def _synthetic_server(n: int) -> tuple[subprocess.Popen, str]:
-    """`_serve_synthetic` in a child process: an HTTP server answering S3's ListObjectsV2 and
-    GetObject for a bucket `synthetic` of `n` generated objects, instantly (moto sorts every
-    key on every page request, so its listing grows with the square of the bucket)."""
-    from tests.support.processes import free_port
+def _serve_moto(port: int, buckets: dict[str, int]) -> None:
+    """moto's S3 server in this process, after filling versioned `buckets` (name -> objects
+    under `notes/`) through moto's backend, the state its server answers from."""
+    import threading
 
-    port = free_port()
-    code = f"from benchmarks.s3_listing import _serve_synthetic; _serve_synthetic({n}, {port})"
-    proc = subprocess.Popen([sys.executable, "-c", code])
-    endpoint = f"http://127.0.0.1:{port}"
-    import urllib.request
+    from moto.core import DEFAULT_ACCOUNT_ID
+    from moto.s3.models import s3_backends
+    from moto.server import ThreadedMotoServer
 
-    for _ in range(300):
-        try:
-            urllib.request.urlopen(f"{endpoint}/synthetic/notes/000000.md", timeout=1)
-            return proc, endpoint
-        except OSError:
-            time.sleep(0.2)
-    raise RuntimeError("the synthetic server never answered")
+    backend = s3_backends[DEFAULT_ACCOUNT_ID]["aws"]
+    for bucket, n in buckets.items():
+        backend.create_bucket(bucket, "us-east-1")
+        backend.put_bucket_versioning(bucket, "Enabled")
+        for i in range(n):
+            backend.put_object(bucket, f"notes/{i:06d}.md", BODY.format(n=i).encode())
+    ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False).start()
+    threading.Event().wait()
 
 
-def _serve_synthetic(n: int, port: int) -> None:
-    import hashlib
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-    from urllib.parse import parse_qs, urlsplit
-
-    def body(i: int) -> bytes:
-        return BODY.format(n=i).encode()
-
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def do_GET(self) -> None:
-            url = urlsplit(self.path)
-            query = parse_qs(url.query)
-            if url.path.rstrip("/") == "/synthetic":
-                start = int(query.get("continuation-token", ["0"])[0])
-                end = min(start + 1000, n)
-                items = "".join(
-                    f"<Contents><Key>notes/{i:06d}.md</Key><LastModified>"
-                    f"2026-01-01T00:00:00.000Z</LastModified><ETag>&quot;"
-                    f"{hashlib.md5(body(i)).hexdigest()}&quot;</ETag><Size>{len(body(i))}"
-                    "</Size><StorageClass>STANDARD</StorageClass></Contents>"
-                    for i in range(start, end)
-                )
-                more = f"<NextContinuationToken>{end}</NextContinuationToken>" if end < n else ""
-                page = (
-                    '<?xml version="1.0" encoding="UTF-8"?><ListBucketResult xmlns="http://'
-                    's3.amazonaws.com/doc/2006-03-01/"><Name>synthetic</Name><Prefix>notes/'
-                    f"</Prefix><KeyCount>{end - start}</KeyCount><MaxKeys>1000</MaxKeys>"
-                    f"<IsTruncated>{'true' if more else 'false'}</IsTruncated>{more}{items}"
-                    "</ListBucketResult>"
-                ).encode()
-                self._send(page, {"Content-Type": "application/xml"})
-                return
-            i = int(url.path.rsplit("/", 1)[1].split(".")[0])
-            data = body(i)
-            self._send(
-                data,
-                {
-                    "ETag": f'"{hashlib.md5(data).hexdigest()}"',
-                    "x-amz-version-id": f"v{i}",
-                    "Last-Modified": "Thu, 01 Jan 2026 00:00:00 GMT",
-                    "Content-Type": "text/markdown",
-                },
-            )
-
-        def _send(self, data: bytes, headers: dict[str, str]) -> None:
-            self.send_response(200)
-            for name, value in headers.items():
-                self.send_header(name, value)
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    ThreadingHTTPServer(("127.0.0.1", port), Handler).serve_forever()
-
-
-def _fill(client: Any, bucket: str, n: int) -> None:
-    def put(i: int) -> None:
-        client.put_object(Bucket=bucket, Key=f"notes/{i:06d}.md", Body=BODY.format(n=i).encode())
-
-    with ThreadPoolExecutor(16) as pool:
-        list(pool.map(put, range(n)))
+def _timed(step: Callable[[], T]) -> tuple[T, float, float]:
+    """`step()`, the wall seconds and this process's CPU seconds it took."""
+    started, started_cpu = time.perf_counter(), time.process_time()
+    value = step()
+    return value, time.perf_counter() - started, time.process_time() - started_cpu
 
 
 def _listing(
@@ -263,8 +193,9 @@ def _listing(
                 batches.register_batch(conn, part, source="bench", collection=collection)
         return len(pending)
 
-    listed()  # the client made and its service model loaded before anything is measured
-    result: dict[str, Any] = {}
+    # The client made and its service model loaded before anything is measured.
+    source.store.client.list_objects_v2(Bucket=bucket, MaxKeys=1)
+    result: dict[str, Any] = {"key_and_etag_bytes": _key_and_etag_bytes(bucket, n)}
     steps = [("list", listed, runs), ("decide", decide, runs)]
     if registers:
         steps += [("register", register, 1), ("again", decide, runs)]
@@ -272,10 +203,9 @@ def _listing(
         memory = _peak(step) if name != "register" else None
         times, cpu = [], []
         for _ in range(repeat):
-            started, started_cpu = time.perf_counter(), time.process_time()
-            count = step()
-            times.append(time.perf_counter() - started)
-            cpu.append(time.process_time() - started_cpu)
+            count, seconds, cpu_seconds = _timed(step)
+            times.append(seconds)
+            cpu.append(cpu_seconds)
         if name == "register":  # the one pass that registers: its memory measured after
             memory = _peak(lambda: len(source.scan().found))
         result[name] = {
@@ -285,9 +215,17 @@ def _listing(
             "counted": count,
             "peak_mib": memory / 2**20,
             "peak_bytes_per_object": memory / n,
+            "load_average": os.getloadavg()[0],
         }
         print(f"{n:,} {name}: {result[name]}", flush=True)
     return result
+
+
+def _key_and_etag_bytes(bucket: str, n: int) -> int:
+    """What the objects' keys (as `s3://` URIs) and ETags alone take as Python strings, per
+    object: the floor a listing that keeps anything per object cannot go under."""
+    uri = sys.getsizeof(f"s3://{bucket}/notes/{n - 1:06d}.md")
+    return uri + sys.getsizeof(hashlib.md5(b"").hexdigest())
 
 
 def _peak(step: Callable[[], int]) -> int:
@@ -300,23 +238,21 @@ def _peak(step: Callable[[], int]) -> int:
 
 
 def _bucket_against_folder(
-    client: Any, endpoint: str, url: str, work: Path, documents: int, runs: int
+    client: Any, endpoint: str, url: str, work: Path, texts: list[str], runs: int
 ) -> dict[str, Any]:
     import dagster as dg
 
-    from benchmarks.synthetic import document
     from seams.assets.extraction import build_extraction_asset
     from seams.assets.partitions import document_batches
     from seams.extraction.limits import ExtractionLimits
     from seams.resources.io_manager import PostgresIOManager
+    from seams.resources.keys import IO_MANAGER_KEY, POSTGRES_KEY
     from seams.resources.postgres import PostgresResource
-    from seams.storage import batches
     from seams.storage.object_store import ObjectPrefix, ObjectStore
     from seams.storage.sources import FolderSource, ObjectSource
 
-    texts = [document(seed, 3000) for seed in range(documents)]
     postgres = PostgresResource(url=url)
-    resources = {"postgres": postgres, "io_manager": PostgresIOManager(postgres=postgres)}
+    resources = {POSTGRES_KEY: postgres, IO_MANAGER_KEY: PostgresIOManager(postgres=postgres)}
     out: dict[str, list[tuple[float, float]]] = {"folder": [], "bucket": []}
     for run in range(runs):
         folder = work / f"folder-{run}"
@@ -338,51 +274,116 @@ def _bucket_against_folder(
             ),
         }
         for kind, source in sources.items():
-            started = time.perf_counter()
-            scan = source.scan()
-            with postgres.connection() as conn:
-                key = batches.register_batch(
-                    conn, source.freeze(scan.found), source=f"bench:{kind}{run}"
-                )
-            registered = time.perf_counter() - started
+            key, registered, _ = _timed(partial(_register, postgres, source, f"bench:{kind}{run}"))
             asset = build_extraction_asset(ExtractionLimits(), endpoint_url=endpoint)
             with dg.DagsterInstance.ephemeral() as instance:
                 instance.add_dynamic_partitions(document_batches.name, [key])
-                started = time.perf_counter()
-                result = dg.materialize(
-                    [asset], partition_key=key, instance=instance, resources=resources
+                result, extracted, _ = _timed(
+                    partial(
+                        dg.materialize,
+                        [asset],
+                        partition_key=key,
+                        instance=instance,
+                        resources=resources,
+                    )
                 )
-                extracted = time.perf_counter() - started
             assert result.success
             out[kind].append((registered, extracted))
             print(f"{kind} run {run}: register {registered:.2f} s, extract {extracted:.2f} s")
     return {
         kind: {
-            "documents": documents,
+            "documents": len(texts),
             "register_s": statistics.median(r for r, _ in pairs),
             "extract_s": statistics.median(e for _, e in pairs),
+            "load_average": os.getloadavg()[0],
         }
         for kind, pairs in out.items()
     }
 
 
-def _print(sizes: dict[int, dict[str, Any]], compared: dict[str, Any]) -> None:
-    print("\n| objects | server | step | median s | our CPU s | peak MiB | bytes/object |")
-    print("|---:|---|---|---:|---:|---:|---:|")
+def _register(postgres: Any, source: Any, name: str) -> str:
+    """One batch of everything `source` holds now; its key."""
+    from seams.storage import batches
+
+    scan = source.scan()
+    with postgres.connection() as conn:
+        return batches.register_batch(conn, source.freeze(scan.found), source=name)
+
+
+def _full_runs(
+    client: Any, endpoint: str, work: Path, texts: list[str], runs: int
+) -> dict[str, Any]:
+    """`seams run FOLDER` and `seams run s3://BUCKET/docs` over the same files, alternating,
+    each a child process with its own data dir (the exported model linked in) and embedded
+    PostgreSQL, stopped after it: wall and CPU seconds of the command (its server's not
+    included), per source, medians of `runs`."""
+    from seams.environment import SeamsEnvironment
+    from seams.models.model_export import export_model
+    from seams.models.model_store import default_model_dir
+
+    model = export_model(default_model_dir(SeamsEnvironment.from_os())).directory
+    folder = work / "full-folder"
+    folder.mkdir()
+    client.create_bucket(Bucket="full")
+    client.put_bucket_versioning(Bucket="full", VersioningConfiguration={"Status": "Enabled"})
+    for i, text in enumerate(texts):
+        (folder / f"doc{i:03d}.md").write_text(text, encoding="utf-8")
+        client.put_object(Bucket="full", Key=f"docs/doc{i:03d}.md", Body=text.encode())
+    places = {"folder": str(folder), "bucket": "s3://full/docs"}
+    out: dict[str, list[tuple[float, float, float]]] = {"folder": [], "bucket": []}
+    for run in range(runs):
+        for kind, place in places.items():
+            data = work / f"full-{kind}-{run}"
+            (data / "models").mkdir(parents=True)
+            (data / "models" / model.name).symlink_to(model)
+            env = {k: v for k, v in os.environ.items() if not k.startswith("SEAMS_")}
+            env |= {"SEAMS_DATA_DIR": str(data), "AWS_ENDPOINT_URL": endpoint}
+
+            def seams(*args: str, env: dict[str, str] = env) -> subprocess.CompletedProcess:
+                return subprocess.run([sys.executable, "-m", "seams", *args], env=env,
+                                      cwd=work, capture_output=True, text=True)  # fmt: skip
+
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            done, seconds, _ = _timed(lambda place=place: seams("run", place))
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            seams("db", "stop")
+            if done.returncode != 0:
+                raise RuntimeError(f"seams run {place} failed:\n{done.stdout}\n{done.stderr}")
+            cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+            out[kind].append((seconds, cpu, os.getloadavg()[0]))
+            print(f"seams run {place}: {seconds:.1f} s, CPU {cpu:.1f} s", flush=True)
+    return {
+        kind: {
+            "documents": len(texts),
+            "runs": len(rows),
+            "wall_s": statistics.median(w for w, _, _ in rows),
+            "cpu_s": statistics.median(c for _, c, _ in rows),
+            "load_averages": [load for _, _, load in rows],
+        }
+        for kind, rows in out.items()
+    }
+
+
+def _print(
+    sizes: dict[int, dict[str, Any]], compared: dict[str, Any], full: dict[str, Any]
+) -> None:
+    print("\n| objects | step | median s | our CPU s | peak MiB | bytes/object | load |")
+    print("|---:|---|---:|---:|---:|---:|---:|")
     for n, steps in sizes.items():
         for name, r in steps.items():
-            if name == "server":
+            if not isinstance(r, dict):
                 continue
-            print(f"| {n:,} | {steps['server']} | {name} | {r['seconds']:.2f} | "
-                  f"{r['cpu_seconds']:.2f} | {r['peak_mib']:.1f} | "
-                  f"{r['peak_bytes_per_object']:.0f} |")  # fmt: skip
-    folder, bucket = compared["folder"], compared["bucket"]
+            print(f"| {n:,} | {name} | {r['seconds']:.2f} | {r['cpu_seconds']:.2f} | "
+                  f"{r['peak_mib']:.1f} | {r['peak_bytes_per_object']:.0f} | "
+                  f"{r['load_average']:.1f} |")  # fmt: skip
+        print(f"(a key and an ETag alone: {steps['key_and_etag_bytes']} bytes per object)")
     print("\n| source | documents | register s | extracted_text s |")
     print("|---|---:|---:|---:|")
     for kind, r in compared.items():
         print(f"| {kind} | {r['documents']} | {r['register_s']:.2f} | {r['extract_s']:.2f} |")
-    print(f"bucket/folder: register x{bucket['register_s'] / folder['register_s']:.2f}, "
-          f"extract x{bucket['extract_s'] / folder['extract_s']:.2f}")  # fmt: skip
+    for kind, r in full.items():
+        print(f"seams run from the {kind}: {r['wall_s']:.1f} s wall, {r['cpu_s']:.1f} s CPU "
+              f"(median of {r['runs']}, load {r['load_averages']})")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -33,6 +33,7 @@ import subprocess
 import sys
 import threading
 import time
+import tomllib
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -40,7 +41,7 @@ from typing import Any
 import httpx
 
 from benchmarks import scale
-from benchmarks.header import write_result
+from benchmarks.header import ROOT, write_result
 from seams.environment import SeamsEnvironment
 from seams.models.embedders import OnnxEmbedder
 from seams.models.model_store import default_model_dir, load_manifest
@@ -48,6 +49,7 @@ from seams.resources.database import DATA_DATABASE, EmbeddedPostgres, database_u
 from seams.resources.embedded_server import server_tempdir
 from seams.resources.postgres_pool import PostgresPool, close_all_pools
 from seams.storage.search import search_response
+from tests.support.served import serving
 
 K = 5
 
@@ -58,39 +60,10 @@ def percentiles(values: Sequence[float]) -> dict[str, float]:
     return {"p50_ms": round(statistics.median(ordered), 1), "p95_ms": round(p95, 1)}
 
 
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@contextlib.contextmanager
-def served(url: str, data_dir: Path, log: Path) -> Iterator[str]:
-    """`seams serve` on a free loopback port against `url`, until the block ends."""
-    port = free_port()
+def reader_env(url: str, data_dir: Path) -> dict[str, str]:
+    """This process's environment with only the database and the data dir of Seams' settings."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("SEAMS_")}
-    env |= {"SEAMS_DATABASE_URL": url, "SEAMS_DATA_DIR": str(data_dir)}
-    with log.open("w") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "seams", "serve", "--port", str(port)],
-                                env=env, stdout=out, stderr=subprocess.STDOUT, cwd="/")  # fmt: skip
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 300
-        while time.monotonic() < deadline:
-            if proc.poll() is not None:
-                raise RuntimeError(f"seams serve exited:\n{log.read_text()}")
-            with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(f"{base}/health", timeout=2).status_code == 200:
-                    break
-            time.sleep(0.3)
-        else:
-            raise RuntimeError(f"seams serve not ready:\n{log.read_text()}")
-        yield base
-    finally:
-        proc.terminate()
-        proc.wait(timeout=60)
+    return env | {"SEAMS_DATABASE_URL": url, "SEAMS_DATA_DIR": str(data_dir)}
 
 
 def http_latencies(base: str, texts: list[str], clients: int) -> tuple[list[float], float]:
@@ -126,8 +99,7 @@ def http_latencies(base: str, texts: list[str], clients: int) -> tuple[list[floa
 def cli_runs(url: str, data_dir: Path, texts: list[str]) -> dict[str, Any]:
     """`seams search TEXT --json` per text: wall and CPU seconds of the child, and the
     embedding and search milliseconds it reports."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SEAMS_")}
-    env |= {"SEAMS_DATABASE_URL": url, "SEAMS_DATA_DIR": str(data_dir)}
+    env = reader_env(url, data_dir)
     walls, cpus, inner = [], [], []
     for text in texts:
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -145,7 +117,9 @@ def cli_runs(url: str, data_dir: Path, texts: list[str]) -> dict[str, Any]:
         "runs": len(texts),
         "wall_s_median": round(statistics.median(walls), 3),
         "cpu_s_median": round(statistics.median(cpus), 3),
+        "cpu_s_min": round(min(cpus), 3),
         "embed_plus_search_ms_median": round(statistics.median(inner), 1),
+        "load_average": os.getloadavg()[0],
     }
 
 
@@ -162,13 +136,18 @@ def measure(url: str, data_dir: Path, texts: list[str], args: argparse.Namespace
         inline.append((time.perf_counter() - started) * 1000)
         assert len(response.hits) == K, response.notes
     figures: dict[str, Any] = {"search_response": percentiles(inline)}
-    with tempfile_dir() as work, served(url, data_dir, work / "serve.log") as base:
+    figures["load_average"] = os.getloadavg()[0]
+    with (
+        tempfile_dir() as work,
+        serving(reader_env(url, data_dir), work / "serve.log") as (_, base),
+    ):
         http_latencies(base, texts[:5], 1)  # warm-up
         for clients in (1, args.clients):
             times, seconds = http_latencies(base, texts, clients)
             figures[f"http_{clients}_clients"] = {
                 **percentiles(times),
                 "requests_per_s": round(len(texts) / seconds, 1),
+                "load_average": os.getloadavg()[0],
             }
     figures["seams_search_cli"] = cli_runs(url, data_dir, texts[: args.cli_runs])
     return figures
@@ -182,7 +161,18 @@ def tempfile_dir() -> Iterator[Path]:
         yield Path(folder)
 
 
+def compile_bytecode() -> None:
+    """The `seams` package compiled, as `make install` leaves it: the command-line figures are
+    warm-bytecode ones even where Python does not write its cache (PYTHONDONTWRITEBYTECODE)."""
+    with (ROOT / "pyproject.toml").open("rb") as fh:
+        folders = tomllib.load(fh)["tool"]["setuptools"]["package-dir"].values()
+    folders = ["seams", *folders]
+    subprocess.run([sys.executable, "-m", "compileall", "-q", *folders], cwd=ROOT, check=True,
+                   stdout=subprocess.DEVNULL)  # fmt: skip
+
+
 def run(args: argparse.Namespace) -> Iterator[dict[str, Any]]:
+    compile_bytecode()
     environment = SeamsEnvironment.from_os()
     manifest = load_manifest(default_model_dir(environment))
     scale.MODEL_ID = manifest.model_id  # the rows carry the real model's id (see the doc)

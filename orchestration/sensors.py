@@ -137,17 +137,7 @@ def build_inbox_sensor(
     def inbox_sensor(
         context: dg.SensorEvaluationContext, seams_postgres: PostgresResource
     ) -> dg.SensorResult | dg.SkipReason:
-        known = set(context.instance.get_dynamic_partitions(partitions.name))
-        tick = look_at_inbox(
-            seams_postgres,
-            inbox,
-            known,
-            seal=False,
-            lineage=lineage,
-            collections=collections,
-            max_bytes=max_bytes,
-            report=context.log.info,
-        )
+        tick = _look(context, seams_postgres, inbox, lineage, collections, max_bytes, seal=False)
         if not tick.batch_keys:
             return dg.SkipReason(tick.reason)
         return dg.SensorResult(
@@ -178,17 +168,7 @@ def build_seal_schedule(
     def seal_inbox_schedule(
         context: dg.ScheduleEvaluationContext, seams_postgres: PostgresResource
     ) -> list[dg.RunRequest] | dg.SkipReason:
-        known = set(context.instance.get_dynamic_partitions(partitions.name))
-        tick = look_at_inbox(
-            seams_postgres,
-            inbox,
-            known,
-            seal=True,
-            lineage=lineage,
-            collections=collections,
-            max_bytes=max_bytes,
-            report=context.log.info,
-        )
+        tick = _look(context, seams_postgres, inbox, lineage, collections, max_bytes, seal=True)
         if not tick.batch_keys:
             return dg.SkipReason(tick.reason)
         # Schedules cannot return partition requests: add the partitions before requesting runs.
@@ -196,6 +176,31 @@ def build_seal_schedule(
         return _run_requests(tick)
 
     return seal_inbox_schedule
+
+
+def _look(
+    context: dg.SensorEvaluationContext | dg.ScheduleEvaluationContext,
+    postgres: PostgresResource,
+    inbox: InboxSettings,
+    lineage: Lineage,
+    collections: Mapping[str, Collection] | None,
+    max_bytes: int,
+    *,
+    seal: bool,
+) -> InboxTick:
+    """A sensor's or a schedule's look at the inbox: against the partitions its instance
+    knows, progress in its log."""
+    known = set(context.instance.get_dynamic_partitions(lineage.partitions.name))
+    return look_at_inbox(
+        postgres,
+        inbox,
+        known,
+        seal=seal,
+        lineage=lineage,
+        collections=collections,
+        max_bytes=max_bytes,
+        report=context.log.info,
+    )
 
 
 def _named(name: str, lineage: Lineage) -> str:
