@@ -7,7 +7,7 @@ resources are made of: `seams.resources.OnnxEmbedderResource` is this class plus
 
 `OnnxEmbedder` runs `seams.models.onnx_runtime` (sessions, windows, pooling) and adds
 configuration, the model folder (the packaged all-MiniLM-L6-v2 export of the data dir by default,
-or any sentence-transformers model: `seams.models.model_store.load_model_folder`), its prompts,
+or any sentence-transformers model: `seams.models.model_export.load_model_folder`), its prompts,
 lineage (`model_id`) and the chunker's token counter (`count_tokens`). `StaticEmbedder` has
 the same interface over `seams.models.static_runtime` (numpy lookups over MiniLM's tokenizer,
 far cheaper); with the packaged model both count tokens with MiniLM's tokenizer, so their
@@ -26,6 +26,8 @@ from pydantic import BaseModel, Field
 from seams.chunking.tokens import TokenizerCounter, shared_token_counter
 from seams.errors import ConfigError, EmbeddingError
 from seams.models.inputs import check_texts
+from seams.models.known_models import embedder_for, model_folder_kind
+from seams.models.model_export import load_model_folder, source_fingerprint
 from seams.models.model_store import (
     MODEL_NAME,
     ModelManifest,
@@ -33,7 +35,6 @@ from seams.models.model_store import (
     default_model_dir,
     default_static_dir,
     load_manifest,
-    load_model_folder,
     load_static_manifest,
     verify_file,
 )
@@ -181,8 +182,6 @@ class OnnxEmbedder(BaseModel):
         is embedded by the model that built the index: this one, another exported variant of
         its folder, a model that built an index before (remembered in `models_dir`), or the
         packaged model. See `seams.models.known_models.embedder_for`."""
-        from seams.models.known_models import embedder_for
-
         return embedder_for(model_id, self)  # type: ignore[return-value]
 
     def with_changes(self, **changes: Any) -> Self:
@@ -326,3 +325,25 @@ class StaticEmbedder(BaseModel):
     def _runtime(self) -> StaticRuntime:
         manifest = self.manifest
         return load_static_runtime(manifest.embeddings_path, manifest.tokenizer_path)
+
+
+def model_identity(
+    folder: Path, *, document_prompt: str | None, variant: str = "fp32", **options: Any
+) -> str:
+    """What makes the vectors of the model in `folder` with `document_prompt` (None: the
+    folder's own), as a hex digest, without exporting or running it: the embedder's `model_id`
+    for a folder that holds its graph; for a sentence-transformers folder not exported yet, a
+    hash of its files (weights, tokenizer, pooling, prompts) and the prompt override. Changes
+    whenever the vectors would, and is the same in every process for the same files."""
+    kind = model_folder_kind(folder)
+    if kind != "sentence-transformers":
+        embedder = OnnxEmbedder(
+            model_dir=str(folder), variant=variant, document_prompt=document_prompt, **options
+        )
+        try:
+            return embedder.model_id
+        except EmbeddingError as exc:
+            raise ConfigError(str(exc)) from None
+    window = options.get("max_tokens")
+    described = f"st:{source_fingerprint(folder)}/{document_prompt!r}/{window!r}"
+    return hashlib.sha256(described.encode("utf-8")).hexdigest()

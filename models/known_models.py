@@ -5,22 +5,21 @@ embedded by that same model, also while a backfill builds the next model's index
 still answers from the previous one, whose model the settings may no longer name. So every model
 that builds an index is remembered, by id, in `<models dir>/indexed-models.json`: its folder, its
 variant, window and prompts, everything `OnnxEmbedder` needs to embed a query as that index
-expects. `embedder_for` turns an id back into an embedder; `model_identity` is the id that the
-settings' code versions fold in, computed without running or exporting the model.
+expects. `embedder_for` turns an id back into an embedder; `model_folder_kind` and
+`folder_recipe` read a folder without running or exporting its model.
 
 Standard library and the model store only: no onnxruntime, no torch.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import tempfile
 import threading
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from seams.errors import ConfigError, EmbeddingError, SeamsError
 from seams.models.model_store import MANIFEST_FILE, ONNX_LOCATIONS, TOKENIZER_FILE
@@ -241,29 +240,3 @@ def folder_recipe(folder: Path) -> VectorRecipe:
     if kind == "onnx":
         return plain_recipe(folder)
     return read_modules(folder)[1]
-
-
-def model_identity(
-    folder: Path, *, document_prompt: str | None, variant: str = "fp32", **options: Any
-) -> str:
-    """What makes the vectors of the model in `folder` with `document_prompt` (None: the
-    folder's own), as a hex digest, without exporting or running it: the embedder's `model_id`
-    for a folder that holds its graph; for a sentence-transformers folder not exported yet, a
-    hash of its files (weights, tokenizer, pooling, prompts) and the prompt override. Changes
-    whenever the vectors would, and is the same in every process for the same files."""
-    kind = model_folder_kind(folder)
-    if kind != "sentence-transformers":
-        from seams.models.embedders import OnnxEmbedder
-
-        embedder = OnnxEmbedder(
-            model_dir=str(folder), variant=variant, document_prompt=document_prompt, **options
-        )
-        try:
-            return embedder.model_id
-        except EmbeddingError as exc:
-            raise ConfigError(str(exc)) from None
-    from seams.models.model_export import source_fingerprint
-
-    window = options.get("max_tokens")
-    described = f"st:{source_fingerprint(folder)}/{document_prompt!r}/{window!r}"
-    return hashlib.sha256(described.encode("utf-8")).hexdigest()

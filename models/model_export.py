@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import inspect
+import json
 import logging
 import warnings
 from dataclasses import replace
@@ -36,11 +37,14 @@ from seams.models.model_folder import (
     FolderModules,
     VectorRecipe,
     is_sentence_transformers_folder,
+    plain_recipe,
     read_modules,
 )
 from seams.models.model_store import (
+    EXPORT_HINT,
     MANIFEST_FILE,
     MODEL_NAME,
+    ONNX_LOCATIONS,
     SOURCE_PACKAGE,
     TOKENIZER_FILE,
     ModelManifest,
@@ -432,3 +436,47 @@ def _read_json(path: Path) -> dict[str, Any]:
     import json
 
     return json.loads(path.read_text())
+
+
+def load_model_folder(directory: Path | str, *, models_dir: Path | None = None) -> ModelManifest:
+    """The model a folder holds, whichever of the three kinds it is.
+
+    - a Seams export (`manifest.json`): read and verified (`load_manifest`);
+    - a folder with its own `model.onnx` (or `onnx/model.onnx`) and `tokenizer.json`: used as
+      is, with the pooling, window and prompts its configuration files give (never written to);
+    - a sentence-transformers folder without a graph: exported once into `models_dir` (default
+      the data dir's models folder) with the `export` extra, then read from there.
+
+    Raises:
+        EmbeddingError | ConfigError: naming the folder and what it lacks.
+    """
+    directory = Path(directory).expanduser()
+    if (directory / MANIFEST_FILE).is_file():
+        return load_manifest(directory)
+    graph = next((directory / p for p in ONNX_LOCATIONS if (directory / p).is_file()), None)
+    if graph is not None and (directory / TOKENIZER_FILE).is_file():
+        recipe = plain_recipe(directory)
+        config_path = directory / "config.json"
+        config = json.loads(config_path.read_text()) if config_path.is_file() else {}
+        hidden = config.get("hidden_size") or config.get("d_model") or config.get("n_embd")
+        dims = recipe.dims or (int(hidden) * len(recipe.pooling) if hidden else 0)
+        relative = graph.relative_to(directory).as_posix()
+        sha = _verified_sha256(graph)
+        return ModelManifest(
+            directory=directory,
+            model_name=directory.resolve().name,
+            dims=dims,
+            max_tokens=recipe.max_seq_length,
+            source_package=str(directory.resolve()),
+            source_version="as is",
+            tokenizer_sha256=_verified_sha256(directory / TOKENIZER_FILE),
+            variants={"fp32": ModelVariant("fp32", relative, sha, graph.stat().st_size)},
+            recipe=recipe,
+        )
+    if is_sentence_transformers_folder(directory):
+        return export_folder(directory, models_dir=models_dir)
+    raise EmbeddingError(
+        f"no embedding model at {directory} ({MANIFEST_FILE} is missing); {EXPORT_HINT}, or "
+        f"point model_dir / SEAMS_DATA_DIR at an export, a sentence-transformers folder "
+        f"(modules.json) or a folder with model.onnx and {TOKENIZER_FILE}."
+    )

@@ -24,7 +24,8 @@ from seams.environment import SeamsEnvironment
 from seams.errors import ConfigError
 from seams.models import embedders
 from seams.models.chunk_vectors import late_model_problem
-from seams.models.known_models import check_model_folder, folder_recipe, model_identity
+from seams.models.embedders import model_identity
+from seams.models.known_models import check_model_folder, folder_recipe
 from seams.models.model_store import default_model_dir
 from seams.settings import PACKAGED_MODEL, STATIC_MODEL, EmbedderSettings, SeamsSettings
 

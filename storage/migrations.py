@@ -1,6 +1,6 @@
 """The `seams` schema is created and upgraded here, once per schema version, never per connection.
 
-`seams.storage.schema.ddl()` declares the schema as idempotent statements (CREATE ... IF NOT
+`ddl()` declares the schema as idempotent statements (CREATE ... IF NOT
 EXISTS, CREATE OR REPLACE VIEW, ADD COLUMN IF NOT EXISTS). Running them is not free: replacing a
 view or a trigger takes an ACCESS EXCLUSIVE lock, in the opposite order to a search's
 ACCESS SHARE locks, so a process that ran them at its first connection could deadlock with the
@@ -45,7 +45,7 @@ from psycopg.pq import TransactionStatus
 
 from seams.environment import DATABASE_URL_ENV
 from seams.errors import StorageError
-from seams.storage import schema, vector_indexes, writer_locks
+from seams.storage import schema, tenants, vector_indexes, writer_locks
 from seams.storage.connections import (
     connect_direct,
     connection_lost,
@@ -53,6 +53,8 @@ from seams.storage.connections import (
     first_line,
     retrying,
 )
+from seams.storage.publication import adoption_ddl
+from seams.storage.search.lexical_index import maintenance_ddl
 
 log = logging.getLogger(__name__)
 
@@ -79,13 +81,26 @@ ADOPTIONS: tuple[Callable[[psycopg.Connection[Any]], object], ...] = (
 )
 
 
+def ddl(*, schema_exists: bool = False, vector_exists: bool = False) -> list[sql.Composable]:
+    """Every statement that creates the `seams` schema, idempotently, in dependency order: the
+    declared tables and views (`schema.declared_ddl`), the BM25 index's maintenance triggers, the
+    adoption of a database made before builds existed (`publication.adoption_ddl`), and last
+    row-level security on every table holding documents, whatever replaced a view before it (a
+    database with tenants and one without have the same schema)."""
+    return [
+        *schema.declared_ddl(schema_exists=schema_exists, vector_exists=vector_exists),
+        *maintenance_ddl(),
+        *adoption_ddl(),
+        *tenants.ddl(),
+    ]
+
+
 @functools.cache
 def ddl_sha256() -> str:
     """sha256 of the text of every statement of `ddl()`: the code's schema, as the database
     records it. Independent of what the database holds (extension and schema taken as present)."""
     text = "\n".join(
-        statement.as_string(None)
-        for statement in schema.ddl(schema_exists=True, vector_exists=True)
+        statement.as_string(None) for statement in ddl(schema_exists=True, vector_exists=True)
     )
     return hashlib.sha256(text.encode()).hexdigest()
 
@@ -271,7 +286,7 @@ def _apply(conn: psycopg.Connection[Any]) -> tuple[int, ...] | None:
             steps = tuple(n for n in sorted(STEPS) if (state.number or 1) < n <= SCHEMA_NUMBER)
             for number in steps:
                 STEPS[number](conn)
-        for statement in schema.ddl(**_existing(conn)):  # `seams.schema_version` too
+        for statement in ddl(**_existing(conn)):  # `seams.schema_version` too
             conn.execute(statement)
         for adopt in ADOPTIONS:
             adopt(conn)

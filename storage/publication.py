@@ -787,7 +787,7 @@ def unpublished(conn: psycopg.Connection[Any]) -> list[Unpublished]:
 
 
 def adoption_ddl() -> list[sql.Composable]:
-    """The data step of `seams.storage.schema.ddl()` that adopts the batches of a database made
+    """The data step of `migrations.ddl()` that adopts the batches of a database made
     before builds existed, once (it does nothing where any build is recorded): a batch whose
     `chunk_index` has rows is published as build 1 (what its readers saw), any other is an
     open build 1 whose parts are the asset tables up to the last one holding its rows (the

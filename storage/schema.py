@@ -1134,10 +1134,12 @@ def builds_ddl() -> list[sql.Composable]:
     ]
 
 
-def ddl(*, schema_exists: bool = False, vector_exists: bool = False) -> list[sql.Composable]:
-    """Every statement that creates the `seams` schema, idempotently, in dependency order; on a
-    database made before builds existed, it also adopts the stored batches (see
-    `seams.storage.publication.adoption_ddl`)."""
+def declared_ddl(
+    *, schema_exists: bool = False, vector_exists: bool = False
+) -> list[sql.Composable]:
+    """The statements that create the tables, views and functions declared here, idempotently,
+    in dependency order: the start of the whole schema's DDL (`seams.storage.migrations.ddl`),
+    which adds what other storage modules own on top of them."""
     statements: list[sql.Composable] = []
     if not vector_exists:
         statements.append(sql.SQL("CREATE EXTENSION IF NOT EXISTS vector"))
@@ -1162,16 +1164,6 @@ def ddl(*, schema_exists: bool = False, vector_exists: bool = False) -> list[sql
     statements.append(current_chunks_view())
     statements.append(published_chunks_view())
     statements.append(chunk_parents_view())
-    # Both build on the tables above (and import this module: imported here).
-    from seams.storage.publication import adoption_ddl
-    from seams.storage.search.lexical_index import maintenance_ddl
-    from seams.storage.tenants import ddl as tenancy_ddl
-
-    statements.extend(maintenance_ddl())
-    statements.extend(adoption_ddl())
-    # Last: row-level security on every table holding documents, whatever replaced a view
-    # before it (a database with tenants and one without have the same schema).
-    statements.extend(tenancy_ddl())
     return statements
 
 

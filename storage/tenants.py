@@ -209,7 +209,7 @@ def _policy(table: sql.Composable, tenants_see: sql.Composable) -> list[sql.Comp
 
 
 def ddl() -> list[sql.Composable]:
-    """Idempotent statements, the last of `schema.ddl()`'s (which declares `collection` on every
+    """Idempotent statements, the last of `migrations.ddl()`'s (which declares `collection` on every
     protected table and the views `security_invoker`): the views made `security_invoker` again
     (whatever replaced one before), and row-level security on every table. The owner (the
     pipeline) is not subject to it, and no other role is filtered while it is not a tenant: a

@@ -8,8 +8,8 @@ from __future__ import annotations
 import argparse
 
 from seams.models.distill import distill_static_model
-from seams.models.model_export import export_model
-from seams.models.model_store import default_model_dir, default_static_dir, load_model_folder
+from seams.models.model_export import export_model, load_model_folder
+from seams.models.model_store import default_model_dir, default_static_dir
 from seams.resources.embedder import PipelineModels
 
 

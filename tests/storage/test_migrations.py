@@ -22,7 +22,7 @@ from psycopg import sql
 from seams.errors import StorageError
 from seams.resources.io_manager import PostgresIOManager
 from seams.resources.postgres import PostgresResource, close_pool
-from seams.storage import migrations, schema
+from seams.storage import migrations
 from seams.storage.connections import connection_lost, retrying
 from seams.storage.migrations import SCHEMA_NUMBER, ddl_sha256, migrate, read_state
 from tests.support.cli import run_seams, seams_env
@@ -144,12 +144,12 @@ def test_changed_ddl_text_triggers_exactly_one_migration(
 ) -> None:
     """Editing `ddl()` (here: a new view) needs no version bump: the next writers apply it,
     exactly one of them, once; readers meanwhile run nothing."""
-    original = schema.ddl
+    original = migrations.ddl
 
     def edited(**kwargs: Any) -> list[sql.Composable]:
         return [*original(**kwargs), sql.SQL("CREATE OR REPLACE VIEW seams.edited AS SELECT 1")]
 
-    monkeypatch.setattr(schema, "ddl", edited)
+    monkeypatch.setattr(migrations, "ddl", edited)
     ddl_sha256.cache_clear()  # recomputed from the edited ddl()
     views = sum(
         s.as_string(None).startswith("CREATE OR REPLACE VIEW")
