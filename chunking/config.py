@@ -3,40 +3,13 @@
 Why one object: the pipeline fingerprints it (whole, or one slice per stage) to decide what needs
 recomputing after a change, so every knob that changes output must live here and nowhere else.
 
-Defaults (size unit = tokens of the embedding model's tokenizer), chosen for all-MiniLM-L6-v2 by
-cross-validation across public sets (Choi's segmentation sets, SQuAD articles, party manifestos,
-clinical textbook chapters) and a topic-shift set of our own; the figures behind each default,
-and the commands that reproduce them, are on the benchmarks pages (docs/benchmarks.md, "The
-figures behind the defaults", and docs/benchmarks-segmentation.md):
-
-- `chunk_size_max=254`: the model reads at most 256 tokens including [CLS] and [SEP], so 254 is
-  the largest chunk it embeds whole (MiniLM truncates longer input, and longer chunks retrieved
-  worse). `None` lifts the limit (whole topic segments).
-- `chunk_size_target=200`: only pulls when `target_weight` > 0 (off: a pull toward the target
-  moves cuts away from topic shifts).
-- `chunk_size_min=32`: a short topic may stand alone, fragments (a lone heading, a one-line tail)
-  merge. A larger minimum cost topic fidelity; a smaller one gained nothing.
-
 A size left at its default never blocks one that was set: sizes not given (to the constructor,
 or as a preset's overrides; a preset's own sizes count as defaults) follow those given, so
 `chunk_size_max=150` alone brings `chunk_size_target` down to 150, and a `chunk_size_min` or
 `chunk_size_target` set above the default cap raises it. Only sizes given together can conflict,
-and then the error names them. (`_follow_given_sizes`)
-- Boundaries: `segmenter="optimal"` (`chunking.optimal`). The threshold rule
-  (`segmenter="threshold"`: pooled windows of 4, local minima below the 30th percentile) stays as
-  an option and as the per-gap evidence in `semantic_boundaries`.
-- Its costs: `cut_cost=1.0` at a paragraph break and `paragraph_cost=0.5` more inside a paragraph,
-  so text without paragraph breaks keeps a flat 1.5, the total cost that cross-validation over the
-  sets without paragraph markup chose. The split between the two was chosen on the only public set
-  with paragraph breaks (SQuAD's articles): most cuts land at breaks without many more chunks than
-  the cap needs, and 0.5 is the smallest value that keeps the agenda items of a meeting's notes
-  apart. `null_spread=0.9`: one-paragraph texts stay whole far more often, and it is the value no
-  set loses on.
+and then the error names them (`_follow_given_sizes`).
 
-`boundary_model="static"` (the `fast` preset) finds boundaries with a static embedding model
-distilled from the same MiniLM (`seams.StaticEmbedder`, far cheaper than the transformer);
-retrieval embeddings stay on the transformer. `tokenizer="cl100k_base"` measures `tokens` in an
-LLM's tokens (tiktoken's cl100k_base) instead of the embedding model's word pieces.
+Why each default is what it is: docs/architecture.md, "Chunking defaults".
 """
 
 from __future__ import annotations
@@ -60,8 +33,8 @@ BoundaryModel = Literal["model", "static"]
 TokenizerName = Literal["model", "cl100k_base"]
 Language = Literal["en", "de", "fr", "es", "it", "auto"]
 
-#: `chunk_chars_max` by default: 8x the ~4 characters an English word piece averages, so only
-#: text that tokenizes pathologically (no spaces, [UNK] runs) ever meets it.
+#: `chunk_chars_max` by default: eight times the characters an English word piece averages, so
+#: only text that tokenizes pathologically (no spaces, [UNK] runs) ever meets it.
 CHARS_PER_TOKEN_CAP = 32
 
 #: The fields the user set, while `ChunkingConfig._given` validates a config built from a preset
@@ -188,7 +161,7 @@ class ChunkingConfig(BaseModel):
     """The size the optimal segmenter pulls toward (`target_weight`); None: no pull."""
     chunk_size_max: int | None = Field(254, ge=1, le=1_000_000)
     """Hard cap on a chunk's size; None: no size limit (chunks are whole topic segments, which is
-    what topic-segmentation benchmarks measure; `max_chunk_candidates` still bounds the search)."""
+    what topic segmentation is measured on; `max_chunk_candidates` still bounds the search)."""
     chunk_chars_max: int | None = Field(None, ge=16, le=100_000_000)
     """Hard cap in characters beside the size cap, so text the tokenizer reads as few tokens (a
     long run without spaces) cannot make a chunk of hundreds of kilobytes. None: 32 characters per
@@ -226,7 +199,7 @@ class ChunkingConfig(BaseModel):
     paragraph_weight: float = Field(0.0, ge=0.0, le=1000.0)
     """Optimal segmenter: evidence for cutting at a paragraph break (on the scale of `cut_cost`).
     Off by default: it makes chunks follow paragraphs, but also cuts every paragraph of a text
-    whose paragraphs are not topics (figures on the benchmarks page)."""
+    whose paragraphs are not topics."""
     target_weight: float = Field(0.0, ge=0.0, le=1000.0)
     """Optimal segmenter: pull toward `chunk_size_target` (squared relative distance)."""
     max_chunk_candidates: int = Field(128, ge=2, le=100_000)
@@ -439,8 +412,7 @@ _PRESETS: dict[str, dict[str, Any]] = {
     # Chosen on a held-out tuning split: pooled windows of 4 stay best for static vectors too,
     # and the 20th percentile cuts a little less often than the default's 30th. The static
     # model's vectors spread less than the transformer's, so its null sits lower by the same
-    # ratio (0.9 * 0.66 / 0.92, the two models' spreads on the same documents). Figures on the
-    # benchmarks pages.
+    # ratio (0.9 * 0.66 / 0.92, the two models' spreads on the same documents).
     "fast": {
         "boundary_model": "static",
         "window_size": 4,

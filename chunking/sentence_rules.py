@@ -1,9 +1,8 @@
 """Where sentences end, per language: abbreviations, ordinal numbers, quotation marks.
 
 `segment` asks one `SentenceRules` object (chosen by `ChunkingConfig.language`) whether a
-terminator ends a sentence. The English rules are the default and are exactly the rules Seams has
-always applied, so a configuration without `language` gives the same candidates (and the same
-fingerprint) as before the setting existed. German, French, Spanish and Italian add, on top of the
+terminator ends a sentence. English is the default (a configuration without `language` gives the
+candidates and fingerprint it always gave). German, French, Spanish and Italian add, on top of the
 English abbreviations that are not ordinary words of the language:
 
 - their own abbreviations ("Abs.", "Nr.", "Mio.", "bzw.", "p. ex.", "env.", "Sra.", "pág.",
@@ -21,8 +20,8 @@ English abbreviations that are not ordinary words of the language:
   ("(Gruau par ex.) Ainsi").
 
 `language="auto"` picks the rules per text by the function words ("der", "und", "le", "el",
-"il", ...) in its first 1,000 characters: deterministic, one pass over at most 1 kB, and English
-when the evidence is thin (fewer than 4 different function words) or tied.
+"il", ...) in its first 1,000 characters: deterministic, one pass, and English when the evidence
+is thin (fewer than 4 different function words) or tied.
 """
 
 from __future__ import annotations

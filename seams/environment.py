@@ -1,32 +1,25 @@
 """What Seams takes from its process: one value, `SeamsEnvironment`, resolved once per process.
 
-The environment variables and the working directory decide where Seams keeps its files, which
-PostgreSQL it uses and which settings file it reads. They are read here, and only here, by
-`SeamsEnvironment.from_os()`, which the entry points call once: the `seams` command
-(`orchestration.cli.main`), the code location Dagster loads (`orchestration.location`), and a
-library caller that gives no folder or settings of its own (`OnnxEmbedder()`, `load_settings()`).
-Everything below receives the value and never looks at `os.environ` itself, so what a process
-does follows from one value a test can build by hand.
+`SeamsEnvironment.from_os()` is the one reader of the environment variables and the working
+directory; the entry points call it once (the `seams` command, the code location, a library call
+given no folder or settings of its own) and everything below receives the value, so what a
+process does follows from one value a test can build by hand. The standard library only.
 
 The precedence rules are contracts:
-- the project folder (what `./` means below): `SEAMS_PROJECT_DIR` when set, else the working
-  directory. `seams dev` hands its own to the UI's processes (which run elsewhere), so a
-  seams.yaml written there after start-up is found at the next "Reload definitions";
-- data dir: `SEAMS_DATA_DIR` when set; else `./.seams` when that folder exists (a project keeps
-  its data beside it once it has one: `mkdir .seams`); else the per-user folder
-  `$XDG_DATA_HOME/seams` (default `~/.local/share/seams`). Settings never choose it: writing or
-  editing a seams.yaml never moves the data to another (empty) server;
-- settings: `SEAMS_CONFIG` when set, else `./seams.yaml` when it is a file, else the packaged
-  defaults (`config_path` None);
-- database: `SEAMS_DATABASE_URL` names a real server; unset, Seams runs its embedded PostgreSQL
-  under the data dir. `SEAMS_DAGSTER_DATABASE_URL` (old name `SEAMS_DAGSTER_PG_URL`) moves
-  Dagster's own storage elsewhere;
+- project folder (what `./` means below): `SEAMS_PROJECT_DIR`, else the working directory
+  (`seams dev` hands its own to the UI's processes, which run elsewhere);
+- data dir: `SEAMS_DATA_DIR`; else `./.seams` when that folder exists; else
+  `$XDG_DATA_HOME/seams` (default `~/.local/share/seams`). Settings never choose it, so editing
+  a seams.yaml never moves the data to another (empty) server;
+- settings: `SEAMS_CONFIG`, else `./seams.yaml` when it is a file, else the packaged defaults
+  (`config_path` None);
+- database: `SEAMS_DATABASE_URL` names a real server; unset, the embedded PostgreSQL under the
+  data dir. `SEAMS_DAGSTER_DATABASE_URL` (old name `SEAMS_DAGSTER_PG_URL`) moves Dagster's own
+  storage elsewhere;
 - API keys: `SEAMS_API_KEYS` names the file of `seams serve`'s keys (relative: to the working
   directory); unset, the server has none and answers on the loopback interface only;
-- Dagster instance: `DAGSTER_HOME` when set (a team's own Dagster deployment, whose instance
-  records Seams' runs, partitions and backfills); else Seams' own, `<data dir>/dagster_home`.
-
-This module is the bottom layer: the standard library only (no Dagster, no pydantic).
+- Dagster instance: `DAGSTER_HOME` (a team's own deployment, recording Seams' runs, partitions
+  and backfills); else Seams' own, `<data dir>/dagster_home`.
 """
 
 from __future__ import annotations

@@ -1,35 +1,14 @@
 """The BM25 index over the published current chunks, inside PostgreSQL, exact after every
 publication.
 
-What is stored (tables declared in `seams.storage.schema`, maintained only by the function
-below, never by hand):
-
-- `seams.lexical_chunks`: one row per *current* indexed chunk: its lexemes (`to_tsvector` with
-  the text search configuration its `chunk_index` rows name, `retrieval.text_search_config`),
-  and its length (lexeme occurrences: stop words do not count).
-  Each row carries its chunk's `collection` (from `chunk_index`), which row-level security reads.
-- `seams.lexical_postings`: one row per (current chunk, lexeme) with the chunk's BM25 term
-  *impact* at a reference length (see `REFERENCE_LENGTH`), ordered by impact within a lexeme so a
-  query reads each term's best chunks first.
-- `seams.lexical_terms` (document frequency per lexeme) and `seams.lexical_totals` (chunk count
-  and total length per configuration), both per collection: the statistics of IDF and average
-  length. A collection's chunks are scored with its own statistics, so documents added to one
-  collection never change another's scores.
-
-Why "current only", kept at publication: IDF must count exactly the chunks search can return
-(`seams.current_chunks`: each document's published current version), and what is current
-changes only when a build is published or a document retired (`seams.storage.publication`).
-Both call `seams.lexical_sync(documents, batches)` in their own transaction, which re-derives the
-entries of just those documents: it removes what is no longer current (and subtracts it from
-the statistics) and adds the current version's chunks (and adds them). So the index is exact
-after every commit, never counts a chunk of a build in progress, a failed publication leaves it
-as it was, and no change rebuilds it whole. Writes of builds in progress and registrations do
-not touch it. It takes the publication lock of every collection whose counters it changes
-(`seams.storage.publication.publish_lock_name`; publication holds its own collection's
-already), in the order `lock_collections` takes them, so two collections' publications update
-their counters side by side and never deadlock.
-
-Queries read it in `lexical` (the scores, and the formula the impacts come from).
+Its tables (declared in `seams.storage.schema`, written only by `seams.lexical_sync`):
+`lexical_chunks` (a current chunk's lexemes and length, with its `collection` for row-level
+security), `lexical_postings` (a chunk's BM25 term impact per lexeme, in impact order) and
+`lexical_terms` / `lexical_totals` (the per-collection statistics of IDF and average length).
+Publication and retirement call `lexical_sync(documents, batches)` in their own transaction,
+which re-derives just those documents' entries; it takes the publication locks of the
+collections whose counters it changes in `lock_collections`' order. Why current only, and the
+lock order: docs/architecture.md, "The BM25 index". Queries read it in `lexical`.
 """
 
 from __future__ import annotations
