@@ -98,9 +98,7 @@ def build_assets(
     against `environment`'s settings file; default this process's)."""
     environment = environment or SeamsEnvironment.from_os()
     per_collection = settings.collection_settings()
-    configs = [own.chunking_config() for own in per_collection.values()]
-    static = any(config.boundary_model == "static" for config in configs)
-    assets = [build_model_asset(settings.embedder.variant, static=static)]
+    assets = [build_model_asset(settings.embedder.variant, static=settings.uses_static_model())]
     for name, own in per_collection.items():
         assets.extend(build_lineage(own, environment, Lineage(name)))
     return [_with_backfill_policy(asset, settings.backfill) for asset in assets]

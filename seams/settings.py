@@ -270,6 +270,14 @@ class SeamsSettings(Section):
             return config.with_overrides(boundary_model="model")
         return config
 
+    def uses_static_model(self) -> bool:
+        """Whether some collection finds its boundaries with the static model (the `fast`
+        preset, `embedder.model: static`), so the static model must be distilled for a run."""
+        return any(
+            own.chunking_config().boundary_model == "static"
+            for own in self.collection_settings().values()
+        )
+
     def extraction_limits(self) -> ExtractionLimits:
         return ExtractionLimits.from_settings(self.extraction)
 

@@ -1,12 +1,16 @@
 """`seams model export`: provision every model the project uses under the data dir: the packaged
 model, the static boundary model, and each model folder the settings name (`embedder.model`,
 `retrieval.model`), so no run exports one inside its first step (once; verified when already
-there)."""
+there). The static model needs the export extra (torch) to distil: where it is missing and the
+settings do not use the static model, that model is skipped with a line, not an error, so a
+lean install (`seams-chunking[pipeline]`) provisions what its runs need."""
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 
+from seams.errors import EmbeddingError
 from seams.models.distill import distill_static_model
 from seams.models.model_export import export_model, load_model_folder
 from seams.models.model_store import default_model_dir, default_static_dir
@@ -21,8 +25,15 @@ def run(args: argparse.Namespace) -> int:
         f"{state}: {manifest.model_name} in {manifest.directory}\n"
         f"model_id {manifest.model_id}; variants: {', '.join(sorted(manifest.variants))}"
     )
-    static = distill_static_model(default_static_dir(args.environment), force=args.force)
-    print(f"static boundary model (fast preset): model_id {static.model_id}")
+    try:
+        static = distill_static_model(default_static_dir(args.environment), force=args.force)
+        print(f"static boundary model (fast preset): model_id {static.model_id}")
+    except EmbeddingError as error:
+        if args.settings.uses_static_model() or _can_distill():
+            raise
+        print(
+            f"static boundary model (fast preset): not made, the settings do not use it ({error})"
+        )
     models = PipelineModels.of(args.settings, args.environment)
     folders = {}  # folder -> the settings that name it, in order
     for field, setting in (
@@ -39,3 +50,8 @@ def run(args: argparse.Namespace) -> int:
             f"{named.dims} dimensions"
         )
     return 0
+
+
+def _can_distill() -> bool:
+    """Whether the export extra's distillation packages are installed."""
+    return all(importlib.util.find_spec(name) for name in ("torch", "transformers", "model2vec"))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -346,3 +347,26 @@ def test_model_export_provisions_every_model_the_settings_name(
     assert main(["model", "export"]) == 0
     out = capsys.readouterr().out
     assert f"retrieval.model: mine in {mine}; 384 dimensions" in out, out
+
+
+def test_model_export_without_the_export_extra_skips_only_a_static_model_no_setting_uses(
+    tmp_path: Path,
+    exported_model: ModelManifest,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A lean install (no torch) provisions what its runs need: the static model, which only
+    the `fast` preset uses, is skipped with a line, and is an error once the settings use it."""
+    provide_models(tmp_path, exported_model, monkeypatch)
+    shutil.rmtree(default_static_dir())
+    monkeypatch.setitem(sys.modules, "torch", None)  # `import torch` fails, as without the extra
+    for variable in ("SEAMS_CONFIG", "SEAMS_PROJECT_DIR"):  # the working folder's seams.yaml
+        monkeypatch.delenv(variable, raising=False)
+    assert main(["model", "export"]) == 0
+    out = capsys.readouterr().out
+    assert "static boundary model (fast preset): not made, the settings do not use it" in out, out
+    assert "seams-chunking[export]" in out and not default_static_dir().exists()
+    (tmp_path / "seams.yaml").write_text("chunking: {preset: fast}\n", encoding="utf-8")
+    assert main(["model", "export"]) == 2
+    error = capsys.readouterr().err.strip()
+    assert "\n" not in error and "distilling the static model needs" in error, error
