@@ -1,6 +1,9 @@
 """Object sources: listing and registering 10k and 100k objects, and a bucket against a folder.
 
-    .venv/bin/python -m benchmarks.s3_listing [--objects 10000 100000] [--runs 3] [--documents 200]
+    .venv/bin/python -m benchmarks.s3_listing --objects 10000 --runs 3 --documents 20 \\
+        --words 1000 --full-runs 2
+    .venv/bin/python -m benchmarks.s3_listing --objects 100000 --runs 1 --documents 0 \\
+        --json benchmarks/results/s3_listing_100k.json
 
 Against moto's S3 API server in a child process (so its memory is not ours) and a fresh embedded
 PostgreSQL, through the code `seams run` and the inbox sensor use (`seams.storage.sources`).
@@ -69,6 +72,7 @@ def main() -> int:
         help="register (read every object) only at sizes up to this; larger: listing only",
     )
     parser.add_argument("--words", type=int, default=1500, help="words per compared document")
+    parser.add_argument("--json", type=Path, default=RESULTS, help="write the results here")
     parser.add_argument(
         "--full-runs", type=int, default=1, help="whole `seams run`s per source (0: none)"
     )
@@ -99,14 +103,16 @@ def main() -> int:
         for n in args.objects:
             sizes[n] = _listing(endpoint, f"bench-{n}", url, n, args.runs, n <= args.register_up_to)
         texts = [document(seed, args.words) for seed in range(args.documents)]
-        compared = _bucket_against_folder(client, endpoint, url, work, texts, args.runs)
+        compared = (
+            _bucket_against_folder(client, endpoint, url, work, texts, args.runs) if texts else {}
+        )
         full = _full_runs(client, endpoint, work, texts, args.full_runs) if args.full_runs else {}
     finally:
         database.stop()
         server.terminate()
         server.wait(timeout=30)
     _print(sizes, compared, full)
-    write_result(RESULTS, {"listing": {str(n): r for n, r in sizes.items()},
+    write_result(args.json, {"listing": {str(n): r for n, r in sizes.items()},
                            "bucket_against_folder": compared, "full_run": full,
                            "runs": args.runs})  # fmt: skip
     return 0

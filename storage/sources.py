@@ -74,13 +74,11 @@ def location_text(location: Location) -> str:
 
 @dataclass
 class Scan:
-    """What a look at a source found: document versions (files hashed, objects only listed),
-    the entries it refused and why, and the id of every document it saw (refused ones too: an
-    entry that is there is not deleted)."""
+    """What a look at a source found: document versions (files hashed, objects only listed) and
+    the entries it refused and why."""
 
     found: list[SourceFile] | list[ListedObject]
     refused: list[RefusedFile] = field(default_factory=list)
-    present: list[str] = field(default_factory=list)
 
 
 class FolderSource:
@@ -115,14 +113,12 @@ class ObjectSource:
         object over `max_bytes` is refused before a byte of it is read."""
         found: list[ListedObject] = []
         refused: list[RefusedFile] = []
-        present: list[str] = []
         for item in self.store.list(self.location, report):
-            present.append(document_id_for(item.source_uri))
             if item.size_bytes > self.max_bytes:
                 refused.append(RefusedFile(item.source_uri, _over(item, self.max_bytes)))
             else:
                 found.append(item)
-        return Scan(found, refused, present)
+        return Scan(found, refused)
 
     def freeze(
         self, found: Sequence[ListedObject], report: Report | None = None
@@ -154,7 +150,15 @@ class ObjectSource:
             return [v for v in pool.map(read, found) if v is not None]
 
     def retire_missing(self, conn: psycopg.Connection, scan: Scan) -> list[RetiredDocument]:
-        return retire_absent(conn, self.location.uri, scan.present)
+        return retire_absent(conn, self.location.uri, self.seen(scan))
+
+    @staticmethod
+    def seen(scan: Scan) -> list[str]:
+        """The id of every document a look saw, refused ones too (an object that is there is
+        not deleted): derived when asked, so that a listing keeps nothing per object beyond
+        what deciding reads."""
+        uris = [*(item.source_uri for item in scan.found), *(str(r.path) for r in scan.refused)]
+        return [document_id_for(uri) for uri in uris]
 
 
 Source = FolderSource | ObjectSource

@@ -121,12 +121,15 @@ def test_a_recorded_version_that_is_gone_is_one_line(
 def test_an_object_over_the_size_limit_is_refused_unread(bucket: Bucket) -> None:
     bucket.put("docs/big.txt", b"x" * 2048)
     bucket.put("docs/small.txt", b"fine")
-    scan = _source(bucket, max_bytes=1024).scan()
+    source = _source(bucket, max_bytes=1024)
+    scan = source.scan()
     assert [item.source_uri for item in scan.found] == [bucket.uri("docs/small.txt")]
     [refused] = scan.refused
     assert refused.path == bucket.uri("docs/big.txt")
     assert "over the limit extraction.file_bytes_max = 1.0 KiB" in refused.reason
-    assert len(scan.present) == 2  # refused is not deleted: its document is not retired
+    # refused is not deleted: its document is not retired
+    seen = [batches.document_id_for(bucket.uri(f"docs/{n}")) for n in ("small.txt", "big.txt")]
+    assert source.seen(scan) == seen
 
 
 def test_store_failures_are_one_line_naming_the_bucket(
