@@ -1,8 +1,9 @@
 """Object sources: listing and registering 10k and 100k objects, and a bucket against a folder.
 
-    .venv/bin/python -m benchmarks.s3_listing --objects 10000 --runs 3 --documents 20 \\
-        --words 1000 --full-runs 2
+    .venv/bin/python -m benchmarks.s3_listing --objects 10000 --runs 3 --documents 10 \\
+        --words 1000 --full-runs 1
     .venv/bin/python -m benchmarks.s3_listing --objects 100000 --runs 1 --documents 0 \\
+        --full-runs 0 --steps list decide --one-pass \\
         --json benchmarks/results/s3_listing_100k.json
 
 Against moto's S3 API server in a child process (so its memory is not ours) and a fresh embedded
@@ -57,6 +58,7 @@ from benchmarks.synthetic import document
 T = TypeVar("T")
 
 RESULTS = Path(__file__).parent / "results" / "s3_listing.json"
+STEPS = ("list", "decide", "register", "again")
 BODY = "# Note {n}\n\nA short note, number {n}, about nothing in particular.\n"
 
 
@@ -66,10 +68,16 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--documents", type=int, default=200)
     parser.add_argument(
-        "--register-up-to",
-        type=int,
-        default=100_000,
-        help="register (read every object) only at sizes up to this; larger: listing only",
+        "--steps",
+        nargs="+",
+        choices=STEPS,
+        default=list(STEPS),
+        help="which steps to measure at every size (in this order; `again` needs `register`)",
+    )
+    parser.add_argument(
+        "--one-pass",
+        action="store_true",
+        help="measure peak memory in the timed pass (its CPU then includes tracemalloc's)",
     )
     parser.add_argument("--words", type=int, default=1500, help="words per compared document")
     parser.add_argument("--json", type=Path, default=RESULTS, help="write the results here")
@@ -101,7 +109,9 @@ def main() -> int:
         client = boto3.client("s3", endpoint_url=endpoint)
         sizes = {}
         for n in args.objects:
-            sizes[n] = _listing(endpoint, f"bench-{n}", url, n, args.runs, n <= args.register_up_to)
+            sizes[n] = _listing(
+                endpoint, f"bench-{n}", url, n, args.runs, args.steps, args.one_pass
+            )
         texts = [document(seed, args.words) for seed in range(args.documents)]
         compared = (
             _bucket_against_folder(client, endpoint, url, work, texts, args.runs) if texts else {}
@@ -168,7 +178,13 @@ def _timed(step: Callable[[], T]) -> tuple[T, float, float]:
 
 
 def _listing(
-    endpoint: str, bucket: str, url: str, n: int, runs: int, registers: bool
+    endpoint: str,
+    bucket: str,
+    url: str,
+    n: int,
+    runs: int,
+    chosen: list[str],
+    one_pass: bool = False,
 ) -> dict[str, Any]:
     from seams.resources.postgres import PostgresResource
     from seams.storage import batches
@@ -202,14 +218,19 @@ def _listing(
     # The client made and its service model loaded before anything is measured.
     source.store.client.list_objects_v2(Bucket=bucket, MaxKeys=1)
     result: dict[str, Any] = {"key_and_etag_bytes": _key_and_etag_bytes(bucket, n)}
-    steps = [("list", listed, runs), ("decide", decide, runs)]
-    if registers:
-        steps += [("register", register, 1), ("again", decide, runs)]
+    every = {"list": (listed, runs), "decide": (decide, runs), "register": (register, 1),
+             "again": (decide, runs)}  # fmt: skip
+    steps = [(name, *every[name]) for name in STEPS if name in chosen]
     for name, step, repeat in steps:
-        memory = _peak(step) if name != "register" else None
+        memory = _peak(step) if name != "register" and not one_pass else None
         times, cpu = [], []
         for _ in range(repeat):
+            if memory is None and name != "register":  # one pass: timed while traced
+                tracemalloc.start()
             count, seconds, cpu_seconds = _timed(step)
+            if tracemalloc.is_tracing():
+                memory = tracemalloc.get_traced_memory()[1]
+                tracemalloc.stop()
             times.append(seconds)
             cpu.append(cpu_seconds)
         if name == "register":  # the one pass that registers: its memory measured after
