@@ -15,6 +15,7 @@ from seams.orchestration.cli.terminal import printable, printable_json
 from seams.orchestration.shell_commands import seams_command
 from seams.resources.readers import Readers
 from seams.storage.search import SearchHit, SearchResponse
+from seams.storage.search.context_budget import PackedContext
 from seams.storage.search.query import validate_query
 
 
@@ -68,6 +69,7 @@ def format_response(
         if hit.passage is not None and hit.passage != hit.text:
             where = f"{hit.passage_start}:{hit.passage_end}"
             lines.append(f"   best passage {where}: {_snippet(hit.passage, width - 20)}")
+    count = counted(len(response.hits), "hit")
     if response.context is not None:
         packed = response.context
         lines.append(
@@ -82,11 +84,28 @@ def format_response(
             lines.append(
                 f"  [{where}, {span.tokens} tokens, hits {ranks}] {_snippet(span.text, width - 40)}"
             )
+        lines += _left_out(packed)
+        count = f"{len(response.hits)} of {counted(packed.offered, 'ranked hit')} given"
     lines.append(
-        f"({counted(len(response.hits), 'hit')}; embedding {response.embed_ms:.1f} ms, "
+        f"({count}; embedding {response.embed_ms:.1f} ms, "
         f"search {response.search_ms:.1f} ms; search {response.search}, mode {response.mode})"
     )
     return "\n".join(lines)
+
+
+def _left_out(packed: PackedContext) -> list[str]:
+    """What the budget left out, so the hits' numbering (their ranks) reads true: the hits
+    ranked above the last one given that did not fit, and how many were never reached."""
+    last = max(packed.given, default=0)
+    lines = [
+        f"left out: hit {x.rank} (needs {x.tokens} tokens, {x.room} left)"
+        for x in packed.left_out
+        if x.rank < last
+    ]
+    below = packed.offered - last
+    if below > 0:
+        lines.append(f"left out: {counted(below, 'lower-ranked hit')}, no room left for them")
+    return lines
 
 
 def _matched(hit: SearchHit) -> str:

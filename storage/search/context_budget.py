@@ -16,6 +16,8 @@ each one that still fits. Both share these rules:
 - what does not fit is left out, never cut (`pack_budget`: the whole hit; `pack_passages`: the
   sentence), so a later, smaller piece may still fit and the reader never gets half a sentence.
   A piece already inside a kept span costs nothing.
+- what was left out is said: each hit tried that did not fit, with what it needed and the room
+  left at its turn (`left_out`), and how many were never reached (`unreached`).
 
 The total of the spans' token counts never exceeds the budget.
 """
@@ -103,16 +105,41 @@ class ContextSpan:
 
 
 @dataclass(frozen=True)
+class LeftOut:
+    """A hit the packer tried and left out: its smallest part (its best sentence, or the whole
+    hit) needed `tokens` more than the `room` left at its turn."""
+
+    rank: int
+    tokens: int
+    room: int
+
+
+@dataclass(frozen=True)
 class PackedContext:
     spans: list[ContextSpan]
     """In the order of their best hit."""
     tokens: int
     budget: int
     skipped: tuple[int, ...]
-    """Ranks of hits left out because they did not fit."""
+    """Ranks of hits left out because they did not fit (`left_out` says by how much)."""
     passages: dict[int, tuple[int, int]] = field(default_factory=dict)
     """Per rank of a hit given to the reader: the (start, end) of the part of it that was given
     (its whole span when packed whole)."""
+    left_out: tuple[LeftOut, ...] = ()
+    """The hits of `skipped`, each with what it needed and the room left at its turn."""
+    offered: int = 0
+    """How many ranked hits were offered; those neither given nor `skipped` were not reached
+    (the budget was full before their turn)."""
+
+    @property
+    def given(self) -> tuple[int, ...]:
+        """Ranks of the hits given to the reader, best first."""
+        return tuple(sorted(self.passages))
+
+    @property
+    def unreached(self) -> int:
+        """Hits offered that were neither given nor tried (the budget was full first)."""
+        return self.offered - len(self.passages) - len(self.skipped)
 
 
 def check_budget(budget: object) -> int:
@@ -129,7 +156,7 @@ def pack_budget(
     check_budget(budget)
     spans: list[_Span] = []
     used = 0
-    skipped: list[int] = []
+    left_out: list[LeftOut] = []
     for item in items:
         touching = [s for s in spans if s.group == item.group and _touches(s, item)]
         inside = [s for s in touching if s.start <= item.start_char and item.end_char <= s.end]
@@ -143,7 +170,7 @@ def pack_budget(
         tokens = count_tokens([text])[0]
         cost = tokens - sum(s.tokens for s in touching)
         if used + cost > budget:
-            skipped.append(item.rank)
+            left_out.append(LeftOut(item.rank, cost, budget - used))
             continue
         used += cost
         merged = _Span(item.group, start, end, text, tokens)
@@ -154,10 +181,9 @@ def pack_budget(
         spans.append(merged)
         if used == budget:
             break
-    spans.sort(key=lambda s: min(r for r, _ in s.members))
     kept = {rank for s in spans for rank, _ in s.members}
     passages = {i.rank: (i.start_char, i.end_char) for i in items if i.rank in kept}
-    return PackedContext([s.frozen() for s in spans], used, budget, tuple(skipped), passages)
+    return _packed(spans, used, budget, passages, left_out, len(items))
 
 
 def best_sentence(sentences: Sequence[Sentence]) -> int:
@@ -199,7 +225,12 @@ def pack_passages(
     sentences that hold evidence. The packer takes the most valuable step that still fits, so
     the best hit's answer grows before a weak sentence of a tenth hit is given, and a strong
     sentence of a later hit beats padding around a weak one. Growth "pays" exactly while it is
-    the best use of the next tokens.
+    the best use of the next tokens. Rank is respected: a step of a hit (its seed or its
+    growth) is taken only while the seeds of the hits ranked above it that are still waiting
+    keep the room they need; otherwise it waits until they have had their turn (given, or left
+    out because they did not fit). So a lower-ranked hit never takes the room a better one
+    needed, however well it scores or however cheaply it would merge with a neighbouring span,
+    and a strong sentence of a later hit is still given before padding around a weak one.
 
     As in `pack_budget`: passages of one document version that overlap or touch merge into one
     span whose tokens are recounted; a step that does not fit is dropped (a seed: the hit is
@@ -212,17 +243,23 @@ def pack_passages(
     passages: dict[int, tuple[int, int]] = {}  # item position -> (first, last) unit
     spans: list[_Span] = []
     used = 0
-    skipped: list[int] = []
+    left_out: list[LeftOut] = []
     closed: set[tuple[int, int]] = set()
     heap: list[tuple[float, int, int, int]] = []  # (-value, rank, side, position)
+
+    seeds = [best_sentence(u) for u in units]
     for position, item in enumerate(items):
-        seed = units[position][best_sentence(units[position])]
-        heapq.heappush(heap, (-item.value * seed.score, item.rank, 0, position))
+        value = item.value * units[position][seeds[position]].score
+        heapq.heappush(heap, (-value, item.rank, 0, position))
+    need = _seed_tokens(items, units, seeds, count_tokens)
+    waiting = set(range(len(items)))  # positions whose seed has not had its turn
+    held: list[tuple[float, int, int, int]] = []  # steps waiting for a better hit's seed
     while heap and used < budget:
-        _, _, side, position = heapq.heappop(heap)
+        step = heapq.heappop(heap)
+        _, _, side, position = step
         item, sentences = items[position], units[position]
         if side == 0:
-            first = last = best_sentence(sentences)
+            first = last = seeds[position]
         else:
             first, last = passages[position]
             first, last = (first - 1, last) if side < 0 else (first, last + 1)
@@ -241,9 +278,14 @@ def pack_passages(
             cost = tokens - sum(s.tokens for s in touching)
         if used + cost > budget:
             if side == 0:
-                skipped.append(item.rank)
+                left_out.append(LeftOut(item.rank, cost, budget - used))
+                waiting.discard(position)
+                _release(held, heap)
             else:
                 closed.add((position, side))
+            continue
+        if cost and cost + _held_for(waiting, position, need, budget - used) > budget - used:
+            held.append(step)  # a better hit's seed still needs this room
             continue
         used += cost
         if not inside:
@@ -257,18 +299,71 @@ def pack_passages(
             target = inside[0]
         if side == 0:  # growth keeps the hit in the span that holds it
             target.add(item)
+            waiting.discard(position)
+            _release(held, heap)
         passages[position] = (first, last)
         for direction in (-1, 1) if side == 0 else (side,):
             nxt = first - 1 if direction < 0 else last + 1
             if 0 <= nxt < len(sentences) and (position, direction) not in closed:
                 value = item.value * (hit_share + (1 - hit_share) * sentences[nxt].score)
                 heapq.heappush(heap, (-value, item.rank, direction, position))
-    spans.sort(key=lambda s: min(r for r, _ in s.members))
+    last_given = max(passages, default=-1)
+    for position in sorted(waiting):  # better hits the budget filled up before
+        if position < last_given:
+            left_out.append(LeftOut(items[position].rank, need[position], budget - used))
     given = {
         items[p].rank: (units[p][first].start, units[p][last].end)
         for p, (first, last) in passages.items()
     }
-    return PackedContext([s.frozen() for s in spans], used, budget, tuple(skipped), given)
+    return _packed(spans, used, budget, given, left_out, len(items))
+
+
+def _seed_tokens(
+    items: Sequence[BudgetItem],
+    units: Sequence[Sequence[Sentence]],
+    seeds: Sequence[int],
+    count_tokens: TokenCounter,
+) -> list[int]:
+    """Per item, the tokens its seed (its best sentence) needs alone: the room held for it."""
+    texts = [
+        item.text[u[i].start - item.start_char : u[i].end - item.start_char]
+        for item, u, i in zip(items, units, seeds, strict=True)
+    ]
+    return count_tokens(texts) if texts else []
+
+
+def _held_for(waiting: set[int], position: int, need: Sequence[int], room: int) -> int:
+    """The room kept for the waiting seeds ranked above `position` that could still fit."""
+    return sum(n for p in waiting if p < position and (n := need[p]) <= room)
+
+
+def _release(
+    held: list[tuple[float, int, int, int]], heap: list[tuple[float, int, int, int]]
+) -> None:
+    """Steps held for a better hit's seed go back to the heap once a seed has had its turn."""
+    for step in held:
+        heapq.heappush(heap, step)
+    held.clear()
+
+
+def _packed(
+    spans: list[_Span],
+    used: int,
+    budget: int,
+    passages: dict[int, tuple[int, int]],
+    left_out: list[LeftOut],
+    offered: int,
+) -> PackedContext:
+    spans.sort(key=lambda s: min(r for r, _ in s.members))
+    return PackedContext(
+        spans=[s.frozen() for s in spans],
+        tokens=used,
+        budget=budget,
+        skipped=tuple(x.rank for x in left_out),
+        passages=passages,
+        left_out=tuple(left_out),
+        offered=offered,
+    )
 
 
 def _units(item: BudgetItem) -> list[Sentence]:

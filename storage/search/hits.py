@@ -178,4 +178,6 @@ class SearchResponse:
             out["budget"] = self.context.budget
             out["tokens"] = self.context.tokens
             out["spans"] = [asdict(span) for span in self.context.spans]
+            out["left_out"] = [asdict(x) for x in self.context.left_out]
+            out["ranked"] = self.context.offered
         return out

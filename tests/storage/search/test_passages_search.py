@@ -86,3 +86,28 @@ def test_without_a_budget_hits_stay_whole_and_mark_their_best_passage(indexed: I
     plain = search_response(indexed.postgres, indexed.embedder, QUERY, 3, passages=False)
     assert [h.chunk_id for h in plain.hits] == [h.chunk_id for h in response.hits]
     assert all(h.passage_start is None for h in plain.hits)
+
+
+def test_the_output_numbers_hits_by_rank_and_says_what_the_budget_left_out(
+    indexed: Indexed,
+) -> None:
+    from seams.orchestration.cli.search import format_response
+
+    response = search_response(indexed.postgres, indexed.embedder, QUERY, 3, budget=40)
+    packed = response.context
+    assert packed is not None
+    shown = format_response(response)
+    given = [h.rank for h in response.hits]
+    assert given == list(packed.given) and given[0] == 1
+    for rank in given:
+        assert f"\n{rank}. " in f"\n{shown}"
+    last = given[-1]
+    for x in packed.left_out:
+        if x.rank < last:
+            assert f"left out: hit {x.rank} (needs {x.tokens} tokens, {x.room} left)" in shown
+    assert f"({len(given)} of {packed.offered} ranked hit(s) given;" in shown
+    if packed.offered > last:
+        assert f"left out: {packed.offered - last} lower-ranked hit(s)" in shown
+    as_json = response.to_dict()
+    assert as_json["ranked"] == packed.offered
+    assert [x["rank"] for x in as_json["left_out"]] == list(packed.skipped)

@@ -1,0 +1,96 @@
+"""Packing respects rank: a hit is never displaced by a lower-ranked one, however well that one
+scores or however it touches a hit already given, and the packed context says what it left out.
+
+The corpus is a small vector-index guide: asked which HNSW parameters to tune for recall, the
+answer (the M / ef_construction / ef_search list) ranks 4th; the IVF paragraph that follows the
+2nd hit ranks 5th and has the question's words in it."""
+
+from __future__ import annotations
+
+from seams.storage.search.context_budget import BudgetItem, Sentence, pack_passages
+
+GUIDE = (
+    "## Vector indexes\n\n"
+    "An approximate index trades a little recall for a lot of speed. "
+    "Exact search compares the query with every vector.\n\n"
+    "HNSW builds a layered graph of neighbours. "
+    "Search walks the graph from the top layer down.\n\n"
+    "IVF clusters the vectors and searches the nearest lists. "
+    "Tune its nprobe parameter for better recall at the cost of speed.\n\n"
+    "## Memory\n\n"
+    "Each vector costs four bytes a dimension. "
+    "Quantisation cuts that by four.\n\n"
+    "## Tuning HNSW\n\n"
+    "Three parameters control HNSW:\n"
+    "- M, the number of links per node.\n"
+    "- ef_construction, the breadth of the build.\n"
+    "- ef_search, the breadth of a query.\n"
+)
+
+
+def _count(texts: list[str]) -> list[int]:
+    return [len(t.split()) for t in texts]
+
+
+def _item(rank: int, first: str, last: str, scores: list[float], value: float) -> BudgetItem:
+    """The hit from the sentence starting with `first` to the one ending with `last`; its
+    sentences split at '. ', ':\\n' and '\\n', scored in order by `scores`."""
+    start = GUIDE.index(first)
+    end = GUIDE.index(last, start) + len(last)
+    sentences, position = [], start
+    for score in scores:
+        stops = [GUIDE.find(m, position, end) for m in (". ", ":\n", ".\n")]
+        stop = min((s + 1 for s in stops if s >= 0), default=end)
+        sentences.append(Sentence(position, stop, score))
+        position = stop
+        while position < end and GUIDE[position] in " \n-":
+            position += 1
+    assert sentences[-1].end == end, (first, sentences)
+    return BudgetItem(
+        rank=rank,
+        group=("b", "guide"),
+        chunk_id=f"c{rank}",
+        start_char=start,
+        end_char=end,
+        text=GUIDE[start:end],
+        window_start=0,
+        window_text=GUIDE,
+        sentences=tuple(sentences),
+        value=value,
+    )
+
+
+HITS = [
+    _item(1, "An approximate", "every vector.", [0.5, 0.3], 1.0),
+    _item(2, "HNSW builds", "top layer down.", [0.6, 0.2], 0.9),
+    _item(3, "Each vector", "by four.", [0.1, 0.1], 0.7),
+    _item(4, "Three parameters", "of a query.", [0.4, 0.3, 0.3, 0.3], 0.6),
+    _item(5, "IVF clusters", "cost of speed.", [0.2, 0.9], 0.55),  # touches hit 2
+]
+
+
+def test_the_list_at_rank_4_is_packed_before_the_neighbour_of_hit_2_at_rank_5() -> None:
+    packed = pack_passages(HITS, 58, _count)
+    assert 4 in packed.given
+    assert "Three parameters control HNSW:" in " ".join(s.text for s in packed.spans)
+    assert 5 not in packed.given  # it scores well and touches hit 2, but ranks below hit 4
+    assert packed.tokens <= 58
+
+
+def test_a_lower_rank_gets_only_the_room_a_better_one_could_not_use() -> None:
+    for budget in range(1, 60):
+        packed = pack_passages(HITS, budget, _count)
+        given = set(packed.given)
+        for rank in given:  # every better hit was given or tried and found too big
+            assert all(r in given or r in packed.skipped for r in range(1, rank))
+        for x in packed.left_out:  # left out only when it did not fit at its turn
+            assert x.tokens > x.room >= 0
+        assert len(given) + len(packed.skipped) + packed.unreached == packed.offered == 5
+
+
+def test_a_hit_inside_a_given_span_is_given_free_but_only_at_its_turn() -> None:
+    inside = _item(5, "Search walks", "top layer down.", [0.9], 0.55)  # a part of hit 2
+    packed = pack_passages([*HITS[:4], inside], 200, _count)
+    assert packed.given == (1, 2, 3, 4, 5)
+    holder = next(s for s in packed.spans if 5 in s.ranks)
+    assert 2 in holder.ranks
