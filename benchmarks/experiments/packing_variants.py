@@ -119,7 +119,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         positions = sample(data, args.sets, args.questions)
         for name, pack in packers.items():
             figures = recalls(data, positions, pack, count)
-            table.setdefault(data["set"], {})[name] = {str(b): round(v, 4) for b, v in figures.items()}
+            rounded = {str(b): round(v, 4) for b, v in figures.items()}
+            table.setdefault(data["set"], {})[name] = rounded
             print(
                 f"{data['set']:>9} ({len(positions)} q) {name:>12}: "
                 + " / ".join(f"{v:.3f}" for v in figures.values()),

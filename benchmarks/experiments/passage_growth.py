@@ -63,6 +63,7 @@ def read(set_dir: Path, out: Path) -> None:
         RememberedQueries,
         indexed_sources,
         located,
+        narrowed,
     )
 
     settings = load_settings()
@@ -75,18 +76,17 @@ def read(set_dir: Path, out: Path) -> None:
     remembered = RememberedQueries(embedder)
     started = time.perf_counter()
     readings: dict[str, list[Any]] = {kind: [] for kind in KINDS}
-    for question in questions:
+    for question in questions:  # hybrid read once, the other two are parts of it (`narrowed`)
+        hybrid = read_search(
+            postgres,
+            remembered,
+            question.question,
+            EVAL_K,
+            search="hybrid",
+            sentence_weight=settings.retrieval.sentence_weight,
+        )
         for kind in KINDS:
-            readings[kind].append(
-                read_search(
-                    postgres,
-                    remembered,
-                    question.question,
-                    EVAL_K,
-                    search=kind,
-                    sentence_weight=settings.retrieval.sentence_weight,
-                )
-            )
+            readings[kind].append(narrowed(hybrid, kind))
     payload = {
         "set": set_dir.name,
         "published_seq": published,

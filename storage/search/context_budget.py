@@ -24,6 +24,7 @@ The total of the spans' token counts never exceeds the budget.
 
 from __future__ import annotations
 
+import bisect
 import heapq
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -248,6 +249,7 @@ def pack_passages(
     heap: list[tuple[float, int, int, int]] = []  # (-value, rank, side, position)
 
     seeds = [best_sentence(u) for u in units]
+    sources: dict[tuple[str, str], _Source] = {}  # per document version, its known text
     for position, item in enumerate(items):
         value = item.value * units[position][seeds[position]].score
         heapq.heappush(heap, (-value, item.rank, 0, position))
@@ -264,8 +266,10 @@ def pack_passages(
             first, last = passages[position]
             first, last = (first - 1, last) if side < 0 else (first, last + 1)
         start, end = sentences[first].start, sentences[last].end
-        pieces = _pieces(items, item.group)
-        touching = [s for s in spans if s.group == item.group and _meets(s, start, end, pieces)]
+        source = sources.get(item.group) or sources.setdefault(
+            item.group, _Source(_pieces(items, item.group))
+        )
+        touching = [s for s in spans if s.group == item.group and _meets(s, start, end, source)]
         low = min([start, *(s.start for s in touching)])
         high = max([end, *(s.end for s in touching)])
         inside = [s for s in touching if s.start <= start and end <= s.end]
@@ -273,7 +277,7 @@ def pack_passages(
             tokens, cost = inside[0].tokens, 0
             touching = inside[:1]
         else:
-            text = _cover(low, high, pieces + [(s.start, s.text) for s in touching])
+            text = source.cover(low, high)
             tokens = count_tokens([text])[0]
             cost = tokens - sum(s.tokens for s in touching)
         if used + cost > budget:
@@ -382,22 +386,60 @@ def _pieces(items: Sequence[BudgetItem], group: tuple[str, str]) -> list[tuple[i
     return out
 
 
-def _meets(span: _Span, start: int, end: int, pieces: Sequence[tuple[int, str]]) -> bool:
+def _meets(span: _Span, start: int, end: int, source: _Source) -> bool:
     """Whether `source[start:end]` overlaps or touches `span` (only whitespace between them,
     as far as the known pieces show)."""
     if start <= span.end and span.start <= end:
         return True
     low, high = (span.end, start) if span.end < start else (end, span.start)
-    gap = _known(low, high, pieces)
+    gap = source.known(low, high)
     return gap is not None and not gap.strip()
 
 
-def _known(start: int, end: int, pieces: Sequence[tuple[int, str]]) -> str | None:
-    """`source[start:end]` when one known piece holds it all, else None."""
-    for offset, text in pieces:
-        if offset <= start and end <= offset + len(text):
-            return text[start - offset : end - offset]
-    return None
+class _Source:
+    """The known pieces `(offset, source[offset:offset+len])` of one document version, looked up
+    by position: the piece reaching furthest among those starting at or before a position
+    holds it if any piece does (so `known` is `_known`, and `cover` `_cover`, in log time)."""
+
+    def __init__(self, pieces: Sequence[tuple[int, str]]) -> None:
+        ordered = sorted(pieces, key=lambda p: (p[0], -len(p[1])))
+        self.offsets = [offset for offset, _ in ordered]
+        self.furthest: list[tuple[int, str]] = []  # per prefix: the piece ending last
+        for offset, text in ordered:
+            if not self.furthest or offset + len(text) > _end(self.furthest[-1]):
+                self.furthest.append((offset, text))
+            else:
+                self.furthest.append(self.furthest[-1])
+
+    def _reaching(self, position: int) -> tuple[int, str] | None:
+        at = bisect.bisect_right(self.offsets, position) - 1
+        return self.furthest[at] if at >= 0 else None
+
+    def known(self, start: int, end: int) -> str | None:
+        """`source[start:end]` when one known piece holds it all, else None."""
+        piece = self._reaching(start)
+        if piece is None or _end(piece) < end:
+            return None
+        return piece[1][start - piece[0] : end - piece[0]]
+
+    def cover(self, start: int, end: int) -> str:
+        """`source[start:end]` assembled from the known pieces."""
+        out: list[str] = []
+        position = start
+        while position < end:
+            piece = self._reaching(position)
+            if piece is None or _end(piece) <= position:  # not for touching spans
+                raise ValueError(f"no known text covers position {position} of {start}:{end}")
+            offset, text = piece
+            stop = min(end, offset + len(text))
+            out.append(text[position - offset : stop - offset])
+            position = stop
+        return "".join(out)
+
+
+def _end(piece: tuple[int, str]) -> int:
+    """Where a known piece ends in the source."""
+    return piece[0] + len(piece[1])
 
 
 class _Span:

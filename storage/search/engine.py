@@ -47,6 +47,7 @@ from seams.storage.connections import ConnectionSource, connection_lost
 from seams.storage.search import lexical
 from seams.storage.search.context_budget import (
     BudgetItem,
+    PackedContext,
     Sentence,
     TokenCounter,
     best_passage,
@@ -485,8 +486,52 @@ def ranked_response(
     if pool.target is None:
         return response
     started = time.perf_counter()
+    hits, sentences = _ranked_hits(reading, k, lexical_weight, budget is not None, passages)
+    response.hits = hits
+    if budget is not None:
+        _pack(response, sentences, budget, count_tokens, passages)  # type: ignore[arg-type]
+    response.search_ms = pool.search_ms + reading.read_ms
+    response.search_ms += (time.perf_counter() - started) * 1000
+    if reading.others and budget is None and len(response.hits) < k:
+        target = pool.target
+        response.notes.append(
+            f"the index also holds vectors of another mode or model than the newest batch's "
+            f"({target.mode}, model {target.model_id[:12]}): `seams backfill` re-indexes every "
+            "batch with the current settings"
+        )
+    return response
+
+
+def packed_contexts(
+    reading: SearchReading,
+    budgets: Sequence[int],
+    *,
+    lexical_weight: float = LEXICAL_WEIGHT,
+    count_tokens: TokenCounter | None = None,
+) -> dict[int, PackedContext | None]:
+    """Per budget, `ranked_response(reading, k, lexical_weight=..., budget=B,
+    count_tokens=...).context` (passages, any k: a budget ranks the whole pool), ranking the
+    reading once for all the budgets: what `seams eval` scores at every weight."""
+    checked_lexical_weight(lexical_weight)
+    for budget in budgets:
+        check_budget(budget)
+    count_tokens = _token_counter(count_tokens)
+    if reading.pool.target is None:
+        return dict.fromkeys(budgets)
+    hits, sentences = _ranked_hits(reading, 1, lexical_weight, True, True)
+    items = _budget_items(hits, sentences)
+    return {budget: pack_passages(items, budget, count_tokens) for budget in budgets}
+
+
+def _ranked_hits(
+    reading: SearchReading, k: int, lexical_weight: float, budget: bool, passages: bool
+) -> tuple[list[SearchHit], list[tuple[Sentence, ...]]]:
+    """The reading's hits at `lexical_weight` (the top `k`, or with a `budget` every visible
+    candidate), best first, each with its best passage marked, and their weighed sentences."""
+    pool = reading.pool
+    search = pool.search
     ranked = ranked_candidates(pool, lexical_weight)
-    wanted = ranked if budget is not None else ranked[:k]
+    wanted = ranked if budget else ranked[:k]
     hits: list[SearchHit] = []
     for entry, score in wanted:
         key = (entry.batch_key, entry.document_id, entry.chunk_id)
@@ -522,19 +567,7 @@ def ranked_response(
             passage_start=found[marked[0]].start if marked else None,
             passage_end=found[marked[1]].end if marked else None,
         )
-    response.hits = hits
-    if budget is not None:
-        _pack(response, sentences, budget, count_tokens, passages)  # type: ignore[arg-type]
-    response.search_ms = pool.search_ms + reading.read_ms
-    response.search_ms += (time.perf_counter() - started) * 1000
-    if reading.others and budget is None and len(response.hits) < k:
-        target = pool.target
-        response.notes.append(
-            f"the index also holds vectors of another mode or model than the newest batch's "
-            f"({target.mode}, model {target.model_id[:12]}): `seams backfill` re-indexes every "
-            "batch with the current settings"
-        )
-    return response
+    return hits, sentences
 
 
 def _weighed(rows: list[list[SentenceRow]], lexical_weight: float) -> list[tuple[Sentence, ...]]:
@@ -562,11 +595,7 @@ def _pack(
 ) -> None:
     """The ranked hits packed into `budget` tokens (`response.context`); the hits that were
     given stay, each with the passage of it that was."""
-    values = normalised([h.score for h in response.hits])
-    items = [
-        _budget_item(h, found, float(value))
-        for h, found, value in zip(response.hits, sentences, values, strict=True)
-    ]
+    items = _budget_items(response.hits, sentences)
     pack = pack_passages if passages else pack_budget
     response.context = pack(items, budget, count_tokens)
     given = response.context.passages
@@ -582,6 +611,15 @@ def _pack(
             f"no hit fits a budget of {budget} tokens: the best one alone needs more"
         )
     response.hits = [h for h in response.hits if h.rank in kept]
+
+
+def _budget_items(hits: list[SearchHit], sentences: list[tuple[Sentence, ...]]) -> list[BudgetItem]:
+    """The hits as the packer sees them, each valued by its score scaled over the answer."""
+    values = normalised([h.score for h in hits])
+    return [
+        _budget_item(h, found, float(value))
+        for h, found, value in zip(hits, sentences, values, strict=True)
+    ]
 
 
 def _budget_item(

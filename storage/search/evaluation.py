@@ -1,13 +1,14 @@
 """`seams eval`'s run against the index: a questions file's sources found among the current
 documents, then every question searched as `seams search --budget B` searches it.
 
-Per question and way of ranking (hybrid, dense, lexical) the index is read once
-(`engine.read_search`: the candidate pool, every candidate's hit row and its sentences' raw
-scores); every `lexical_weight` and every budget is then answered from that reading in memory by
-`engine.ranked_response`, the very function `search_response` answers with, and the packed
-context scored by `budget_recall.context_recall`. Reading once instead of once per weight and
-budget makes a run some thirty times cheaper, and the figures are those of `seams search` by
-construction.
+Per question the index is read once (`engine.read_search`: the candidate pool, every
+candidate's hit row and its sentences' raw scores). A hybrid pool is the union of the dense and
+the BM25 best chunks, each scored by both, so the dense and the lexical search's readings are
+parts of the hybrid one (`narrowed`) and need no reading of their own. Every `lexical_weight`
+and every budget is then answered from the readings in memory by `engine.ranked_response`, the
+very function `search_response` answers with, and the packed context scored by
+`budget_recall.context_recall`; token counts are remembered per text, since the same passages
+recur across weights and budgets. The figures are those of `seams search` by construction.
 
 All answers must come from the publication the sources were read from: a `seams run` that
 publishes meanwhile would mix two states of the corpus, so the run stops and says so.
@@ -16,7 +17,7 @@ publishes meanwhile would mix two states of the corpus, so the run stops and say
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
@@ -35,7 +36,7 @@ from seams.storage.search.budget_recall import (
     matching_paths,
 )
 from seams.storage.search.context_budget import TokenCounter
-from seams.storage.search.engine import SearchReading, ranked_response, read_search
+from seams.storage.search.engine import SearchReading, packed_contexts, read_search
 from seams.storage.search.query import QueryEmbedder, SearchKind
 from seams.storage.search.snapshot import published_snapshot
 
@@ -223,6 +224,7 @@ def evaluate(
         tuple(budgets), published_seq=published_seq, lexical_weight=float(lexical_weight)
     )
     remembered = RememberedQueries(embedder)
+    count_tokens = remembered_counts(count_tokens)
     if "hybrid" in measured:
         for weight in weights:
             result.by_weight[float(weight)] = {b: [] for b in budgets}
@@ -232,16 +234,22 @@ def evaluate(
         result.packed[kind] = {b: [] for b in budgets}
     for done, question in enumerate(questions):
         document = sources[question.source]
+        hybrid = None
         for kind in measured:
-            reading = read_search(
-                postgres, remembered, question.question, EVAL_K, search=kind,
-                sentence_weight=sentence_weight,
-            )  # fmt: skip
-            _same_publication(result.published_seq, reading.pool.published_seq)
+            if hybrid is None:
+                reading = read_search(
+                    postgres, remembered, question.question, EVAL_K,
+                    search="hybrid" if "hybrid" in measured else kind,
+                    sentence_weight=sentence_weight,
+                )  # fmt: skip
+                _same_publication(result.published_seq, reading.pool.published_seq)
+                hybrid = reading if reading.pool.search == "hybrid" else None
+            if hybrid is not None:
+                reading = narrowed(hybrid, kind)
             for weight in weights if kind == "hybrid" else (lexical_weight,):
                 target = result.by_weight[weight] if kind == "hybrid" else result.by_search[kind]
-                for budget in budgets:
-                    context = _context(reading, weight, budget, count_tokens)
+                contexts = _contexts(reading, weight, budgets, count_tokens)
+                for budget, context in zip(budgets, contexts, strict=True):
                     target[budget].append(
                         context_recall(context, document.document_id, question.spans)
                     )
@@ -252,6 +260,63 @@ def evaluate(
     return result
 
 
+def narrowed(reading: SearchReading, kind: SearchKind) -> SearchReading:
+    """The reading a `kind` search of the same query gets, taken from a hybrid `reading`.
+
+    A hybrid pool is the union of the dense top `pool` (the entries with a `dense_rank`) and the
+    BM25 top `pool` (those with a `lexical_rank`; the rest of the BM25 side scores 0 and ranks
+    nothing), read in one snapshot with every entry's hit row and sentences. A dense pool is its
+    dense side without BM25 scores, a lexical pool its BM25 side without cosines; the sentences'
+    other score weighs 0 in a dense or lexical answer (`sentence_evidence`). So
+    `ranked_response(narrowed(r, kind), ...)` answers as a reading of a `kind` search does (its
+    notes aside: a dense answer keeps the hybrid search's notes about BM25)."""
+    if kind == "hybrid":
+        return reading
+    pool = reading.pool
+    if pool.search != "hybrid":
+        raise ValueError(f"a {pool.search} reading holds no {kind} reading")
+    dense = kind == "dense"
+    entries = [
+        replace(e, lexical_score=None, matched_terms=(), lexical_rank=None, lexical_group=None)
+        if dense
+        else replace(e, dense_score=None, dense_rank=None)
+        for e in pool.candidates
+        if (e.dense_rank if dense else e.lexical_rank) is not None
+    ]
+    keys = {(e.batch_key, e.document_id, e.chunk_id) for e in entries}
+    narrow = replace(
+        pool,
+        search=kind,
+        candidates=entries,
+        lexemes=() if dense else pool.lexemes,
+        terms=() if dense else pool.terms,
+        scanned=pool.scanned if dense else 0,
+    )
+    sentences = None
+    if reading.sentences is not None:
+        sentences = {k: v for k, v in reading.sentences.items() if k in keys}
+    return replace(
+        reading,
+        pool=narrow,
+        rows={k: v for k, v in reading.rows.items() if k in keys},
+        sentences=sentences,
+    )
+
+
+def remembered_counts(count_tokens: TokenCounter) -> TokenCounter:
+    """`count_tokens` remembering each text's count: an evaluation packs the same passages
+    again at every weight and budget."""
+    seen: dict[str, int] = {}
+
+    def counted(texts: list[str]) -> list[int]:
+        missing = [t for t in dict.fromkeys(texts) if t not in seen]
+        if missing:
+            seen.update(zip(missing, count_tokens(missing), strict=True))
+        return [seen[t] for t in texts]
+
+    return counted
+
+
 def _same_publication(expected: int | None, seen: int | None) -> None:
     if seen != expected:
         raise StorageError(
@@ -260,12 +325,18 @@ def _same_publication(expected: int | None, seen: int | None) -> None:
         )
 
 
-def _context(
-    reading: SearchReading, lexical_weight: float, budget: int, count_tokens: TokenCounter
-) -> list[tuple[str, int, int]]:
-    """The (document_id, start, end) spans `seams search --budget` packs for the reading."""
-    response = ranked_response(
-        reading, EVAL_K, lexical_weight=lexical_weight, budget=budget, count_tokens=count_tokens
+def _contexts(
+    reading: SearchReading,
+    lexical_weight: float,
+    budgets: Sequence[int],
+    count_tokens: TokenCounter,
+) -> list[list[tuple[str, int, int]]]:
+    """Per budget, the (document_id, start, end) spans `seams search --budget` packs for the
+    reading (`engine.packed_contexts`: `ranked_response`'s context, ranked once)."""
+    packed = packed_contexts(
+        reading, budgets, lexical_weight=lexical_weight, count_tokens=count_tokens
     )
-    spans = response.context.spans if response.context is not None else []
-    return [(s.document_id, s.start_char, s.end_char) for s in spans]
+    return [
+        [(s.document_id, s.start_char, s.end_char) for s in context.spans] if context else []
+        for context in (packed[b] for b in budgets)
+    ]

@@ -24,6 +24,7 @@ from seams.storage.search import (
     read_search,
     search_response,
 )
+from seams.storage.search.evaluation import narrowed
 from tests.storage.test_vector_indexes import (
     DIMENSIONS,
     MODE,
@@ -133,6 +134,27 @@ def test_a_model_asked_of_an_empty_index_says_to_run_first(postgres: PostgresRes
     assert response.notes == [
         "nothing is indexed yet: run `seams run` (or materialize chunk_index) first"
     ]
+
+
+@pytest.mark.parametrize("search", ["dense", "lexical"])
+def test_a_hybrid_reading_narrowed_answers_as_a_dense_or_lexical_reading_does(
+    postgres: PostgresResource, two_models: dict[str, np.ndarray], search: SearchKind
+) -> None:
+    """`seams eval` reads the index once per question, hybrid, and takes the dense and the
+    lexical search's readings from it (`narrowed`): their answers are those of their own
+    readings, hit for hit and span for span, at every budget."""
+    embedder = FixedQueries(QUERIES, SMALL)
+    for query in ("chunk 7 of b1-doc-1", "doc-2 chunk 30", "what is nearest"):
+        hybrid = read_search(postgres, embedder, query, 5, search="hybrid")
+        own = read_search(postgres, embedder, query, 5, search=search)
+        derived = narrowed(hybrid, search)
+        assert set(derived.rows) == set(own.rows), (query, search)
+        for budget in (None, 12, 40):
+            options = {"budget": budget, "count_tokens": words}
+            expected = _answer(ranked_response(own, 5, **options))
+            answer = _answer(ranked_response(derived, 5, **options))
+            expected.pop("notes"), answer.pop("notes")
+            assert answer == expected, (query, search, budget)
 
 
 def _answer(response: SearchResponse) -> dict[str, object]:
