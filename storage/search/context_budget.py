@@ -226,12 +226,9 @@ def pack_passages(
     sentences that hold evidence. The packer takes the most valuable step that still fits, so
     the best hit's answer grows before a weak sentence of a tenth hit is given, and a strong
     sentence of a later hit beats padding around a weak one. Growth "pays" exactly while it is
-    the best use of the next tokens. Rank is respected: a step of a hit (its seed or its
-    growth) is taken only while the seeds of the hits ranked above it that are still waiting
-    keep the room they need; otherwise it waits until they have had their turn (given, or left
-    out because they did not fit). So a lower-ranked hit never takes the room a better one
-    needed, however well it scores or however cheaply it would merge with a neighbouring span,
-    and a strong sentence of a later hit is still given before padding around a weak one.
+    the best use of the next tokens. What was left out is recorded (`left_out`): each seed that
+    did not fit at its turn, and each hit ranked above the last one given whose seed never had
+    a turn before the budget was full, with the tokens it needed alone.
 
     As in `pack_budget`: passages of one document version that overlap or touch merge into one
     span whose tokens are recounted; a step that does not fit is dropped (a seed: the hit is
@@ -253,12 +250,9 @@ def pack_passages(
     for position, item in enumerate(items):
         value = item.value * units[position][seeds[position]].score
         heapq.heappush(heap, (-value, item.rank, 0, position))
-    need = _seed_tokens(items, units, seeds, count_tokens)
     waiting = set(range(len(items)))  # positions whose seed has not had its turn
-    held: list[tuple[float, int, int, int]] = []  # steps waiting for a better hit's seed
     while heap and used < budget:
-        step = heapq.heappop(heap)
-        _, _, side, position = step
+        _, _, side, position = heapq.heappop(heap)
         item, sentences = items[position], units[position]
         if side == 0:
             first = last = seeds[position]
@@ -284,12 +278,8 @@ def pack_passages(
             if side == 0:
                 left_out.append(LeftOut(item.rank, cost, budget - used))
                 waiting.discard(position)
-                _release(held, heap)
             else:
                 closed.add((position, side))
-            continue
-        if cost and cost + _held_for(waiting, position, need, budget - used) > budget - used:
-            held.append(step)  # a better hit's seed still needs this room
             continue
         used += cost
         if not inside:
@@ -304,17 +294,32 @@ def pack_passages(
         if side == 0:  # growth keeps the hit in the span that holds it
             target.add(item)
             waiting.discard(position)
-            _release(held, heap)
         passages[position] = (first, last)
         for direction in (-1, 1) if side == 0 else (side,):
             nxt = first - 1 if direction < 0 else last + 1
             if 0 <= nxt < len(sentences) and (position, direction) not in closed:
                 value = item.value * (hit_share + (1 - hit_share) * sentences[nxt].score)
                 heapq.heappush(heap, (-value, item.rank, direction, position))
-    last_given = max(passages, default=-1)
-    for position in sorted(waiting):  # better hits the budget filled up before
-        if position < last_given:
-            left_out.append(LeftOut(items[position].rank, need[position], budget - used))
+    for position in sorted(waiting):  # a seed already inside a given span costs nothing
+        seed = units[position][seeds[position]]
+        group = items[position].group
+        holder = next(
+            (x for x in spans if x.group == group and x.start <= seed.start and seed.end <= x.end),
+            None,
+        )
+        if holder is not None:
+            holder.add(items[position])
+            passages[position] = (seeds[position], seeds[position])
+            waiting.discard(position)
+    unreached = sorted(p for p in waiting if p < max(passages, default=-1))
+    need = _seed_tokens(
+        [items[p] for p in unreached],
+        [units[p] for p in unreached],
+        [seeds[p] for p in unreached],
+        count_tokens,
+    )
+    for position, tokens in zip(unreached, need, strict=True):  # the budget filled up first
+        left_out.append(LeftOut(items[position].rank, tokens, budget - used))
     given = {
         items[p].rank: (units[p][first].start, units[p][last].end)
         for p, (first, last) in passages.items()
@@ -328,26 +333,12 @@ def _seed_tokens(
     seeds: Sequence[int],
     count_tokens: TokenCounter,
 ) -> list[int]:
-    """Per item, the tokens its seed (its best sentence) needs alone: the room held for it."""
+    """Per item, the tokens its seed (its best sentence) needs alone."""
     texts = [
         item.text[u[i].start - item.start_char : u[i].end - item.start_char]
         for item, u, i in zip(items, units, seeds, strict=True)
     ]
     return count_tokens(texts) if texts else []
-
-
-def _held_for(waiting: set[int], position: int, need: Sequence[int], room: int) -> int:
-    """The room kept for the waiting seeds ranked above `position` that could still fit."""
-    return sum(n for p in waiting if p < position and (n := need[p]) <= room)
-
-
-def _release(
-    held: list[tuple[float, int, int, int]], heap: list[tuple[float, int, int, int]]
-) -> None:
-    """Steps held for a better hit's seed go back to the heap once a seed has had its turn."""
-    for step in held:
-        heapq.heappush(heap, step)
-    held.clear()
 
 
 def _packed(

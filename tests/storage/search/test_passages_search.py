@@ -91,6 +91,7 @@ def test_without_a_budget_hits_stay_whole_and_mark_their_best_passage(indexed: I
 def test_the_output_numbers_hits_by_rank_and_says_what_the_budget_left_out(
     indexed: Indexed,
 ) -> None:
+    from seams.errors import counted
     from seams.orchestration.cli.search import format_response
 
     response = search_response(indexed.postgres, indexed.embedder, QUERY, 3, budget=40)
@@ -105,9 +106,9 @@ def test_the_output_numbers_hits_by_rank_and_says_what_the_budget_left_out(
     for x in packed.left_out:
         if x.rank < last:
             assert f"left out: hit {x.rank} (needs {x.tokens} tokens, {x.room} left)" in shown
-    assert f"({len(given)} of {packed.offered} ranked hit(s) given;" in shown
+    assert f"({len(given)} of {counted(packed.offered, 'ranked hit')} given;" in shown
     if packed.offered > last:
-        assert f"left out: {packed.offered - last} lower-ranked hit(s)" in shown
+        assert f"left out: {counted(packed.offered - last, 'lower-ranked hit')}," in shown
     as_json = response.to_dict()
     assert as_json["ranked"] == packed.offered
     assert [x["rank"] for x in as_json["left_out"]] == list(packed.skipped)
