@@ -48,7 +48,7 @@ from seams.resources.embedded_server import server_tempdir  # noqa: E402
 from seams.resources.postgres import PostgresResource, close_pool  # noqa: E402
 from seams.storage import schema, vector_indexes  # noqa: E402
 from seams.storage.partition_tables import write_table  # noqa: E402
-from seams.storage.targets import open_target  # noqa: E402
+from seams.storage.targets import TargetStore, open_target  # noqa: E402
 from seams.storage.targets.sync import sync_target  # noqa: E402
 from seams.targets import TargetSettings  # noqa: E402
 
@@ -152,6 +152,7 @@ def main(argv: list[str] | None = None) -> int:
     server = EmbeddedPostgres(root / "pgdata")
     folder = Path(tempfile.mkdtemp(prefix="seams-targets-"))
     results: dict[str, dict[str, float]] = {}
+    stores: dict[str, TargetStore] = {}
     try:
         started = server.start()
         url = database_url_for(started, DATA_DATABASE)
@@ -170,16 +171,18 @@ def main(argv: list[str] | None = None) -> int:
 
             os.environ["BENCH_CHROMA_URL"] = chroma_server()
         environment = SeamsEnvironment.from_os()
-        last: dict[str, TargetSettings] = {}
-        for kind in args.kinds:  # first syncs: a fresh store per run
+        for kind in args.kinds:  # first syncs: a fresh store per run, the last one kept open
             first, loads = [], []
             for run in range(args.runs):
-                last[kind] = store_settings(kind, folder, run)
-                store = open_target(f"bench_{kind}_{run}", last[kind], environment)
+                settings = store_settings(kind, folder, run)
+                store = open_target(f"bench_{kind}_{run}", settings, environment)
                 try:
                     done = sync_target(postgres, f"bench_{kind}_{run}", store, ["default"])
                 finally:
-                    store.close()
+                    if run < args.runs - 1:
+                        store.close()
+                    else:
+                        stores[kind] = store
                 assert done.written == total, done
                 first.append(done.seconds)
                 loads.append(os.getloadavg()[0])
@@ -198,12 +201,9 @@ def main(argv: list[str] | None = None) -> int:
             for batch in range(batches):
                 write_batch(postgres, batch, changed if round_ % 2 == 0 else set(), False)
             for kind in args.kinds:
-                target = f"bench_{kind}_{args.runs - 1}"
-                store = open_target(target, last[kind], environment)
-                try:
-                    done = sync_target(postgres, target, store, ["default"])
-                finally:
-                    store.close()
+                done = sync_target(
+                    postgres, f"bench_{kind}_{args.runs - 1}", stores[kind], ["default"]
+                )
                 rounds[kind].append((done.seconds, done.written, done.deleted))
         for kind in args.kinds:
             r = results[kind]
@@ -222,6 +222,8 @@ def main(argv: list[str] | None = None) -> int:
                 flush=True,
             )
     finally:
+        for store in stores.values():
+            store.close()
         close_pool(url) if "url" in locals() else None
         server.stop()
         shutil.rmtree(root, ignore_errors=True)
