@@ -39,6 +39,10 @@ MAX_TEXT_BYTES = 65_535
 """The longest VARCHAR Milvus stores."""
 _ID_BYTES = 128
 _PAGE = 1000
+_CONNECTION: dict[str, Any] = {"dedicated": True, "timeout": 60}
+"""A connection of the store's own, closed with it: a later sync in the same process connects
+afresh instead of reviving a shared channel that sat idle (which the server may have sent
+away meanwhile); 60 s to connect, for a busy machine (Milvus Lite serves from this process)."""
 
 
 def open_store(target: str, settings: TargetSettings, location: str) -> MilvusStore:
@@ -49,11 +53,11 @@ def open_store(target: str, settings: TargetSettings, location: str) -> MilvusSt
             if parts.port:
                 netloc += f":{parts.port}"
             uri = urlunsplit((parts.scheme, netloc, parts.path, "", ""))
-            client = MilvusClient(uri=uri, token=parts.password or "")
+            client = MilvusClient(uri=uri, token=parts.password or "", **_CONNECTION)
         else:
             if not location.endswith(".db"):
                 raise ValueError("Milvus Lite's path is a file ending in .db")
-            client = MilvusClient(location)
+            client = MilvusClient(location, **_CONNECTION)
         client.list_collections()
     except Exception as exc:  # the client raises its transport's own errors
         raise unreachable(target, settings, "Milvus", location, exc) from None
