@@ -26,8 +26,8 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from seams.errors import ConfigError, StorageError
 from seams.resources.database import CONNECT_TIMEOUT_S, redact
-from seams.resources.postgres_pool import register_vector
 from seams.storage.tenants import tenant_role
+from seams.storage.vector_type import register_vector
 
 POOL_TIMEOUT_S = 10.0
 

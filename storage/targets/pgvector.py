@@ -22,7 +22,6 @@ import psycopg
 from psycopg import sql
 
 from seams.errors import StorageError
-from seams.resources.postgres_pool import register_vector
 from seams.storage.connections import first_line, redact
 from seams.storage.targets.base import (
     FIELD_NAMES,
@@ -32,6 +31,7 @@ from seams.storage.targets.base import (
     Record,
     is_model_object,
 )
+from seams.storage.vector_type import register_vector
 from seams.targets import TargetSettings
 
 _COPY_TYPES = [*("int4" if kind == INTEGER else "text" for _, kind, _ in RECORD_FIELDS), "vector"]
