@@ -78,6 +78,7 @@ STEPS: dict[int, Step] = {}
 #: vector dimension becomes one HNSW index per model (`vector_indexes.adopt_fixed_dimension`).
 ADOPTIONS: tuple[Callable[[psycopg.Connection[Any]], object], ...] = (
     vector_indexes.adopt_fixed_dimension,
+    vector_indexes.adopt_collection_keys,
 )
 
 

@@ -877,6 +877,20 @@ TARGET_RECORDS = Table(
     description="Every record each target's store was sent, with what it held when it was sent.",
 )
 
+COLLECTION_KEYS = Table(
+    "collection_keys",
+    (
+        collection_column("a collection that has vector indexes of its own"),
+        Column("key", "integer", description="its number, in its indexes' names and predicates"),
+    ),
+    key=("collection",),
+    partitioned=False,
+    primary_key=("collection",),
+    # Written by `seams.storage.vector_indexes` only, and never changed once written: each
+    # collection index's predicate reads it (`collection_key_function`).
+    description="The number of each collection with indexes of its own (catalogs name none).",
+)
+
 WRITER_LOCKS = Table(
     "writer_locks",
     (
@@ -913,6 +927,7 @@ TABLES: tuple[Table, ...] = (
     COLLECTION_TENANTS,
     TARGET_STATES,
     TARGET_RECORDS,
+    COLLECTION_KEYS,
     WRITER_LOCKS,
     SCHEMA_VERSION,
 )
@@ -1015,7 +1030,8 @@ def published_chunks_view() -> sql.Composable:
 CHUNK_PARENTS_VIEW = "chunk_parents"
 CHUNK_INDEX_HNSW_PREFIX = "chunk_index_hnsw_"
 """Every model's HNSW index over `seams.chunk_index` is named `<prefix><dimension>_<hash>`
-(`_<hash of the collection>` after it: the model's index over one collection's rows)."""
+(`_c<collection key>` after it: the model's index over one collection's rows)."""
+COLLECTION_KEY_FUNCTION = "collection_key"
 LEGACY_CHUNK_INDEX_HNSW = "chunk_index_embedding_hnsw"
 """The one HNSW index of a `chunk_index` whose vectors had one fixed dimension (`vector(384)`)."""
 MAX_HNSW_DIMENSIONS = 2000
@@ -1023,16 +1039,38 @@ MAX_HNSW_DIMENSIONS = 2000
 exactly (a sequential scan of its rows), never approximately."""
 
 
-def chunk_index_hnsw_name(model_id: str, dimension: int, collection: str | None = None) -> str:
-    """The name of `model_id`'s HNSW index (with `collection`: of its index over that
-    collection's rows alone): deterministic, any model id and collection name fit PostgreSQL's
-    63 bytes (hashes of them, not the names themselves), and the dimension is visible to people.
-    """
+def chunk_index_hnsw_name(model_id: str, dimension: int, collection_key: int | None = None) -> str:
+    """The name of `model_id`'s HNSW index (with `collection_key`: of its index over that
+    collection's rows alone, `COLLECTION_KEYS`): deterministic, any model id fits PostgreSQL's
+    63 bytes (a hash of it), the dimension is visible to people, and no collection's name is
+    (every role may read index names)."""
     digest = hashlib.sha256(model_id.encode()).hexdigest()[:16]
     name = f"{CHUNK_INDEX_HNSW_PREFIX}{checked_dimension(dimension)}_{digest}"
-    if collection is None:
+    if collection_key is None:
         return name
-    return f"{name}_{hashlib.sha256(collection.encode()).hexdigest()[:12]}"
+    return f"{name}_c{operator.index(collection_key)}"
+
+
+def collection_key_sql(collection: sql.Composable) -> sql.Composable:
+    """`seams.collection_key(<collection>)`: a collection's number (`collection_key_function`)."""
+    return sql.SQL("{}({})").format(sql.Identifier(SCHEMA, COLLECTION_KEY_FUNCTION), collection)
+
+
+def collection_key_function() -> sql.Composable:
+    """`seams.collection_key(name)`: the number of a collection in `COLLECTION_KEYS` (NULL when it
+    has none, or for a tenant, is not its own: the table's row-level security). A collection
+    index's predicate calls it on the indexed rows (`chunk_index_hnsw`), which PostgreSQL
+    allows of an IMMUTABLE function only; that holds, as a collection's number never changes
+    once written. A search of the collection states the same condition with the number as a
+    literal (`seams.storage.search.dense`), which proves the index applies."""
+    return sql.SQL(
+        """CREATE OR REPLACE FUNCTION {function}(name text) RETURNS integer
+        LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+        AS $$ SELECT k.key FROM {table} AS k WHERE k.collection = name $$"""
+    ).format(
+        function=sql.Identifier(SCHEMA, COLLECTION_KEY_FUNCTION),
+        table=COLLECTION_KEYS.identifier(),
+    )
 
 
 def checked_dimension(dimension: int) -> int:
@@ -1056,7 +1094,7 @@ def model_vector(column: sql.Composable, dimension: int) -> sql.Composable:
 
 
 def chunk_index_hnsw(
-    model_id: str, dimension: int, collection: str | None = None
+    model_id: str, dimension: int, collection_key: int | None = None
 ) -> sql.Composable:
     """The HNSW index (cosine distance, pgvector's defaults m=16, ef_construction=64) of one
     model's vectors in `seams.chunk_index`: a partial index (`WHERE model_id = ...`) on the
@@ -1065,20 +1103,25 @@ def chunk_index_hnsw(
     the same literal model id and orders by the same cast, so the planner proves the index
     applies, for a generic plan too. Values are literals composed by psycopg, never formatted.
 
-    With `collection`, the index of that collection's rows of the model alone (`AND collection
-    = ...`): a search of that one collection, which names it by the same literal, walks only its
-    rows instead of the whole model's graph filtered afterwards.
+    With `collection_key`, the index of that collection's rows of the model alone (`AND
+    seams.collection_key(collection) = <key>`, `collection_key_function`): a search of that one
+    collection, whose condition folds into the same, walks only its rows instead of the whole
+    model's graph filtered afterwards. The predicate holds the collection's number, not its
+    name: index definitions are readable by every role, tenants included.
     """
     among = (
-        sql.SQL(" AND {} = {}").format(sql.Identifier("collection"), sql.Literal(collection))
-        if collection is not None
+        sql.SQL(" AND {} = {}").format(
+            collection_key_sql(sql.Identifier("collection")),
+            sql.Literal(operator.index(collection_key)),
+        )
+        if collection_key is not None
         else sql.SQL("")
     )
     return sql.SQL(
         "CREATE INDEX IF NOT EXISTS {name} ON {table} USING hnsw (({vector}) vector_cosine_ops)"
         " WHERE {model} = {model_id}{among}"
     ).format(
-        name=sql.Identifier(chunk_index_hnsw_name(model_id, dimension, collection)),
+        name=sql.Identifier(chunk_index_hnsw_name(model_id, dimension, collection_key)),
         table=CHUNK_INDEX.identifier(),
         vector=model_vector(sql.Identifier("embedding"), dimension),
         model=sql.Identifier("model_id"),
@@ -1161,6 +1204,7 @@ def declared_ddl(
     statements.extend(builds_ddl())
     statements.append(current_versions_view())
     statements.append(uri_file_name_function())
+    statements.append(collection_key_function())
     statements.append(current_chunks_view())
     statements.append(published_chunks_view())
     statements.append(chunk_parents_view())

@@ -6,8 +6,11 @@ indexes such a column per dimension: a partial index on the vectors cast to the 
 `WHERE model_id = '<id>'` (`schema.chunk_index_hnsw`). This module keeps one such index per model
 that has vectors, and beside it, for every collection but `default` that has written the
 model's vectors, the model's index over that collection's rows alone (`WHERE model_id = '<id>'
-AND collection = '<name>'`): a search of one collection walks its own small graph instead of
-the whole model's filtered afterwards. Each goes with its model:
+AND seams.collection_key(collection) = <n>`): a search of one collection walks its own small
+graph instead of the whole model's filtered afterwards. A collection index names its collection
+by a number (`seams.collection_keys`, given once and never changed), in its name, predicate and
+comment alike: every role reads index definitions, and a tenant must not learn another's
+collection names there. Each goes with its model:
 
 - `ensure_model_index` before a model's vectors are written (the `chunk_index` asset calls it):
   a catalog lookup when the index is there, else one `CREATE INDEX` in its own short transaction
@@ -19,7 +22,9 @@ the whole model's filtered afterwards. Each goes with its model:
 - `adopt_fixed_dimension`, the migration of a `chunk_index` made when vectors had one fixed
   dimension (`vector(384)` and one HNSW index over all rows): the column becomes `vector` (no
   table rewrite: only the type modifier goes), the old index goes and each model present gets
-  its own, built over its rows in the migration's transaction.
+  its own, built over its rows in the migration's transaction;
+- `adopt_collection_keys`, the migration of collection indexes that named their collection:
+  each is rebuilt under its collection's number and the old one dropped.
 
 An index that is missing costs speed, never an answer: search filters by model id and orders by
 the exact cosine, so without the index it is a sequential scan with the same hits.
@@ -43,6 +48,8 @@ log = logging.getLogger(__name__)
 
 #: The writer lock every creator and dropper of a model's index takes (one at a time).
 INDEX_LOCK = "seams:chunk_index_hnsw"
+#: The writer lock of every giver of collection numbers (one number per collection, never two).
+KEYS_LOCK = "seams:collection-keys"
 #: How long a drop waits for the table's lock before it leaves the index for a later drop.
 DROP_LOCK_TIMEOUT = "10s"
 
@@ -60,28 +67,73 @@ class ModelIndex:
     """False for an index a failed concurrent build or drop left behind: never used."""
     collection: str | None = None
     """The collection whose rows alone it indexes; None for the model's index over all rows."""
+    collection_key: int | None = None
+    """That collection's number; None for a model's index, and for a collection index made
+    before numbers, which names its collection (`adopt_collection_keys` rebuilds it)."""
 
 
-def _comment(model_id: str, collection: str | None) -> str:
-    """The index's comment, which tells its model (and collection): the name holds only hashes.
-    A model's index keeps the bare model id (what indexes made before collection indexes hold);
-    a collection's index holds a JSON object of both."""
-    if collection is None:
+def _comment(model_id: str, collection_key: int | None) -> str:
+    """The index's comment, which tells its model (and collection): the name holds only a hash
+    and a number. A model's index keeps the bare model id (what indexes made before collection
+    indexes hold); a collection's index holds a JSON object of the model id and the number."""
+    if collection_key is None:
         return model_id
-    return json.dumps({"model_id": model_id, "collection": collection}, sort_keys=True)
+    return json.dumps({"model_id": model_id, "collection_key": collection_key}, sort_keys=True)
 
 
-def _described(comment: str) -> tuple[str, str | None]:
-    """The model id and collection an index's comment (`_comment`) names."""
+def _described(comment: str) -> tuple[str, int | str | None]:
+    """The model id and the collection's number (or, made before numbers, name) an index's
+    comment (`_comment`) holds."""
     if comment.startswith("{"):
         try:
             found = json.loads(comment)
         except ValueError:
             found = None
         if isinstance(found, dict) and isinstance(found.get("model_id"), str):
+            key = found.get("collection_key")
+            if isinstance(key, int) and not isinstance(key, bool):
+                return found["model_id"], key
             collection = found.get("collection")
             return found["model_id"], collection if isinstance(collection, str) else None
     return comment, None
+
+
+def collection_key(conn: psycopg.Connection[Any], collection: str) -> int | None:
+    """The number of `collection` (None: it has none yet)."""
+    row = conn.execute(
+        sql.SQL("SELECT key FROM {} WHERE collection = %s").format(
+            schema.COLLECTION_KEYS.identifier()
+        ),
+        (collection,),
+    ).fetchone()
+    return None if row is None else int(row[0])
+
+
+def _give_key(conn: psycopg.Connection[Any], collection: str) -> int:
+    """The number of `collection`, given now (the next free one) if it has none; in the
+    caller's transaction, under `KEYS_LOCK`."""
+    writer_locks.lock(conn, KEYS_LOCK)
+    conn.execute(
+        sql.SQL(
+            "INSERT INTO {table} (collection, key) SELECT %s, coalesce(max(key), 0) + 1"
+            " FROM {table} ON CONFLICT (collection) DO NOTHING"
+        ).format(table=schema.COLLECTION_KEYS.identifier()),
+        (collection,),
+    )
+    key = collection_key(conn, collection)
+    assert key is not None
+    return key
+
+
+def index_name(
+    conn: psycopg.Connection[Any], model_id: str, dimension: int, collection: str | None = None
+) -> str | None:
+    """The name of `model_id`'s index (with `collection`: over that collection's rows; None
+    while the collection has no number, hence no index)."""
+    if collection is None:
+        return schema.chunk_index_hnsw_name(model_id, dimension)
+    key = collection_key(conn, collection)
+    return None if key is None else schema.chunk_index_hnsw_name(model_id, dimension, key)
 
 
 _MODEL_INDEXES = """
@@ -104,10 +156,25 @@ def model_indexes(conn: psycopg.Connection[Any]) -> list[ModelIndex]:
         "table": schema.CHUNK_INDEX.qualified_name,
         "prefix": schema.CHUNK_INDEX_HNSW_PREFIX,
     }
+    found = conn.execute(_MODEL_INDEXES, params).fetchall()
+    names: dict[int, str] = {}
+    if any(comment.startswith("{") for _, comment, _, _ in found):
+        names = {
+            int(key): str(collection)
+            for collection, key in conn.execute(
+                sql.SQL("SELECT collection, key FROM {}").format(
+                    schema.COLLECTION_KEYS.identifier()
+                )
+            )
+        }
     indexes = []
-    for name, comment, dimension, valid in conn.execute(_MODEL_INDEXES, params).fetchall():
-        model_id, collection = _described(comment)
-        indexes.append(ModelIndex(name, model_id, int(dimension), bool(valid), collection))
+    for name, comment, dimension, valid in found:
+        model_id, described = _described(comment)
+        key = described if isinstance(described, int) else None
+        collection = names.get(key) if key is not None else described
+        indexes.append(
+            ModelIndex(name, model_id, int(dimension), bool(valid), collection, key)  # type: ignore[arg-type]
+        )
     return indexes
 
 
@@ -146,10 +213,17 @@ def ensure_model_index(
 def _ensure(
     conn: psycopg.Connection[Any], model_id: str, dimension: int, collection: str | None
 ) -> bool:
-    """One index (`ensure_model_index`), in its own transaction under `INDEX_LOCK`."""
-    name = schema.chunk_index_hnsw_name(model_id, dimension, collection)
-    if _valid_index(conn, name):
+    """One index (`ensure_model_index`), in its own transaction under `INDEX_LOCK` (a
+    collection's number given first, in a transaction of its own: committed before any row of
+    the collection's index is written)."""
+    name = index_name(conn, model_id, dimension, collection)
+    if name is not None and _valid_index(conn, name):
         return False
+    key = None
+    if collection is not None:
+        with conn.transaction():
+            key = _give_key(conn, collection)
+    name = schema.chunk_index_hnsw_name(model_id, dimension, key)
     with conn.transaction():
         writer_locks.lock(conn, INDEX_LOCK)
         existing = _index(conn, name)
@@ -157,7 +231,7 @@ def _ensure(
             return False
         if existing is not None:  # an invalid leftover of an interrupted concurrent drop
             conn.execute(sql.SQL("DROP INDEX {}").format(sql.Identifier(schema.SCHEMA, name)))
-        _create(conn, model_id, dimension, collection)
+        _create(conn, model_id, dimension, key)
     log.info(
         "created HNSW index %s for model %s (%d dimensions)%s",
         name,
@@ -169,14 +243,15 @@ def _ensure(
 
 
 def _create(
-    conn: psycopg.Connection[Any], model_id: str, dimension: int, collection: str | None = None
+    conn: psycopg.Connection[Any], model_id: str, dimension: int, key: int | None = None
 ) -> None:
-    """The index and its comment (`_comment`: the model id and collection the name hashes)."""
-    conn.execute(schema.chunk_index_hnsw(model_id, dimension, collection))
-    name = schema.chunk_index_hnsw_name(model_id, dimension, collection)
+    """The index and its comment (`_comment`: the model id the name hashes, the collection's
+    number)."""
+    conn.execute(schema.chunk_index_hnsw(model_id, dimension, key))
+    name = schema.chunk_index_hnsw_name(model_id, dimension, key)
     conn.execute(
         sql.SQL("COMMENT ON INDEX {} IS {}").format(
-            sql.Identifier(schema.SCHEMA, name), sql.Literal(_comment(model_id, collection))
+            sql.Identifier(schema.SCHEMA, name), sql.Literal(_comment(model_id, key))
         )
     )
 
@@ -291,4 +366,22 @@ def adopt_fixed_dimension(conn: psycopg.Connection[Any]) -> list[str]:
         if dimension <= schema.MAX_HNSW_DIMENSIONS:
             _create(conn, model_id, dimension)
             built.append(schema.chunk_index_hnsw_name(model_id, dimension))
+    return built
+
+
+def adopt_collection_keys(conn: psycopg.Connection[Any]) -> list[str]:
+    """Rebuild every collection index that names its collection (made before collection
+    numbers: in its predicate and comment) under the collection's number, and drop it; the
+    indexes built. Nothing to do: one catalog lookup. For the migration's transaction (under
+    its DDL lock): searches of the collection walk the new index once it commits."""
+    built = []
+    for index in model_indexes(conn):
+        if index.collection is None or index.collection_key is not None:
+            continue
+        key = _give_key(conn, index.collection)
+        name = schema.chunk_index_hnsw_name(index.model_id, index.dimension, key)
+        if _index(conn, name) is None:
+            _create(conn, index.model_id, index.dimension, key)
+            built.append(name)
+        conn.execute(sql.SQL("DROP INDEX {}").format(sql.Identifier(schema.SCHEMA, index.name)))
     return built

@@ -108,7 +108,8 @@ def main() -> int:
             conn.execute("ANALYZE seams.chunk_index")
         with_ms, with_recall = timed(postgres, queries, tenant)
         with postgres.connection() as conn:
-            name = schema.chunk_index_hnsw_name(MODEL, args.dimension, TENANT)
+            name = vector_indexes.index_name(conn, MODEL, args.dimension, TENANT)
+            assert name is not None
             conn.execute(sql.SQL("DROP INDEX {}").format(sql.Identifier(schema.SCHEMA, name)))
         without_ms, without_recall = timed(postgres, queries, tenant)
     finally:

@@ -34,7 +34,7 @@ import psycopg.errors
 from psycopg import sql
 
 from seams.errors import InputError
-from seams.storage import schema
+from seams.storage import schema, vector_indexes
 from seams.storage.search.lexical import DEFAULT_TEXT_SEARCH_CONFIG
 from seams.storage.search.sentence_rerank import rerank_order
 
@@ -141,7 +141,12 @@ LIMIT %(fetch)s
 
 
 def nearest_statement(
-    model_id: str, dimension: int, *, among: bool = False, collection: str | None = None
+    model_id: str,
+    dimension: int,
+    *,
+    among: bool = False,
+    collection: str | None = None,
+    collection_key: int | None = None,
 ) -> sql.Composed:
     """The dense pool's statement over `model_id`'s vectors of `dimension` (params q, mode,
     fetch; `among`: only the rows of the collections of param `collections`; `collection`:
@@ -149,12 +154,19 @@ def nearest_statement(
 
     The model id is a literal, not a parameter: the planner must prove the model's partial
     index applies, which a generic plan of a prepared statement could not do with `$1`. One
-    statement text per model, so each is prepared once. `collection` is a literal for the same
-    reason: the model's index over that collection's rows (`schema.chunk_index_hnsw`) applies
-    only to a statement that names it so (one statement per model and collection)."""
+    statement text per model, so each is prepared once. `collection` and its number
+    `collection_key` are literals for the same reason: the model's index over that collection's
+    rows (`schema.chunk_index_hnsw`) applies only to a statement that states its predicate (one
+    statement per model and collection)."""
     visible = sql.SQL(VISIBLE).format(current=schema.CURRENT_DOCUMENTS.identifier())
     if collection is not None:
         restrict: sql.Composable = sql.SQL(" AND i.collection = {}").format(sql.Literal(collection))
+        if collection_key is not None:
+            restrict = sql.SQL("{} AND {} = {}").format(
+                restrict,
+                schema.collection_key_sql(sql.SQL("i.collection")),
+                sql.Literal(collection_key),
+            )
     elif among:
         restrict = sql.SQL(" AND i.collection = ANY(%(collections)s::text[])")
     else:
@@ -203,11 +215,16 @@ def nearest_vectors(
         "collections": list(collections or ()),
     }
     named = set(collections) if collections is not None else set()
+    collection = named.pop() if len(named) == 1 else None
+    key = None  # a collection with an index of its own has a number (`vector_indexes`)
+    if collection is not None and collection != schema.DEFAULT_COLLECTION:
+        key = vector_indexes.collection_key(conn, collection)
     statement = nearest_statement(
         target.model_id,
         dimension,
         among=collections is not None,
-        collection=named.pop() if len(named) == 1 else None,
+        collection=collection,
+        collection_key=key,
     )
     try:
         return conn.execute(statement, params, prepare=True).fetchall()

@@ -14,6 +14,8 @@ collection.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -23,7 +25,7 @@ import pytest
 from psycopg import sql
 
 from seams.resources.postgres import PostgresResource
-from seams.storage import schema, vector_indexes
+from seams.storage import migrations, schema, vector_indexes
 from seams.storage.partition_tables import write_table
 from seams.storage.search.dense import (
     IndexTarget,
@@ -91,15 +93,15 @@ def indexes(postgres: PostgresResource) -> set[tuple[str, str | None]]:
 
 
 def test_collection_index_names_fit_and_differ_per_model_collection_and_dimension() -> None:
-    name = schema.chunk_index_hnsw_name("m" * 200, 384, "c" * 200)
-    assert name == schema.chunk_index_hnsw_name("m" * 200, 384, "c" * 200)
-    assert name.startswith(schema.chunk_index_hnsw_name("m" * 200, 384) + "_")
+    name = schema.chunk_index_hnsw_name("m" * 200, 384, 2**31 - 1)
+    assert name == schema.chunk_index_hnsw_name("m" * 200, 384, 2**31 - 1)
+    assert name == schema.chunk_index_hnsw_name("m" * 200, 384) + "_c2147483647"
     assert len(name) <= 63
     others = {
         schema.chunk_index_hnsw_name("m" * 200, 384),
-        schema.chunk_index_hnsw_name("m" * 200, 384, "d"),
-        schema.chunk_index_hnsw_name("n", 384, "c" * 200),
-        schema.chunk_index_hnsw_name("m" * 200, 96, "c" * 200),
+        schema.chunk_index_hnsw_name("m" * 200, 384, 1),
+        schema.chunk_index_hnsw_name("n", 384, 2**31 - 1),
+        schema.chunk_index_hnsw_name("m" * 200, 96, 2**31 - 1),
     }
     assert name not in others and len(others) == 4
 
@@ -118,8 +120,9 @@ def test_each_collection_gets_its_index_which_goes_with_its_model(
         assert vector_indexes.ensure_model_index(conn, PACKAGED, 384, collection=odd)
         assert not vector_indexes.ensure_model_index(conn, PACKAGED, 384, collection=odd)
         found = {i.name: i for i in vector_indexes.model_indexes(conn)}
-    assert found[schema.chunk_index_hnsw_name(PACKAGED, 384, odd)].collection == odd
-    assert found[schema.chunk_index_hnsw_name(PACKAGED, 384, odd)].model_id == PACKAGED
+        own = vector_indexes.index_name(conn, PACKAGED, 384, odd)
+    assert own is not None and odd not in own
+    assert found[own].collection == odd and found[own].model_id == PACKAGED
     assert found[schema.chunk_index_hnsw_name(PACKAGED, 384)].collection is None
     assert len(found) == 2  # no index of `default` beside the model's
     with postgres.connection() as conn:  # no vectors: both go with the model
@@ -163,7 +166,10 @@ def searched(pg_server_url: str) -> Iterator[tuple[PostgresResource, dict[str, n
 
 def plan(conn: psycopg.Connection[Any], **restrict: Any) -> str:
     """The generic plan (any parameter values: what a prepared statement settles on) of the
-    nearest-vector statement of the 96-d model, restricted as `nearest_statement` is told."""
+    nearest-vector statement of the 96-d model, restricted as `nearest_statement` is told (a
+    collection with its number, as `nearest_vectors` tells it)."""
+    if "collection" in restrict:
+        restrict["collection_key"] = vector_indexes.collection_key(conn, restrict["collection"])
     text = nearest_statement(SMALL, 96, **restrict).as_string(conn)
     for number, name in enumerate(("q", "mode", "fetch", "collections"), 1):
         text = text.replace(f"%({name})s", f"${number}")
@@ -177,13 +183,13 @@ def test_a_one_collection_search_walks_its_collection_index(
     """Naming the one collection by a literal, the generic plan is an ordered scan of the
     collection's index; the `ANY` form of several collections cannot prove it applies."""
     postgres, _ = searched
-    own = schema.chunk_index_hnsw_name(SMALL, 96, TENANT)
     with postgres.connection() as conn, conn.transaction():
+        own = vector_indexes.index_name(conn, SMALL, 96, TENANT)
         configure_scan(conn, 40)
         text = plan(conn, collection=TENANT)
         shared = plan(conn, among=True)
     scans = [line for line in text.splitlines() if "Index Scan" in line]
-    assert scans and own in scans[0], text
+    assert own is not None and scans and own in scans[0], text
     assert "Sort" not in text and "Seq Scan" not in text, text
     assert own not in shared and schema.chunk_index_hnsw_name(SMALL, 96) in shared, shared
 
@@ -198,7 +204,9 @@ def test_a_one_collection_search_answers_the_same_with_and_without_its_index(
     postgres, vectors = searched
     values = vectors[TENANT]
     target = IndexTarget(MODE, SMALL)
-    name = schema.chunk_index_hnsw_name(SMALL, 96, TENANT)
+    with postgres.connection() as conn:
+        name = vector_indexes.index_name(conn, SMALL, 96, TENANT)
+    assert name is not None
     for seed in range(3):
         query = values[seed * 7] + 0.3 * unit_vectors(1, 96, seed=40 + seed)[0]
         query = (query / np.linalg.norm(query)).astype(np.float32)
@@ -239,10 +247,11 @@ def test_the_search_of_one_collection_walks_its_index_once_its_statement_is_prep
     after a few runs): the index scans PostgreSQL counts in the transaction are the collection
     index's, none of the model's."""
     postgres, vectors = searched
-    names = {
-        schema.chunk_index_hnsw_name(SMALL, 96, TENANT): "own",
-        schema.chunk_index_hnsw_name(SMALL, 96): "model",
-    }
+    with postgres.connection() as conn:
+        names = {
+            vector_indexes.index_name(conn, SMALL, 96, TENANT): "own",
+            schema.chunk_index_hnsw_name(SMALL, 96): "model",
+        }
 
     def counted(conn: psycopg.Connection[Any]) -> dict[str, int]:
         rows = conn.execute(
@@ -264,3 +273,80 @@ def test_the_search_of_one_collection_walks_its_index_once_its_statement_is_prep
         after = counted(conn)
     scans = {key: after[key] - before[key] for key in after}
     assert scans == {"own": 3, "model": 0}, scans
+
+
+def test_a_search_planned_before_its_collection_had_a_number_finds_its_rows_after(
+    postgres: PostgresResource,
+) -> None:
+    """A session that prepared the search of a collection before it had a number (nor rows):
+    once the collection is indexed, the same session's same statement walks its index and
+    answers exactly (the number's arrival replans what was planned without it)."""
+    values = unit_vectors(40, 96, seed=31)
+    query = values[5]
+    target = IndexTarget(MODE, SMALL)
+    with postgres.connection() as reader:  # one session throughout
+        reader.execute("SET plan_cache_mode = force_generic_plan")
+        for _ in range(3):
+            with reader.transaction():
+                assert nearest_vectors(reader, query, target, 40, ["late"]) == []
+        assert publish_in(postgres, "late", "b9", SMALL, values)["published"]
+        with reader.transaction():
+            found = ranked(nearest_vectors(reader, query, target, 40, ["late"]))
+            name = vector_indexes.index_name(reader, SMALL, 96, "late")
+            assert name is not None and name in plan(reader, collection="late")
+        reader.execute("RESET plan_cache_mode")
+    assert [int(r[2][1:]) for r in found] == exact_order(values, query)
+
+
+def test_a_collection_index_that_names_its_collection_is_rebuilt_under_its_number(
+    postgres: PostgresResource,
+) -> None:
+    """An index made before collection numbers (its name a hash of the collection, its
+    predicate and comment the name itself) is replaced by the migration: the same rows under
+    the collection's number, and no definition or comment names the collection."""
+    values = unit_vectors(30, 96, seed=32)
+    assert publish_in(postgres, TENANT, "b1", SMALL, values, make_indexes=False)["held"] == {}
+    digest = hashlib.sha256(TENANT.encode()).hexdigest()[:12]
+    legacy = f"{schema.chunk_index_hnsw_name(SMALL, 96)}_{digest}"
+    with postgres.connection() as conn:
+        conn.execute(
+            sql.SQL(
+                "CREATE INDEX {} ON seams.chunk_index USING hnsw"
+                " ((embedding::vector(96)) vector_cosine_ops)"
+                " WHERE model_id = {} AND collection = {}"
+            ).format(sql.Identifier(legacy), sql.Literal(SMALL), sql.Literal(TENANT))
+        )
+        conn.execute(
+            sql.SQL("COMMENT ON INDEX {} IS {}").format(
+                sql.Identifier(schema.SCHEMA, legacy),
+                sql.Literal(json.dumps({"collection": TENANT, "model_id": SMALL})),
+            )
+        )
+        assert [(i.name, i.collection_key) for i in vector_indexes.model_indexes(conn)] == [
+            (legacy, None)
+        ]
+        conn.execute("UPDATE seams.schema_version SET ddl_sha256 = 'older'")
+        assert migrations.migrate(conn).applied
+        found = vector_indexes.model_indexes(conn)
+        named = conn.execute(
+            "SELECT count(*) FROM pg_indexes WHERE indexdef LIKE %s", (f"%{TENANT}%",)
+        ).fetchone()
+        comments = conn.execute(
+            "SELECT count(*) FROM pg_description WHERE description LIKE %s", (f"%{TENANT}%",)
+        ).fetchone()
+        own = vector_indexes.index_name(conn, SMALL, 96, TENANT)
+    assert [(i.name, i.collection, i.model_id) for i in found] == [(own, TENANT, SMALL)]
+    assert named == (0,) and comments == (0,)
+
+
+def test_a_collection_without_a_number_is_searched_all_the_same(
+    postgres: PostgresResource,
+) -> None:
+    """Rows of a collection that never had an index of its own (no number): its search reads
+    them through the model's index, exactly."""
+    values = unit_vectors(30, 96, seed=33)
+    assert publish_in(postgres, "plain", "b8", SMALL, values, make_indexes=False)["held"] == {}
+    with postgres.connection() as conn, conn.transaction():
+        assert vector_indexes.collection_key(conn, "plain") is None
+        found = ranked(nearest_vectors(conn, values[3], IndexTarget(MODE, SMALL), 30, ["plain"]))
+    assert [int(r[2][1:]) for r in found] == exact_order(values, values[3])
