@@ -158,6 +158,7 @@ class EmbeddedPostgres:
         try:
             for name in (DATA_DATABASE, DAGSTER_DATABASE):
                 ensure_database(url, name)
+            close_to_others(url, DAGSTER_DATABASE)
             ensure_vector_extension(database_url_for(url, DATA_DATABASE))
         except psycopg.Error as exc:
             full = self.disk_full(getattr(exc, "sqlstate", None) or "")
@@ -295,6 +296,28 @@ def ensure_database(server_url: str, name: str) -> None:
             return
         with contextlib.suppress(psycopg.errors.DuplicateDatabase, psycopg.errors.UniqueViolation):
             conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+
+
+def close_to_others(server_url: str, name: str) -> None:
+    """Take CONNECT and TEMPORARY on database `name` from PUBLIC (PostgreSQL's default grant),
+    so only its owner and superusers connect: the embedded server's Dagster database, which
+    tenant roles (every role of the server) could otherwise enter, there to hold connections,
+    list Dagster's tables or take Dagster's storage lock. Idempotent; two starts at once may
+    both try, and one revoke is enough."""
+    with psycopg.connect(server_url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S) as conn:
+        open_ = conn.execute(
+            "SELECT has_database_privilege('public', %s, 'CONNECT')"
+            " OR has_database_privilege('public', %s, 'TEMPORARY')",
+            (name, name),
+        ).fetchone()
+        if not (open_ and open_[0]):
+            return
+        with contextlib.suppress(psycopg.errors.InternalError):  # tuple concurrently updated
+            conn.execute(
+                sql.SQL("REVOKE CONNECT, TEMPORARY ON DATABASE {} FROM PUBLIC").format(
+                    sql.Identifier(name)
+                )
+            )
 
 
 def ensure_vector_extension(url: str) -> None:

@@ -14,11 +14,12 @@ from psycopg import sql
 
 from seams.orchestration.cli import check
 from seams.orchestration.command_lock import LOCK_NAME, command_lock
+from seams.resources import database
 from seams.resources.postgres import PostgresResource, close_pool
 from seams.storage import tenant_roles, tenants
 from tests.storage.test_tenants import Tenancy
 from tests.storage.test_tenants import tenancy as tenancy  # the fixture, shared
-from tests.support.databases import fresh_database
+from tests.support.databases import database_name, fresh_database
 
 
 def test_a_tenants_connections_stop_at_its_limit_while_another_still_connects(
@@ -187,3 +188,29 @@ def test_a_role_that_cannot_be_dropped_loses_its_login_and_is_named_until_it_is_
         with psycopg.connect(tenancy.owner_url, autocommit=True) as owner:
             assert tenants.sync_project(owner, {**base, "gamma": None}).left == ()
         assert not _role_exists(tenancy.owner_url, role)
+
+
+def test_a_tenant_cannot_connect_to_the_dagster_database(
+    tenancy: Tenancy, pg_server_url: str
+) -> None:
+    """The embedded server's Dagster database is closed to every role but its owner and
+    superusers (the test server's own, made by its start, and one closed the same way); the
+    tenant's URL still connects to the data."""
+    tenant = psycopg.conninfo.conninfo_to_dict(tenancy.urls[tenancy.a])
+    with fresh_database(pg_server_url) as elsewhere:
+        name = database_name(elsewhere)
+        database.close_to_others(pg_server_url, name)
+        database.close_to_others(pg_server_url, name)  # again: nothing left to do
+        names = [name]
+        with psycopg.connect(pg_server_url) as conn:
+            if conn.execute(
+                "SELECT 1 FROM pg_database WHERE datname = %s", (database.DAGSTER_DATABASE,)
+            ).fetchone():
+                names.append(database.DAGSTER_DATABASE)
+        for closed in names:
+            with pytest.raises(psycopg.OperationalError, match="permission denied for database"):
+                psycopg.connect(psycopg.conninfo.make_conninfo(**{**tenant, "dbname": closed}))
+            with psycopg.connect(database.database_url_for(pg_server_url, closed)) as owner:
+                assert owner.execute("SELECT 1").fetchone() == (1,)
+    with psycopg.connect(tenancy.urls[tenancy.a]) as conn:
+        assert conn.execute("SELECT count(*) FROM seams.chunks").fetchone() == (2,)
