@@ -1,14 +1,22 @@
-"""Search latency while a `seams backfill` runs from the command line, against idle, same run.
+"""Search latency during a backfill from the command line and one launched from the UI,
+against idle, in the same run.
 
 A throwaway data dir (its own embedded PostgreSQL) is indexed once with `seams run` over a
-corpus folder; then, per round, the settings' `chunking.overrides.chunk_size_max` is flipped so
-every batch's boundaries, chunks and index are unsynced, and `seams backfill` (a child process,
-at the settings' `execution.niceness`, as a user starts it) recomputes them while this process
-searches back to back (`search_response`, hybrid, k=5, the queries of the retrieval evaluation),
-as a reader would. Idle searches run just before each backfill. Reported: p50 / p95 of the
-searches idle and during the backfill (medians over rounds), their ratio, the backfill's wall
-time, and the niceness of the server, of a reader's backend and of the backfill's backends
-(from /proc, sampled while it runs).
+corpus folder, then `seams dev` (webserver and daemon) starts on it. Per round, the settings'
+`chunking.overrides.chunk_size_max` is flipped so every batch's boundaries, chunks and index are
+unsynced, and two backfills recompute them in turn while this process searches back to back
+(`search_response`, hybrid, k=5, the queries of the retrieval evaluation), as a reader would:
+
+- `cli`: `seams backfill` (a child process, at the settings' `execution.niceness`, as a user
+  starts it);
+- `ui`: the batch assets' backfill over every batch, launched through the webserver's GraphQL
+  as the UI's "Materialize" does, run by the daemon's run workers. Only the searches while one
+  of its runs is started count (the daemon picks a backfill up on its own tick).
+
+Idle searches run just before each backfill. Reported per kind: p50 / p95 of the searches idle
+and during the backfill (medians over rounds), their ratio, the backfill's wall time, and the
+niceness of the server, of a reader's backend and of the backfills' backends (from /proc,
+sampled while they run).
 
     .venv/bin/python benchmarks/search_under_backfill.py --rounds 3
 """
@@ -19,11 +27,13 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 QUERIES = (
@@ -54,6 +64,53 @@ def write_settings(path: Path, size_max: int) -> None:
         f"chunking:\n  overrides:\n    chunk_size_max: {size_max}\nexecution:\n  niceness: 10\n",
         encoding="utf-8",
     )
+
+
+LAUNCH = """
+mutation Launch($params: LaunchBackfillParams!) {
+  launchPartitionBackfill(backfillParams: $params) {
+    __typename
+    ... on LaunchBackfillSuccess { backfillId }
+    ... on PythonError { message }
+    ... on InvalidSubsetError { message }
+  }
+}
+"""
+
+BACKFILL = """
+query Backfill($id: String!) {
+  partitionBackfillOrError(backfillId: $id) {
+    ... on PartitionBackfill { status runs { runId status } }
+    ... on PythonError { message }
+  }
+}
+"""
+
+
+def start_dev(env: dict[str, str], root: Path) -> tuple[subprocess.Popen, object]:
+    """`seams dev` on a free port; returns it and a GraphQL client once the UI answers."""
+    import socket
+
+    from dagster_graphql import DagsterGraphQLClient, DagsterGraphQLClientError
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    log = (root / "seams-dev.log").open("w")
+    dev = subprocess.Popen(
+        [sys.executable, "-m", "seams", "dev", "--port", str(port)],
+        stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True,
+    )  # fmt: skip
+    client = DagsterGraphQLClient("127.0.0.1", port_number=port, timeout=60)
+    deadline = time.monotonic() + 300
+    while True:
+        try:
+            client._execute("{ version }")
+            return dev, client
+        except DagsterGraphQLClientError:
+            if dev.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit((root / "seams-dev.log").read_text()[-3000:]) from None
+            time.sleep(0.5)
 
 
 def main() -> None:
@@ -113,57 +170,125 @@ def measure(root: Path) -> None:
         reader_backend = niceness(conn.info.backend_pid)
         pgdata = Path(conn.execute("SHOW data_directory").fetchone()[0])
     server = niceness(int((pgdata / "postmaster.pid").read_text().split()[0]))
-    rounds = []
-    for number in range(args.rounds):
-        idle = [search(i) for i in range(args.idle_searches)]
-        write_settings(settings, 200 if number % 2 == 0 else 256)
-        begun = time.perf_counter()
+
+    from seams.assets.partitions import DEFAULT_LINEAGE
+    from seams.orchestration.instance import prepare_instance
+
+    with prepare_instance(environment).open() as instance:
+        batches = instance.get_dynamic_partitions(DEFAULT_LINEAGE.partitions.name)
+    dev, client = start_dev(env, root)
+    flips = iter(range(10**6))
+
+    def backends() -> set[int | None]:
+        with postgres.connection() as conn:
+            rows = conn.execute(
+                "SELECT pid FROM pg_stat_activity WHERE backend_type = 'client backend'"
+                " AND pid <> pg_backend_pid() AND datname = 'seams'"
+            ).fetchall()
+        return {niceness(pid) for (pid,) in rows}
+
+    def cli() -> Callable[[], str]:
         child = subprocess.Popen(
             [*seams, "backfill"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
         )
+
+        def state() -> str:
+            if child.poll() is None:
+                return "working"
+            if child.returncode != 0:
+                raise SystemExit(f"seams backfill failed: {child.stderr.read().decode()[-2000:]}")
+            return "done"
+
+        return state
+
+    def ui() -> Callable[[], str]:
+        params = {
+            "partitionNames": batches,
+            "assetSelection": [{"path": key.path} for key in DEFAULT_LINEAGE.keys],
+        }
+        launched = client._execute(LAUNCH, {"params": params})["launchPartitionBackfill"]
+        if launched["__typename"] != "LaunchBackfillSuccess":
+            raise SystemExit(f"the UI's backfill was refused: {launched}")
+        backfill_id = launched["backfillId"]
+        last = {"at": 0.0, "state": "waiting"}
+
+        def state() -> str:
+            if time.monotonic() - last["at"] < 1.0:  # one look a second, not one per search
+                return last["state"]
+            found = client._execute(BACKFILL, {"id": backfill_id})["partitionBackfillOrError"]
+            runs = found.get("runs") or []
+            if found.get("status") not in (None, "REQUESTED", "CANCELING"):
+                if not runs or any(r["status"] != "SUCCESS" for r in runs):
+                    raise SystemExit(f"the UI's backfill failed: {found}")
+                last["state"] = "done"
+            else:
+                started = any(r["status"] == "STARTED" for r in runs)
+                last["state"] = "working" if started else "waiting"
+            last["at"] = time.monotonic()
+            return last["state"]
+
+        return state
+
+    def measure_round(begin: Callable[[], Callable[[], str]]) -> dict[str, object]:
+        idle = [search(i) for i in range(args.idle_searches)]
+        write_settings(settings, 200 if next(flips) % 2 == 0 else 256)
+        begun = time.perf_counter()
+        state = begin()
         during: list[float] = []
-        batch_backends: set[int | None] = set()
+        seen: set[int | None] = set()
         i = 0
-        while child.poll() is None:
-            during.append(search(i))
+        while (now := state()) != "done":
+            latency = search(i)
             i += 1
-            if i % 20 == 0:
-                with postgres.connection() as conn:
-                    rows = conn.execute(
-                        "SELECT pid FROM pg_stat_activity WHERE backend_type = 'client backend'"
-                        " AND pid <> pg_backend_pid() AND datname = 'seams'"
-                    ).fetchall()
-                batch_backends |= {niceness(pid) for (pid,) in rows}
-        seconds = time.perf_counter() - begun
-        if child.returncode != 0:
-            raise SystemExit(f"seams backfill failed: {child.stderr.read().decode()[-2000:]}")
-        rounds.append(
-            {
-                "idle_p50": percentile(idle, 0.5),
-                "idle_p95": percentile(idle, 0.95),
-                "during_p50": percentile(during, 0.5),
-                "during_p95": percentile(during, 0.95),
-                "searches_during": len(during),
-                "backfill_seconds": round(seconds, 1),
-                "backend_niceness_seen": sorted(n for n in batch_backends if n is not None),
-            }
-        )
-        print(json.dumps(rounds[-1]), flush=True)
-    result = {
-        name: round(statistics.median(r[name] for r in rounds), 1)
-        for name in ("idle_p50", "idle_p95", "during_p50", "during_p95", "backfill_seconds")
+            if now == "working":
+                during.append(latency)
+                if len(during) % 20 == 1:
+                    seen |= backends()
+        if not during:
+            raise SystemExit("no search ran while the backfill worked: nothing measured")
+        return {
+            "idle_p50": percentile(idle, 0.5),
+            "idle_p95": percentile(idle, 0.95),
+            "during_p50": percentile(during, 0.5),
+            "during_p95": percentile(during, 0.95),
+            "searches_during": len(during),
+            "backfill_seconds": round(time.perf_counter() - begun, 1),
+            "backend_niceness_seen": sorted(n for n in seen if n is not None),
+        }
+
+    rounds: dict[str, list[dict[str, object]]] = {"cli": [], "ui": []}
+    try:
+        for number in range(args.rounds):
+            for kind, begin in (("cli", cli), ("ui", ui)):
+                rounds[kind].append(measure_round(begin))
+                print(
+                    json.dumps({"round": number + 1, "kind": kind, **rounds[kind][-1]}), flush=True
+                )
+    finally:  # as Ctrl-C stops it; its process group if it does not stop
+        dev.send_signal(signal.SIGINT)
+        try:
+            dev.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            os.killpg(dev.pid, signal.SIGKILL)
+    result: dict[str, object] = {
+        "server_niceness": server,
+        "reader_backend_niceness": reader_backend,
     }
-    result["p50_ratio"] = round(result["during_p50"] / result["idle_p50"], 2)
-    result["p95_ratio"] = round(result["during_p95"] / result["idle_p95"], 2)
-    result.update({"server_niceness": server, "reader_backend_niceness": reader_backend})
-    result["rounds"] = rounds
-    print(
-        f"search ms, medians of {len(rounds)} rounds: idle p50 {result['idle_p50']} / p95 "
-        f"{result['idle_p95']}; during `seams backfill` p50 {result['during_p50']} / p95 "
-        f"{result['during_p95']} ({result['p50_ratio']}x / {result['p95_ratio']}x); backfill "
-        f"{result['backfill_seconds']} s; niceness: server {server}, reader's backend "
-        f"{reader_backend}"
-    )
+    for kind, measured in rounds.items():
+        summary = {
+            name: round(statistics.median(float(r[name]) for r in measured), 1)  # type: ignore[arg-type]
+            for name in ("idle_p50", "idle_p95", "during_p50", "during_p95", "backfill_seconds")
+        }
+        summary["p50_ratio"] = round(summary["during_p50"] / summary["idle_p50"], 2)
+        summary["p95_ratio"] = round(summary["during_p95"] / summary["idle_p95"], 2)
+        result[kind] = {**summary, "rounds": measured}
+        print(
+            f"{kind}: search ms, medians of {len(measured)} rounds: idle p50 "
+            f"{summary['idle_p50']} / p95 {summary['idle_p95']}; during the backfill p50 "
+            f"{summary['during_p50']} / p95 {summary['during_p95']} ({summary['p50_ratio']}x / "
+            f"{summary['p95_ratio']}x); backfill {summary['backfill_seconds']} s"
+        )
+    print(f"niceness: server {server}, reader's backend {reader_backend}")
     if args.json:
         args.json.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
 
