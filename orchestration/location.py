@@ -18,6 +18,7 @@ import warnings
 import dagster as dg
 
 from seams.environment import SeamsEnvironment
+from seams.errors import SeamsError
 from seams.orchestration.definitions import build_definitions, build_executor
 from seams.settings import load_settings
 
@@ -46,4 +47,15 @@ def location_definitions(environment: SeamsEnvironment) -> dg.Definitions:
     return dg.Definitions.merge(named, own)
 
 
-defs = location_definitions(SeamsEnvironment.from_os())
+class SettingsLoadError(dg.DagsterError):
+    """Settings the code location cannot load (a broken seams.yaml), said in Seams' one line.
+
+    Dagster wraps any other exception raised while loading a location in its own "Error occurred
+    during the loading of Dagster definitions", and the UI shows Seams' line second, as its cause;
+    an error of Dagster's own kind is shown as it is, first."""
+
+
+try:
+    defs = location_definitions(SeamsEnvironment.from_os())
+except SeamsError as exc:
+    raise SettingsLoadError(str(exc)) from None

@@ -88,3 +88,32 @@ def test_a_settings_file_named_by_the_user_stays_named(tmp_path: Path) -> None:
     assert variables == {"SEAMS_CONFIG": str(named)}  # absolute: children run elsewhere
     assert environment.describe_settings() == f"settings: {named} (from SEAMS_CONFIG)"
     assert SETTINGS_METADATA == "seams/settings"
+
+
+def test_a_broken_seams_yaml_is_the_first_line_dagster_shows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The UI shows a location's load error by its message: Seams' one line, not Dagster's
+    "Error occurred during the loading of Dagster definitions" with Seams' line as its cause
+    (Dagster passes its own kind of error through as it is)."""
+    import importlib.util
+
+    import dagster as dg
+
+    from seams.errors import ConfigError
+    from seams.orchestration import location
+    from seams.settings import load_settings
+
+    broken = tmp_path / "seams.yaml"
+    broken.write_text("chunking:\n  overrides: {cut_cost: -5}\n", encoding="utf-8")
+    with pytest.raises(ConfigError) as said:
+        load_settings(broken)
+    monkeypatch.setenv("SEAMS_CONFIG", str(broken))
+    # The module as a code server imports it, under a name of its own (the real one stays).
+    spec = importlib.util.spec_from_file_location("seams_location_probe", location.__file__)
+    assert spec is not None and spec.loader is not None
+    with pytest.raises(dg.DagsterError) as shown:
+        spec.loader.exec_module(importlib.util.module_from_spec(spec))
+    assert type(shown.value).__name__ == "SettingsLoadError"
+    assert str(shown.value) == str(said.value) and "cut_cost=-5" in str(shown.value)
+    assert shown.value.__cause__ is None and shown.value.__suppress_context__
