@@ -42,8 +42,9 @@ def build_backfill_unsynced_job(
     """`backfill_unsynced`: the UI's one click after a settings change.
 
     Dagster's "Materialize unsynced" does not see unsynced partitions, and "Materialize -> all
-    partitions" recomputes every batch of every selected asset. This job requests one asset
-    backfill of exactly the unsynced assets of exactly the unsynced batches, judged against
+    partitions" recomputes every batch of every selected asset. This job requests an asset
+    backfill of exactly the unsynced assets of exactly the unsynced batches (one per first
+    step, `launch.by_first_step`), judged against
     `location()` (the code location's definitions, as `in_sync` judges) and planned as `seams
     backfill` plans it; the daemon runs it (Runs -> Backfills), its runs launched by
     `backfill_unsynced`.
@@ -62,15 +63,21 @@ def build_backfill_unsynced_job(
             context.log.info(f"{counted(len(partitions), 'batch')} up to date: nothing to backfill")
             yield dg.Output(None, metadata={"backfill": "none", "unsynced_batches": 0})
             return
-        # Added as requested: the daemon plans and launches its runs, as for a UI backfill.
-        backfill = launch.create_backfill(
-            context.instance,
-            defs,
-            stale,
-            started_by=BACKFILL_JOB,
-            tags={REQUESTED_BY_RUN_TAG: context.run_id},
-        )
-        context.instance.add_backfill(backfill)
+        # Added as requested: the daemon plans and launches their runs, as for a UI backfill.
+        # One per first step, so the UI's partition selection of each lists all its batches.
+        backfills = [
+            launch.create_backfill(
+                context.instance,
+                defs,
+                part,
+                started_by=BACKFILL_JOB,
+                tags={REQUESTED_BY_RUN_TAG: context.run_id},
+            )
+            for part in launch.by_first_step(stale)
+        ]
+        for backfill in backfills:
+            context.instance.add_backfill(backfill)
+        ids = ", ".join(backfill.backfill_id for backfill in backfills)
         listed = [
             f"- {batch}: {', '.join(key.to_user_string() for key in keys)}"
             for batch, keys in list(stale.items())[:LISTED_BATCHES]
@@ -78,13 +85,13 @@ def build_backfill_unsynced_job(
         if len(stale) > LISTED_BATCHES:
             listed.append(f"- ... and {len(stale) - LISTED_BATCHES} more")
         context.log.info(
-            f"backfill {backfill.backfill_id} requested: {len(stale)} of "
+            f"{'backfills' if len(backfills) > 1 else 'backfill'} {ids} requested: {len(stale)} of "
             f"{counted(len(partitions), 'batch')}; the daemon launches its runs (Runs -> Backfills)"
         )
         yield dg.Output(
             None,
             metadata={
-                "backfill": backfill.backfill_id,
+                "backfill": ids,
                 "unsynced_batches": len(stale),
                 "batches": len(partitions),
                 "unsynced": dg.MetadataValue.md("\n".join(listed)),

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 
 import dagster as dg
 
+from seams.assets.partitions import BATCH_ASSETS
 from seams.errors import ConfigError, SeamsError, counted
 from seams.orchestration import dagster_internals, ownership
 from seams.orchestration.dagster_internals import (
@@ -115,6 +116,27 @@ def create_backfill(
         description=", ".join(sorted(targets)),
         run_config=run_config,
     )
+
+
+def by_first_step(
+    targets: Mapping[str, Sequence[dg.AssetKey]],
+) -> list[dict[str, Sequence[dg.AssetKey]]]:
+    """`targets` (batch -> assets) split so the batches of each part start at the same asset.
+
+    Dagster's UI shows a backfill's "Partition selection" as the partitions of its most upstream
+    targeted asset, so one backfill mixing a new batch (from `extracted_text` on) with batches
+    resumed or unsynced from `chunks` on would show the new batch alone: one backfill per first
+    step lists every batch it builds. Targets that all start at one step stay one backfill."""
+    parts: dict[dg.AssetKey, dict[str, Sequence[dg.AssetKey]]] = {}
+    for batch, keys in targets.items():
+        parts.setdefault(min(keys, key=_pipeline_position), {})[batch] = keys
+    return [parts[first] for first in sorted(parts, key=_pipeline_position)]
+
+
+def _pipeline_position(key: dg.AssetKey) -> int:
+    """Where `key` comes in a batch's pipeline (`BATCH_ASSETS` order; other assets last)."""
+    name = key.path[-1]
+    return BATCH_ASSETS.index(name) if name in BATCH_ASSETS else len(BATCH_ASSETS)
 
 
 def workspace_asset_graph(defs: dg.Definitions):

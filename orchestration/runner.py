@@ -291,8 +291,9 @@ def run_backfill(
     tags: Mapping[str, str] | None = None,
 ) -> list[launch.BackfillOutcome]:
     """Asset backfills of `targets` (batch -> assets), executed here or by a running daemon:
-    one per collection, by its own job (a run builds the batches of one collection); `tags` go
-    on the backfills and their runs.
+    one per collection, by its own job (a run builds the batches of one collection), and per
+    first step (`launch.by_first_step`: the UI then lists every batch of each); `tags` go on
+    the backfills and their runs.
 
     Raises SeamsError naming the failed run when any batch failed (the CLI's exit code 2).
     """
@@ -304,7 +305,8 @@ def run_backfill(
         _run_lineage_backfill(
             instance, lin, part, report, summary, defs=defs, started_by=started_by, tags=tags
         )
-        for lin, part in grouped.items()
+        for lin, by_lineage in grouped.items()
+        for part in launch.by_first_step(by_lineage)
     ]
 
 
