@@ -27,7 +27,9 @@ def build_chunk_batches_job(
         selection=dg.AssetSelection.assets(*lineage.keys)
         - dg.AssetSelection.checks(*sync_check_keys([lineage])),
         description="Extract, segment, embed, cut, assemble and index the chunks of a batch"
-        f"{whose}.",
+        f"{whose}. Backfills launched from this job (Materialize, batches picked) run as runs "
+        "of this job, as `seams run` runs them; the global asset graph's Materialize runs them "
+        "under Dagster's own __ASSET_JOB.",
         executor_def=executor,
     )
 

@@ -22,6 +22,7 @@ import dagster as dg
 import pytest
 from dagster_graphql import DagsterGraphQLClient, DagsterGraphQLClientError
 
+from seams.assets.partitions import DEFAULT_LINEAGE
 from seams.orchestration import launch, ownership, runner
 from seams.orchestration.dagster_internals import BulkActionsFilter, BulkActionStatus
 from tests.orchestration.test_backfill import _stored_per_batch
@@ -215,3 +216,73 @@ def test_seams_backfill_with_the_ui_open_is_one_backfill_each_batch_reported_alo
     assert latest.status == BulkActionStatus.COMPLETED_SUCCESS
     left = instance.get_backfills(filters=BulkActionsFilter(statuses=[BulkActionStatus.REQUESTED]))
     assert left == []  # nothing for a later daemon to pick up and run again
+
+
+JOB_BACKFILL = """
+mutation Launch($params: LaunchBackfillParams!) {
+  launchPartitionBackfill(backfillParams: $params) {
+    __typename
+    ... on LaunchBackfillSuccess { backfillId }
+    ... on PythonError { message }
+  }
+}
+"""
+
+LAUNCHED = """
+query Backfill($id: String!) {
+  partitionBackfillOrError(backfillId: $id) {
+    ... on PartitionBackfill {
+      status
+      numPartitions
+      runs { runId jobName status tags { key value } }
+    }
+  }
+}
+"""
+
+
+@pytest.mark.slow
+def test_a_backfill_launched_from_the_job_runs_as_a_run_of_the_job(
+    instance: dg.DagsterInstance, defs: dg.Definitions, tmp_path: Path
+) -> None:
+    """What the UI sends for Materialize on the job's page (Jobs -> chunk_batches) with every
+    batch picked: a backfill of the job's partition set, which the daemon runs as one run of
+    `chunk_batches` over all batches (the assets' BackfillPolicy), as `seams run` does; its
+    partition selection lists every batch."""
+    keys = register_sample_batches(tmp_path, defs=defs)
+    runner.ensure_model(instance, print, defs=defs)
+    runner.materialize_batches(instance, keys, print, runner.RunSummary(batches=keys), defs=defs)
+    dev, client = _start_dev(tmp_path, free_port())
+    try:
+        params = {
+            "partitionNames": keys,
+            "assetSelection": [{"path": key.path} for key in DEFAULT_LINEAGE.keys],
+            "selector": {
+                "partitionSetName": f"{DEFAULT_LINEAGE.job_name}_partition_set",
+                "repositorySelector": {
+                    "repositoryLocationName": "seams",
+                    "repositoryName": "__repository__",
+                },
+            },
+        }
+        launched = client._execute(JOB_BACKFILL, {"params": params})["launchPartitionBackfill"]
+        assert launched["__typename"] == "LaunchBackfillSuccess", launched
+        deadline = time.monotonic() + 400
+        while True:
+            found = client._execute(LAUNCHED, {"id": launched["backfillId"]})
+            backfill = found["partitionBackfillOrError"]
+            if backfill["status"] not in ("REQUESTED", "CANCELING"):
+                break
+            assert dev.poll() is None, (tmp_path / "seams-dev.log").read_text()[-3000:]
+            assert time.monotonic() < deadline, f"the backfill never finished: {backfill}"
+            time.sleep(2)
+    finally:
+        dev.send_signal(signal.SIGINT)  # Ctrl-C
+        assert dev.wait(timeout=180) == 0, (tmp_path / "seams-dev.log").read_text()[-3000:]
+    assert backfill["status"] in ("COMPLETED", "COMPLETED_SUCCESS"), backfill
+    (run,) = backfill["runs"]  # one run for both batches
+    assert run["jobName"] == DEFAULT_LINEAGE.job_name and run["status"] == "SUCCESS", run
+    tags = {tag["key"]: tag["value"] for tag in run["tags"]}
+    assert (tags.get("dagster/asset_partition_range_start"), tags.get(
+        "dagster/asset_partition_range_end")) == (keys[0], keys[-1])  # fmt: skip
+    assert backfill["numPartitions"] == len(keys)  # its "Partition selection"
