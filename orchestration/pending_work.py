@@ -15,7 +15,7 @@ from seams.orchestration.dagster_internals import StaleStatus, stale_status_reso
 from seams.orchestration.lineages import batch_lineages
 from seams.resources.keys import POSTGRES_KEY
 from seams.resources.postgres import PostgresResource
-from seams.storage import publication
+from seams.storage import builds, publication
 
 JOB_NAME = CHUNK_BATCHES_JOB
 """The default collection's per-batch job: every step a batch goes through, in one partitioned
@@ -81,9 +81,9 @@ def unfinished(defs: dg.Definitions, batch_keys: Sequence[str] | None = None) ->
     ]
 
 
-def _as_build(state: publication.Unpublished) -> publication.Build:
+def _as_build(state: publication.Unpublished) -> builds.Build:
     assert state.generation is not None and state.started_at is not None
-    return publication.Build(
+    return builds.Build(
         state.batch_key,
         state.generation,
         state.state,

@@ -274,7 +274,7 @@ def _register_batch_once(
 ) -> str | None:
     """Freeze the files that are new versions into a new batch of `collection`; None when
     nothing is new. Every row the batch's builds write carries its collection
-    (`seams.storage.publication.open_builds`), whatever the frames hold.
+    (`seams.storage.builds.open_builds`), whatever the frames hold.
 
     One transaction under a writer lock: a crash leaves the whole batch or nothing, and two
     registrars (sensor, schedule, CLI) racing over the same files make one batch, not two.

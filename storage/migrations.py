@@ -53,7 +53,6 @@ from seams.storage.connections import (
     first_line,
     retrying,
 )
-from seams.storage.publication import adoption_ddl
 from seams.storage.search.lexical_index import maintenance_ddl
 
 log = logging.getLogger(__name__)
@@ -85,7 +84,7 @@ ADOPTIONS: tuple[Callable[[psycopg.Connection[Any]], object], ...] = (
 def ddl(*, schema_exists: bool = False, vector_exists: bool = False) -> list[sql.Composable]:
     """Every statement that creates the `seams` schema, idempotently, in dependency order: the
     declared tables and views (`schema.declared_ddl`), the BM25 index's maintenance triggers, the
-    adoption of a database made before builds existed (`publication.adoption_ddl`), and last
+    adoption of a database made before builds existed (`adoption_ddl`), and last
     row-level security on every table holding documents, whatever replaced a view before it (a
     database with tenants and one without have the same schema)."""
     return [
@@ -93,6 +92,81 @@ def ddl(*, schema_exists: bool = False, vector_exists: bool = False) -> list[sql
         *maintenance_ddl(),
         *adoption_ddl(),
         *tenants.ddl(),
+    ]
+
+
+def adoption_ddl() -> list[sql.Composable]:
+    """The data step of `ddl()` that adopts the batches of a database made before builds
+    existed, once (it does nothing where any build is recorded): a batch whose
+    `chunk_index` has rows is published as build 1 (what its readers saw), any other is an
+    open build 1 whose parts are the asset tables up to the last one holding its rows (the
+    next run finishes it); the current documents follow the published batches, and the BM25
+    index is rebuilt over them."""
+    prefix_cases = []
+    for position in range(len(schema.BATCH_ASSETS) - 1, -1, -1):
+        name = schema.BATCH_ASSETS[position]
+        prefix_cases.append(
+            sql.SQL(
+                "WHEN EXISTS (SELECT 1 FROM {} AS t WHERE t.batch_key = b.batch_key)"
+                " THEN {}::text[]"
+            ).format(
+                schema.ASSET_TABLES[name].identifier(),
+                sql.Literal(list(schema.BATCH_ASSETS[: position + 1])),
+            )
+        )
+    return [
+        sql.SQL(
+            """DO $adopt$
+            DECLARE s bigint;
+            BEGIN
+                IF EXISTS (SELECT 1 FROM seams.batch_builds)
+                   OR NOT EXISTS (SELECT 1 FROM seams.batches) THEN
+                    RETURN;
+                END IF;
+                INSERT INTO seams.batch_builds
+                    (batch_key, generation, state, parts, completed_at, published_at)
+                SELECT b.batch_key, 1,
+                       CASE WHEN a.published THEN 'published' ELSE 'building' END,
+                       a.parts,
+                       CASE WHEN a.published THEN now() END,
+                       CASE WHEN a.published THEN now() END
+                FROM seams.batches AS b
+                CROSS JOIN LATERAL (
+                    SELECT EXISTS (SELECT 1 FROM seams.chunk_index AS i
+                                   WHERE i.batch_key = b.batch_key) AS published,
+                           CASE {cases} ELSE '{{}}'::text[] END AS parts
+                ) AS a;
+                IF NOT EXISTS (SELECT 1 FROM seams.batch_builds WHERE state = 'published') THEN
+                    RETURN;
+                END IF;
+                s := nextval('seams.publication_seq');
+                INSERT INTO seams.publications (seq, batch_key, generation, kind)
+                SELECT s, batch_key, generation, 'batch' FROM seams.batch_builds
+                WHERE state = 'published';
+                INSERT INTO seams.current_documents
+                    (document_id, batch_key, generation, source_sha256, registered_at,
+                     published_seq)
+                SELECT l.document_id, l.batch_key, l.generation, l.source_sha256,
+                       l.registered_at, s
+                FROM (SELECT DISTINCT ON (d.document_id) d.document_id, d.batch_key,
+                             b.generation, d.source_sha256, d.registered_at
+                      FROM seams.batch_documents AS d
+                      JOIN seams.batch_builds AS b
+                        ON b.batch_key = d.batch_key AND b.state = 'published'
+                      ORDER BY d.document_id, d.registered_at DESC, d.batch_key DESC) AS l
+                WHERE NOT EXISTS (SELECT 1 FROM seams.document_tombstones AS t
+                                  WHERE t.document_id = l.document_id
+                                    AND t.retired_at >= l.registered_at)
+                ON CONFLICT DO NOTHING;
+                DELETE FROM seams.lexical_postings;
+                DELETE FROM seams.lexical_terms;
+                DELETE FROM seams.lexical_totals;
+                DELETE FROM seams.lexical_chunks;
+                PERFORM seams.lexical_sync(
+                    ARRAY(SELECT document_id FROM seams.current_documents), '{{}}'::text[]);
+            END
+            $adopt$"""
+        ).format(cases=sql.SQL(" ").join(prefix_cases))
     ]
 
 

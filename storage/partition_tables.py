@@ -1,7 +1,7 @@
 """A partition's DataFrame to and from its declared `seams.<asset>` table, with COPY.
 
 The contract the assets rely on (the IO manager, `seams.resources.io_manager`, is this module
-behind Dagster's `handle_output` / `load_input`; benchmarks and tools call it directly):
+behind Dagster's `handle_output` / `load_input`; tools call it directly):
 
 - An asset's table is `seams.<asset>`, declared in `seams/storage/schema.py`. The DataFrame must
   carry exactly the declared columns (`batch_key` is optional: it is filled from the partition
@@ -9,22 +9,19 @@ behind Dagster's `handle_output` / `load_input`; benchmarks and tools call it di
   error, as is a string in a number column).
 - Writing a partition is one transaction: a writer lock on (table, partition) so two runs of
   the same partition queue instead of interleaving, the batch's open build
-  (`seams.storage.publication`), DELETE of that build's earlier rows of the table, COPY of the
-  new ones with the build's `generation`, commit. The published rows stay beside them, visible
+  (`seams.storage.builds`), DELETE of that build's earlier rows of the table, COPY of the new
+  ones with the build's `generation`, commit. The published rows stay beside them, visible
   to readers, until the `chunk_index` write that completes the build publishes it (same
   transaction). A rerun replaces, never duplicates; a failure anywhere (a bad value, a
   duplicate key, a lost server) leaves the previous rows intact.
 - Loading selects the requested partitions in the table's key order, one generation per batch
   (the open build's rows of the table if it wrote them, else the published ones: a step reads
-  what its build computed upstream), with exact dtypes: ints
-  `int64` (`Int64` when nullable), floats `float64`, booleans `bool`, text `str`, jsonb Python
-  objects, vectors 1-D float32 arrays (`frame_codec.stack_vectors` stacks them). Loaded frames
-  include `batch_key`, so a frame loaded from several partitions can be written back as it is.
+  what its build computed upstream), with exact dtypes (`seams.storage.frame_codec`, the
+  DataFrame <-> values codec). Loaded frames include `batch_key`, so a frame loaded from several
+  partitions can be written back as it is.
 
-The DataFrame <-> values codec (checks, coercion, dtypes) is `seams.storage.frame_codec`; this
-module holds the SQL: locks, builds, DELETE, COPY and SELECT.
-
-Plain psycopg 3 over any `ConnectionSource` (the Postgres resource is one); no Dagster here.
+This module holds the SQL (locks, builds, DELETE, COPY and SELECT), in plain psycopg 3 over any
+`ConnectionSource` (the Postgres resource is one); no Dagster here.
 """
 
 from __future__ import annotations
@@ -41,6 +38,7 @@ from psycopg import sql
 from psycopg.copy import LibpqWriter
 
 from seams.errors import StorageError
+from seams.storage import builds as build_store
 from seams.storage import publication, schema, writer_locks
 from seams.storage.connections import ConnectionSource, connection_lost, retrying
 from seams.storage.frame_codec import coerce_frame, frame_from_rows
@@ -68,7 +66,7 @@ class BatchWrite:
 
 @dataclass(frozen=True)
 class WriteResult:
-    """What one write did, for output metadata and benchmarks: totals over all its partitions,
+    """What one write did, for output metadata and measurements: totals over all its partitions,
     and each partition's own `BatchWrite` (one entry, key "", for an unpartitioned table)."""
 
     partitions: tuple[str, ...]
@@ -123,7 +121,7 @@ def _write_table_once(
 ) -> WriteResult:
     """Replace the rows of `partition_keys` (all rows when unpartitioned) with `frame`, atomically.
 
-    A partition's rows go to its batch's open build (`seams.storage.publication`, opened by
+    A partition's rows go to its batch's open build (`seams.storage.builds`, opened by
     `run_id` if there is none), beside the published rows readers see; a `chunk_index` write
     publishes the builds it completes, in the same transaction.
 
@@ -139,7 +137,7 @@ def _write_table_once(
         frame = frame.assign(**{schema.COLLECTION: schema.DEFAULT_COLLECTION})
     columns = coerce_frame(table, frame, keys, asset=asset)
     batches: dict[str, BatchWrite] = {}
-    builds: dict[str, publication.Build] = {}
+    builds: dict[str, build_store.Build] = {}
     published = publication.Publication()
     with postgres.connection() as conn:
         try:
@@ -147,7 +145,7 @@ def _write_table_once(
                 for key in sorted(keys) if keys else [""]:  # sorted: no lock-order deadlocks
                     partition_lock(conn, table.name, key)
                 if keys is not None:
-                    builds = publication.open_builds(conn, keys, run_id)
+                    builds = build_store.open_builds(conn, keys, run_id)
                 # Every partition's rows go before any are written (a key that spans batches
                 # cannot collide with a row about to be deleted); each is timed and counted.
                 deleted, replaced, seconds = {}, {}, {}
@@ -175,7 +173,7 @@ def _write_table_once(
                         replaced[key],
                     )
                 if builds:
-                    publication.record_part(conn, table, builds)
+                    build_store.record_part(conn, table, builds)
                     if table is schema.CHUNK_INDEX or table.name == schema.CHUNK_INDEX.name:
                         published = publication.complete_and_publish(
                             conn, _with_part(builds, table.name), run_id=run_id
@@ -214,7 +212,7 @@ def _write_table_once(
     )
 
 
-def _with_part(builds: dict[str, publication.Build], table: str) -> dict[str, publication.Build]:
+def _with_part(builds: dict[str, build_store.Build], table: str) -> dict[str, build_store.Build]:
     """The builds as `record_part` left them: `table` their last part."""
     return {
         key: replace(build, parts=(*build.parts[: _part_end(build.parts, table)], table))
@@ -223,7 +221,7 @@ def _with_part(builds: dict[str, publication.Build], table: str) -> dict[str, pu
 
 
 def _part_end(parts: tuple[str, ...], table: str) -> int:
-    order = publication.ASSET_ORDER
+    order = schema.BATCH_ASSETS
     return sum(1 for p in parts if order.index(p) < order.index(table))
 
 
@@ -275,7 +273,7 @@ def _delete(
     conn: psycopg.Connection[Any],
     table: schema.Table,
     key: str | None,
-    build: publication.Build | None,
+    build: build_store.Build | None,
 ) -> tuple[int, int]:
     """Remove what this write replaces; returns how many rows it removed, and how many published
     rows it replaces without removing them.
@@ -358,8 +356,8 @@ def read_table(
     if table.partitioned:
         # Per batch, one generation: its open build's rows where the build wrote this table,
         # else the published ones.
-        query = sql.SQL("{} {}").format(query, publication.read_joins(table))
-        conditions.append(publication.read_filter())
+        query = sql.SQL("{} {}").format(query, build_store.read_joins(table))
+        conditions.append(build_store.read_filter())
         if partition_keys is not None:
             conditions.append(sql.SQL("t.{} = ANY(%s)").format(sql.Identifier(schema.BATCH_KEY)))
             params = (list(partition_keys),)

@@ -1,54 +1,13 @@
-"""Builds and publication: readers see only complete, published generations of each batch.
+"""Publication: readers see only complete, published builds of each batch, switched to in one step.
 
-A *build* of a batch is the set of writes runs make for it (`seams.batch_builds`), numbered
-`generation` 1, 2, ... per batch. Every per-batch asset table carries `generation`; a write goes
-to the batch's open build (`open_builds`) and its rows sit beside the published ones, so nothing
-a reader sees changes while a run or backfill works. When a table is rewritten, the build's rows
-of every later table are dropped (`record_part`): no part of a build is computed from an older
-upstream.
-
-The write of `chunk_index`, always a build's last asset, completes the build and publishes it in
-its own transaction (`complete_and_publish`), for the batches that write covers: one batch for a
-run per batch, every batch of a single-run backfill at once. A build is complete when every one
-of its chunks has its vector (a model that was unavailable leaves the build open and the old
-version searchable) and no part of it lies upstream of a part it did not rewrite. Publication,
-one transaction under the publication lock, flips the build to published, removes the older
-generations (per table and batch at most one generation at or below the published one remains:
-readers filter `generation <= published`), makes each document's newest published version
-current (`seams.current_documents`: a new version replaces the old one here, not at
-registration), brings the BM25 statistics to exactly the published chunks, and appends to
-`seams.publications`. A retired document (its file gone) leaves `current_documents` at once
-(`retire`).
-
-A model switch (another `retrieval.model`, or another `embedder.model`, which rewrites the chunks
-too) is held, then published whole. The *serving model* is the model of the published index:
-that of the newest published batch that holds current documents (`serving_model`; readers embed
-queries with it, `dense.index_target`). A complete build whose vectors are of another model is
-not published on its own: it is held (`state = 'complete'`, "waiting for the model switch: k of
-n batch(es) ready") until every batch whose current chunks have vectors of another model has a
-complete build in the new one; the `chunk_index` write (or `publish_ready`) that completes the
-set publishes every held build of that model with its own, in one publication, so readers flip
-from the complete old index to the complete new one between two snapshots and never see a batch
-of each. The same publication deletes every other model's vectors outside open builds, and
-reports those models (`Publication.retired_models`) so that the writer drops their HNSW indexes
-once it committed (`drop_retired_indexes`: `DROP INDEX CONCURRENTLY` cannot run inside the
-publication; `publish_ready` does it itself).
-
-Held rather than published per batch because one rule then covers both kinds of switch: a
-retrieval-only switch keeps chunk ids, but an embedder switch rewrites them, and a batch
-published early would have current chunks that no vector of the serving model describes
-(missing from dense results, or found by BM25 alone). A single-run backfill writes
-every batch's `chunk_index` at once, so its switch is one publication as before; a multi-run
-backfill or `seams run` of one batch publishes at the last batch. A batch of a switch built
-again with the serving model (the settings switched back) is published at once, as before.
-
-Lock order everywhere: registration lock -> partition locks (sorted) -> build rows (sorted)
--> publication lock. A switch's publication also takes the rows of the other held builds after
-the publication lock, with SKIP LOCKED: a build whose row a writer holds counts as not ready
-(that writer re-checks the switch under the same lock when it commits a `chunk_index` write, and
-its statements then see this one's held builds), so nothing waits in the wrong order. Where the
-holder was no such writer, the switch stays complete and held until `publish_ready` (which every
-`seams run` calls for complete builds) publishes it.
+The `chunk_index` write completes a batch's build (`seams.storage.builds`) and publishes it in
+its own transaction (`complete_and_publish`), under the collection's publication lock: the build
+becomes published, older generations go, each document's newest published version becomes
+current (`seams.current_documents`), the BM25 statistics follow, `seams.publications` records
+it. A model switch is held, then published whole (`ModelSwitch`, `serving_model`): readers flip
+from the complete old index to the complete new one, and the retired models' HNSW indexes are
+dropped after the commit (`drop_retired_indexes`). Why held rather than per batch, and the lock
+order every writer follows: docs/architecture.md, "Builds and publication".
 """
 
 from __future__ import annotations
@@ -56,48 +15,23 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 import psycopg
 from psycopg import sql
 
 from seams.errors import counted
 from seams.storage import schema, vector_indexes, writer_locks
+from seams.storage.builds import (
+    BUILD_SELECT,
+    Build,
+    build_from_row,
+    in_pipeline_order,
+    locked_open_build,
+)
+from seams.storage.schema import BATCH_ASSETS, OPEN_STATES_SQL, BuildState
 
 COLLECTION = schema.DEFAULT_COLLECTION
-PUBLISH_LOCK = f"seams.publish:{COLLECTION}"
-"""The publication lock of the default collection (`publish_lock_name`)."""
-ASSET_ORDER: tuple[str, ...] = tuple(schema.ASSET_TABLES)
-"""The per-batch asset tables in pipeline order: each is computed from those before it."""
-OPEN_STATES = ("building", "complete")
-
-
-@dataclass(frozen=True)
-class Build:
-    """A batch's open build: what it wrote so far, and the batch's published generation."""
-
-    batch_key: str
-    generation: int
-    state: str
-    parts: tuple[str, ...]
-    """The asset tables this build wrote, in pipeline order."""
-    run_id: str | None
-    started_at: datetime
-    published_generation: int | None
-    """The generation readers see (None: the batch was never published)."""
-    collection: str = schema.DEFAULT_COLLECTION
-    """The batch's collection (`seams.batches`): every row the build writes carries it."""
-
-    @property
-    def last_part(self) -> str | None:
-        return self.parts[-1] if self.parts else None
-
-    @property
-    def remaining(self) -> tuple[str, ...]:
-        """The assets after the last part, in pipeline order (every asset when none)."""
-        if not self.parts:
-            return ASSET_ORDER
-        return ASSET_ORDER[ASSET_ORDER.index(self.parts[-1]) + 1 :]
 
 
 @dataclass(frozen=True)
@@ -109,7 +43,7 @@ class Unpublished:
     generation: int | None
     """The open build (None: no build was ever opened)."""
     parts: tuple[str, ...]
-    state: str
+    state: BuildState | Literal["unbuilt"]
     """`building`, `complete` (ready, held) or `unbuilt` (registered, nothing written)."""
     run_id: str | None
     started_at: datetime | None
@@ -169,115 +103,6 @@ class ModelSwitch:
             f"{counted(self.total, 'batch')} ready; search answers with {self.serving[:12]} until "
             f"every batch is): run `{command}`"
         )
-
-
-# --- writers: builds ---------------------------------------------------------------------------
-
-
-def open_builds(
-    conn: psycopg.Connection[Any], batches: Sequence[str], run_id: str | None = None
-) -> dict[str, Build]:
-    """Each batch's open build, opened (`building`, generation max+1) where there is none, its
-    row locked until the caller's transaction ends: writes of one batch's build serialise, so
-    invalidation never races a write of a later table. Call inside the write's transaction."""
-    builds: dict[str, Build] = {}
-    for batch in sorted(set(batches)):  # sorted: no lock-order deadlock between writers
-        while (build := _locked_open_build(conn, batch)) is None:
-            # A racing writer's insert of the same open build makes this one wait, then do
-            # nothing: the loop then locks the row it committed.
-            conn.execute(
-                "INSERT INTO seams.batch_builds (batch_key, generation, state, run_id, collection)"
-                " SELECT %(b)s, coalesce(max(generation), 0) + 1, 'building', %(run)s,"
-                "  coalesce((SELECT collection FROM seams.batches WHERE batch_key = %(b)s),"
-                "           %(default)s)"
-                " FROM seams.batch_builds WHERE batch_key = %(b)s"
-                " ON CONFLICT DO NOTHING",
-                {"b": batch, "run": run_id, "default": schema.DEFAULT_COLLECTION},
-            )
-        builds[batch] = build
-    return builds
-
-
-def _locked_open_build(conn: psycopg.Connection[Any], batch: str) -> Build | None:
-    row = conn.execute(
-        _BUILD_ROWS
-        + " WHERE o.batch_key = %s AND o.state IN ('building', 'complete') FOR UPDATE OF o",
-        (batch,),
-    ).fetchone()
-    return None if row is None else _build(row)
-
-
-_BUILD_ROWS = (
-    "SELECT o.batch_key, o.generation, o.state, o.parts, o.run_id, o.started_at,"
-    " (SELECT p.generation FROM seams.batch_builds AS p"
-    "  WHERE p.batch_key = o.batch_key AND p.state = 'published'), o.collection"
-    " FROM seams.batch_builds AS o"
-)
-"""The columns `_build` reads, of builds `o`: each query adds its WHERE (and locking)."""
-
-
-def _build(row: Sequence[Any]) -> Build:
-    batch, generation, state, parts, run_id, started_at, published, collection = row
-    return Build(
-        batch, generation, state, _ordered(parts), run_id, started_at, published, collection
-    )
-
-
-def _ordered(parts: Iterable[str]) -> tuple[str, ...]:
-    known = set(parts)
-    return tuple(t for t in ASSET_ORDER if t in known)
-
-
-def record_part(
-    conn: psycopg.Connection[Any], table: schema.Table, builds: Mapping[str, Build]
-) -> None:
-    """`table` is now a part of each build; the build's parts after it (and their rows) go: they
-    were computed from the previous `table`. Call after the rows were written."""
-    if table.name not in ASSET_ORDER:
-        raise ValueError(f"{table.qualified_name} is not a per-batch asset table")
-    later = ASSET_ORDER[ASSET_ORDER.index(table.name) + 1 :]
-    for name in later:
-        stale = {b: build.generation for b, build in builds.items() if name in build.parts}
-        if stale:
-            conn.execute(
-                sql.SQL(
-                    "DELETE FROM {} AS t USING unnest(%s::text[], %s::int[]) AS v(b, g)"
-                    " WHERE t.batch_key = v.b AND t.generation = v.g"
-                ).format(schema.ASSET_TABLES[name].identifier()),
-                (list(stale), list(stale.values())),
-            )
-    keys = sorted(builds)
-    conn.execute(
-        "UPDATE seams.batch_builds AS o SET state = 'building',"  # a held build reopens
-        " parts = ARRAY(SELECT p FROM unnest(o.parts) AS p WHERE p <> ALL(%(drop)s))"
-        "             || %(table)s::text"
-        " FROM unnest(%(b)s::text[], %(g)s::int[]) AS v(b, g)"
-        " WHERE o.batch_key = v.b AND o.generation = v.g",
-        {
-            "drop": [table.name, *later],
-            "table": table.name,
-            "b": keys,
-            "g": [builds[k].generation for k in keys],
-        },
-    )
-
-
-def read_filter() -> sql.Composable:
-    """SQL (`t` = `table`) selecting what a step reads of each batch: the open build's rows
-    when it wrote `table`, else the published ones (else any: a batch never built)."""
-    return sql.SQL(
-        "CASE WHEN o.generation IS NOT NULL THEN t.generation = o.generation"
-        " WHEN p.generation IS NOT NULL THEN t.generation <= p.generation ELSE true END"
-    )
-
-
-def read_joins(table: schema.Table) -> sql.Composable:
-    """The joins `read_filter` needs (aliases `o`: open build, `p`: published build)."""
-    return sql.SQL(
-        "LEFT JOIN {builds} AS o ON o.batch_key = t.batch_key"
-        " AND o.state IN ('building', 'complete') AND {name} = ANY(o.parts)"
-        " LEFT JOIN {builds} AS p ON p.batch_key = t.batch_key AND p.state = 'published'"
-    ).format(builds=schema.BATCH_BUILDS.identifier(), name=sql.Literal(table.name))
 
 
 # --- publication -------------------------------------------------------------------------------
@@ -392,12 +217,12 @@ def _switch_group(
     builds of it, and every other complete build of it whose row is free, now locked), the runs
     that wrote those others, and the batches still waiting for one (with their collections)."""
     others = conn.execute(
-        _BUILD_ROWS + " WHERE o.state IN ('building', 'complete') AND 'chunk_index' = ANY(o.parts)"
+        BUILD_SELECT + f" WHERE o.state IN {OPEN_STATES_SQL} AND 'chunk_index' = ANY(o.parts)"
         " AND o.batch_key <> ALL(%s)"
         " ORDER BY o.batch_key FOR UPDATE OF o SKIP LOCKED",
         (sorted(mine),),
     ).fetchall()
-    candidates = {row[0]: _build(row) for row in others}
+    candidates = {row[0]: build_from_row(row) for row in others}
     models = _complete_models(conn, candidates)
     others = {b: candidates[b].generation for b, m in models.items() if m == target}
     group = {**mine, **others}
@@ -432,7 +257,7 @@ def _retire_other_models(conn: psycopg.Connection[Any], serving: str) -> tuple[s
     rows = conn.execute(
         "DELETE FROM seams.chunk_index AS i WHERE i.model_id <> %s AND NOT EXISTS ("
         "    SELECT 1 FROM seams.batch_builds AS o WHERE o.batch_key = i.batch_key"
-        "    AND o.generation = i.generation AND o.state IN ('building', 'complete'))"
+        f"    AND o.generation = i.generation AND o.state IN {OPEN_STATES_SQL})"
         " RETURNING i.model_id",
         (serving,),
     ).fetchall()
@@ -446,10 +271,10 @@ def model_switch(conn: psycopg.Connection[Any]) -> ModelSwitch | None:
     if serving is None:
         return None
     rows = conn.execute(
-        _BUILD_ROWS
+        BUILD_SELECT
         + " WHERE o.state = 'complete' AND 'chunk_index' = ANY(o.parts) ORDER BY o.batch_key"
     ).fetchall()
-    models = _complete_models(conn, {row[0]: _build(row) for row in rows})
+    models = _complete_models(conn, {row[0]: build_from_row(row) for row in rows})
     targets = sorted({m for m in models.values() if m != serving})
     if not targets:
         return None
@@ -472,8 +297,8 @@ def incomplete(conn: psycopg.Connection[Any], builds: Mapping[str, Build]) -> di
                 else f"build {build.generation} has written nothing yet"
             )
             continue
-        first = ASSET_ORDER.index(build.parts[0])
-        skipped = [t for t in ASSET_ORDER[first:] if t not in build.parts]
+        first = BATCH_ASSETS.index(build.parts[0])
+        skipped = [t for t in BATCH_ASSETS[first:] if t not in build.parts]
         if skipped:
             reasons[batch] = (
                 f"build {build.generation} rewrote {build.parts[0]} but not {skipped[0]} after "
@@ -670,14 +495,14 @@ def _publish_ready(
 ) -> Publication:
     with conn.transaction():
         rows = conn.execute(
-            "SELECT batch_key FROM seams.batch_builds WHERE state IN ('building', 'complete')"
+            f"SELECT batch_key FROM seams.batch_builds WHERE state IN {OPEN_STATES_SQL}"
             " AND 'chunk_index' = ANY(parts) AND (%(all)s OR batch_key = ANY(%(b)s))"
             " ORDER BY batch_key",
             {"all": batches is None, "b": list(batches or [])},
         ).fetchall()
         builds = {}
         for (batch,) in rows:
-            build = _locked_open_build(conn, batch)
+            build = locked_open_build(conn, batch)
             if build is not None and schema.CHUNK_INDEX.name in build.parts:
                 builds[batch] = build
         if not builds:
@@ -722,27 +547,6 @@ def retire(conn: psycopg.Connection[Any], documents: Sequence[str]) -> int | Non
 # --- what is (not) published -------------------------------------------------------------------
 
 
-def build_parts(conn: psycopg.Connection[Any], batches: Sequence[str]) -> dict[str, Build]:
-    """Per batch of `batches` with an open build, that build (batches without one: absent)."""
-    rows = conn.execute(
-        _BUILD_ROWS + " WHERE o.batch_key = ANY(%s) AND o.state IN ('building', 'complete')",
-        (list(batches),),
-    ).fetchall()
-    return {row[0]: _build(row) for row in rows}
-
-
-def published_generations(
-    conn: psycopg.Connection[Any], batches: Sequence[str] | None = None
-) -> dict[str, int]:
-    """Per batch (of `batches`, or all), the generation readers see; unpublished: absent."""
-    rows = conn.execute(
-        "SELECT batch_key, generation FROM seams.batch_builds WHERE state = 'published'"
-        " AND (%(all)s OR batch_key = ANY(%(b)s))",
-        {"all": batches is None, "b": list(batches or [])},
-    )
-    return {b: int(g) for b, g in rows}
-
-
 def unpublished(conn: psycopg.Connection[Any]) -> list[Unpublished]:
     """Every batch readers do not see as built, in key order: registered but never built,
     or with an open build (left by a crash, a held model, a step not yet run), and why."""
@@ -754,14 +558,14 @@ def unpublished(conn: psycopg.Connection[Any]) -> list[Unpublished]:
         " FROM keys AS k"
         " LEFT JOIN seams.batches AS s ON s.batch_key = k.batch_key"
         " LEFT JOIN seams.batch_builds AS o ON o.batch_key = k.batch_key"
-        "      AND o.state IN ('building', 'complete')"
+        f"      AND o.state IN {OPEN_STATES_SQL}"
         " LEFT JOIN seams.batch_builds AS p ON p.batch_key = k.batch_key"
         "      AND p.state = 'published'"
         " WHERE o.batch_key IS NOT NULL OR p.batch_key IS NULL"
         " ORDER BY k.batch_key"
     ).fetchall()
     builds = {
-        batch: Build(batch, g, state, _ordered(parts), run, started, published)
+        batch: Build(batch, g, state, in_pipeline_order(parts), run, started, published)
         for batch, _, g, state, parts, run, started, published in rows
         if g is not None
     }
@@ -778,87 +582,11 @@ def unpublished(conn: psycopg.Connection[Any]) -> list[Unpublished]:
             continue
         reason = reasons.get(batch, f"build {g} is complete but not published yet")
         out.append(
-            Unpublished(batch, source, g, _ordered(parts), state, run, started, published, reason)
-        )
-    return out
-
-
-# --- a database made before builds existed -------------------------------------------------------
-
-
-def adoption_ddl() -> list[sql.Composable]:
-    """The data step of `migrations.ddl()` that adopts the batches of a database made
-    before builds existed, once (it does nothing where any build is recorded): a batch whose
-    `chunk_index` has rows is published as build 1 (what its readers saw), any other is an
-    open build 1 whose parts are the asset tables up to the last one holding its rows (the
-    next run finishes it); the current documents follow the published batches, and the BM25
-    index is rebuilt over them."""
-    prefix_cases = []
-    for position in range(len(ASSET_ORDER) - 1, -1, -1):
-        name = ASSET_ORDER[position]
-        prefix_cases.append(
-            sql.SQL(
-                "WHEN EXISTS (SELECT 1 FROM {} AS t WHERE t.batch_key = b.batch_key)"
-                " THEN {}::text[]"
-            ).format(
-                schema.ASSET_TABLES[name].identifier(),
-                sql.Literal(list(ASSET_ORDER[: position + 1])),
+            Unpublished(
+                batch, source, g, in_pipeline_order(parts), state, run, started, published, reason
             )
         )
-    return [
-        sql.SQL(
-            """DO $adopt$
-            DECLARE s bigint;
-            BEGIN
-                IF EXISTS (SELECT 1 FROM seams.batch_builds)
-                   OR NOT EXISTS (SELECT 1 FROM seams.batches) THEN
-                    RETURN;
-                END IF;
-                INSERT INTO seams.batch_builds
-                    (batch_key, generation, state, parts, completed_at, published_at)
-                SELECT b.batch_key, 1,
-                       CASE WHEN a.published THEN 'published' ELSE 'building' END,
-                       a.parts,
-                       CASE WHEN a.published THEN now() END,
-                       CASE WHEN a.published THEN now() END
-                FROM seams.batches AS b
-                CROSS JOIN LATERAL (
-                    SELECT EXISTS (SELECT 1 FROM seams.chunk_index AS i
-                                   WHERE i.batch_key = b.batch_key) AS published,
-                           CASE {cases} ELSE '{{}}'::text[] END AS parts
-                ) AS a;
-                IF NOT EXISTS (SELECT 1 FROM seams.batch_builds WHERE state = 'published') THEN
-                    RETURN;
-                END IF;
-                s := nextval('seams.publication_seq');
-                INSERT INTO seams.publications (seq, batch_key, generation, kind)
-                SELECT s, batch_key, generation, 'batch' FROM seams.batch_builds
-                WHERE state = 'published';
-                INSERT INTO seams.current_documents
-                    (document_id, batch_key, generation, source_sha256, registered_at,
-                     published_seq)
-                SELECT l.document_id, l.batch_key, l.generation, l.source_sha256,
-                       l.registered_at, s
-                FROM (SELECT DISTINCT ON (d.document_id) d.document_id, d.batch_key,
-                             b.generation, d.source_sha256, d.registered_at
-                      FROM seams.batch_documents AS d
-                      JOIN seams.batch_builds AS b
-                        ON b.batch_key = d.batch_key AND b.state = 'published'
-                      ORDER BY d.document_id, d.registered_at DESC, d.batch_key DESC) AS l
-                WHERE NOT EXISTS (SELECT 1 FROM seams.document_tombstones AS t
-                                  WHERE t.document_id = l.document_id
-                                    AND t.retired_at >= l.registered_at)
-                ON CONFLICT DO NOTHING;
-                DELETE FROM seams.lexical_postings;
-                DELETE FROM seams.lexical_terms;
-                DELETE FROM seams.lexical_totals;
-                DELETE FROM seams.lexical_chunks;
-                PERFORM seams.lexical_sync(
-                    ARRAY(SELECT document_id FROM seams.current_documents), '{{}}'::text[]);
-            END
-            $adopt$"""
-        ).format(cases=sql.SQL(" ").join(prefix_cases))
-    ]
+    return out
 
 
 def published_seqs(conn: psycopg.Connection[Any]) -> dict[str, int]:

@@ -17,6 +17,7 @@ import hashlib
 import operator
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Literal, get_args
 
 from psycopg import sql
 
@@ -535,7 +536,9 @@ ASSET_TABLES: dict[str, Table] = {
         CHUNK_INDEX,
     )
 }
-"""Tables written by `PostgresIOManager`, keyed by asset name."""
+"""Tables written by `PostgresIOManager`, keyed by asset name, in pipeline order."""
+BATCH_ASSETS: tuple[str, ...] = tuple(ASSET_TABLES)
+"""The per-batch assets in pipeline order: each is computed from those before it."""
 
 # --- manifest and cache tables (written by orchestration / the embedding cache, not assets) ---
 
@@ -646,12 +649,25 @@ EXTRACTION_ATTEMPTS = Table(
     description="Extractions under way; a leftover row quarantines its file (seams run skips it).",
 )
 
-# --- builds and publication (seams.storage.publication) -----------------------------------
+# --- builds and publication (seams.storage.builds, seams.storage.publication) ---------------------
 # A batch is built beside what readers see: every write of a per-batch asset table goes to the
 # batch's open build (rows with its `generation`), and the `chunk_index` write that completes a
 # build publishes it in its own transaction. Readers see only published generations.
 
-BUILD_STATES = ("building", "complete", "published", "superseded")
+BuildState = Literal["building", "complete", "published", "superseded"]
+"""A build's state: `building` (open, being written), `complete` (open, ready and held for a
+model switch), `published` (what readers see) or `superseded` (an earlier published build)."""
+BUILD_STATES: tuple[BuildState, ...] = get_args(BuildState)
+OPEN_STATES: tuple[BuildState, ...] = ("building", "complete")
+"""The states of a batch's open build (at most one per batch)."""
+
+
+def sql_states(states: Sequence[BuildState]) -> str:
+    """`('building', 'complete')`: states as an SQL list, for `state IN ...`."""
+    return "(" + ", ".join(f"'{state}'" for state in states) + ")"
+
+
+OPEN_STATES_SQL = sql_states(OPEN_STATES)
 
 BATCH_BUILDS = Table(
     "batch_builds",
@@ -683,7 +699,7 @@ BATCH_BUILDS = Table(
     primary_key=("batch_key", "generation"),
     # No foreign key to `batches`: a partition is written as the asset's key names it (tools,
     # tests and imports write partitions nobody registered), and each write opens a build.
-    checks=("state IN ('building', 'complete', 'published', 'superseded')",),
+    checks=(f"state IN {sql_states(BUILD_STATES)}",),
     description="Every build of every batch; at most one open and one published per batch.",
 )
 
@@ -1163,7 +1179,7 @@ def builds_ddl() -> list[sql.Composable]:
         _drop_index_without("batch_builds_open", COLLECTION),
         sql.SQL(
             "CREATE UNIQUE INDEX IF NOT EXISTS batch_builds_open ON {} (batch_key, collection)"
-            " WHERE state IN ('building', 'complete')"
+            f" WHERE state IN {OPEN_STATES_SQL}"
         ).format(builds),
         _drop_index_without("batch_builds_published", COLLECTION),
         sql.SQL(

@@ -1,56 +1,22 @@
 """Tenants: PostgreSQL login roles that read only the rows of their collections, enforced by
 row-level security in the database itself, not by Seams' queries.
 
-What a tenant role can do, and why:
-
-- **Read its collections' rows.** Every table that holds document text, vectors, file names or
-  per-chunk index entries (`PROTECTED`) carries `collection` and has row-level security with
-  one policy: a role that has the privileges of the group `seams_tenants` sees the rows whose
-  collection `seams.collection_tenants` assigns to it; any other role sees every row, as before.
-  The pipeline keeps writing as the tables' owner, whom RLS does not apply to (ENABLE, not
-  FORCE: FORCE would subject the owner to the policy, and the pipeline to a filter it has no
-  use for); a deployment whose writer is another role (not the owner) is not a tenant, so the
-  policy passes it every row.
-- **Read through the views.** A plain view reads its tables with its owner's rights and would
-  bypass RLS, so the views tenants may read are `security_invoker` (PostgreSQL 15+). A
-  `CREATE OR REPLACE VIEW` without that option drops it: `ddl()` must run after every statement
-  that replaces a view (the schema migration runs it last), and `isolation_problems` reports a
-  readable view without it.
-- **Nothing else.** No privilege at all on the shared embedding cache (it would tell one tenant
-  which texts another has embedded), the stored file bytes, tombstones and extraction attempts
-  (`PRIVATE`; these have RLS too, denying tenants every row, in case someone grants them
-  later). The BM25 statistics are per collection, hence protected: a tenant's search scores
-  with its own collections' statistics and learns nothing of another's vocabulary. No
-  INSERT/UPDATE/DELETE anywhere, no CREATE, no sequence, nothing in Dagster's tables. The
-  tenant role is NOINHERIT and a member of `seams_tenants` only, with INHERIT (to use its
-  SELECT grants) but without SET: it cannot `SET ROLE` to the group, another tenant or the
-  owner (PostgreSQL 16+ grant options).
-
-Roles are per server (cluster), not per database: the same tenant name in two Seams databases
-on one server is one role, which reads its collections in both. Passwords are never stored or
-logged by Seams: the server gets a SCRAM verifier computed on this side
-(`PQencryptPasswordConn`), so not even the server's statement log sees the password; the one
-copy is the value `rotate_tenant` returns, for `tenant_url` to print. With the embedded server
-(local socket, trust authentication) a tenant connects by its role name alone.
-
-Statistics: `pg_stats` hides every column of a table under row-level security from a tenant,
-but the planner estimates with statistics over every row, so `EXPLAIN` could show that another
-tenant's exact text is frequent; content columns therefore keep no statistics once tenants
-exist (`statistics_ddl`).
-
-Residual, by design of PostgreSQL: a tenant sees catalog metadata (table and column names,
-function bodies, approximate row counts in `pg_class`/`pg_stat_*`), plan estimates on the key
-columns the pipeline joins on (`KEEP_STATISTICS`: one who guesses another tenant's exact file
-URI, hence its document id, may see that it is frequent); none of it is document content.
-What a tenant may spend and call (connections, timeouts, temporary files, sleep, large objects,
-advisory locks) and how its role is removed: `seams.storage.tenant_roles`.
+A tenant reads its collections' rows of every table holding document text, vectors, file names
+or index entries (`PROTECTED`, one policy each), through `security_invoker` views only, and
+nothing else (`PRIVATE` tables deny it every row); it writes nothing and cannot `SET ROLE`.
+The pipeline writes as the tables' owner, whom the policies do not filter. Passwords are never
+stored or logged: the server gets a SCRAM verifier computed here, and `rotate_tenant` returns
+the one copy. Content columns keep no planner statistics once tenants exist
+(`statistics_ddl`). Why each rule, and what a tenant still sees by design of PostgreSQL:
+docs/architecture.md, "Tenants"; what a tenant may spend and call: `tenant_roles`; what would
+let one read past its collections: `tenant_isolation`.
 """
 
 from __future__ import annotations
 
 import re
 import secrets
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
@@ -618,69 +584,3 @@ def assignments(conn: psycopg.Connection[Any]) -> dict[str, str]:
         )
     ).fetchall()
     return {str(c): str(t) for c, t in rows}
-
-
-def isolation_problems(conn: psycopg.Connection[Any]) -> list[str]:
-    """What would let a tenant read past its collections, as one line each ([] when none): a
-    table tenants can read without row-level security, a readable view that is not
-    `security_invoker`, a SECURITY DEFINER function in the schema they may execute, a tenant
-    role with more than LOGIN, or a membership it could SET ROLE through."""
-    if conn.execute("SELECT to_regrole(%s) IS NULL", (GROUP,)).fetchone()[0]:  # type: ignore[index]
-        return []
-    problems: list[str] = []
-    for name, kind, rls, options in conn.execute(
-        """SELECT c.relname, c.relkind, c.relrowsecurity, coalesce(c.reloptions, '{}')
-           FROM pg_class AS c JOIN pg_namespace AS n ON n.oid = c.relnamespace
-           WHERE n.nspname = %s AND c.relkind IN ('r', 'p', 'v', 'm')
-             AND has_table_privilege(%s, c.oid, 'SELECT')
-           ORDER BY c.relname""",
-        (schema.SCHEMA, GROUP),
-    ):
-        if kind in ("r", "p") and not rls and name not in {t.name for t in SHARED}:
-            problems.append(f"tenants can read seams.{name}, which has no row-level security")
-        if kind == "m":
-            problems.append(f"tenants can read materialized view seams.{name} (no RLS there)")
-        invoker = {o.split("=", 1)[0]: o.split("=", 1)[-1] for o in options}.get(
-            "security_invoker", "false"
-        )
-        if kind == "v" and invoker.lower() not in ("true", "on", "1", "yes"):
-            problems.append(
-                f"tenants can read view seams.{name}, which runs with its owner's rights: "
-                f"ALTER VIEW seams.{name} SET (security_invoker = true)"
-            )
-    for (name,) in conn.execute(
-        """SELECT p.proname FROM pg_proc AS p JOIN pg_namespace AS n ON n.oid = p.pronamespace
-           WHERE n.nspname = %s AND p.prosecdef
-             AND has_function_privilege(%s, p.oid, 'EXECUTE')""",
-        (schema.SCHEMA, GROUP),
-    ):
-        problems.append(f"tenants can execute SECURITY DEFINER function seams.{name}")
-    for name, extra in conn.execute(
-        """SELECT r.rolname,
-                  concat_ws(', ', CASE WHEN r.rolsuper THEN 'SUPERUSER' END,
-                            CASE WHEN r.rolbypassrls THEN 'BYPASSRLS' END,
-                            CASE WHEN r.rolcreaterole THEN 'CREATEROLE' END,
-                            CASE WHEN r.rolcreatedb THEN 'CREATEDB' END,
-                            CASE WHEN r.rolinherit THEN 'INHERIT' END)
-           FROM pg_roles AS r
-           WHERE r.rolname LIKE %s ORDER BY r.rolname""",
-        (ROLE_PREFIX.replace("_", r"\_") + "%",),
-    ):
-        if extra:
-            problems.append(f"tenant role {name} has {extra}: recreate it")
-    for member, role in conn.execute(
-        """SELECT m.rolname, g.rolname FROM pg_auth_members AS a
-           JOIN pg_roles AS m ON m.oid = a.member JOIN pg_roles AS g ON g.oid = a.roleid
-           WHERE m.rolname LIKE %s AND (a.set_option OR g.rolname <> %s)
-           ORDER BY 1, 2""",
-        (ROLE_PREFIX.replace("_", r"\_") + "%", GROUP),
-    ):
-        problems.append(f"tenant role {member} may SET ROLE {role} or use its rights: revoke it")
-    return problems
-
-
-def tables_without_a_decision(tables: Iterable[schema.Table] = schema.TABLES) -> list[str]:
-    """Declared tables that are neither protected, private nor shared: a new table must say
-    what tenants see of it before they see anything."""
-    decided = {t.name for t in (*PROTECTED, *PRIVATE, *LOCKS, *SHARED, COLLECTION_TENANTS)}
-    return sorted(t.name for t in tables if t.name not in decided)

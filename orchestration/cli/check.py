@@ -24,7 +24,7 @@ from seams.resources.database import redact
 from seams.resources.embedder import PipelineModels
 from seams.resources.keys import EMBEDDER_KEY, POSTGRES_KEY
 from seams.resources.postgres import PostgresResource
-from seams.storage import publication, tenant_roles, tenants
+from seams.storage import publication, tenant_isolation, tenant_roles, tenants
 from seams.storage.schema import DEFAULT_COLLECTION
 from seams.targets import ATOMIC_SWITCH_KINDS
 
@@ -194,15 +194,15 @@ def tenancy_report(
     differs from `declared` (collection -> tenant, from the settings; None: not compared): a
     tenant without a role yet, a collection its tenant does not read yet, a collection read by
     a tenant the settings do not give it (exit 1); `seams db upgrade` syncs them. Then every
-    way a tenant could read past its collections (`tenants.isolation_problems`), each with its
-    fix (exit 1); then what tenants may still spend or call and removed tenants' roles left on
+    way a tenant could read past its collections (`tenant_isolation`), each with its fix
+    (exit 1); then what tenants may still spend or call and removed tenants' roles left on
     the server (`tenant_roles.problems`: said, the status unchanged, as a server where Seams is
     not a superuser cannot change some of it)."""
     wanted = {c: t for c, t in (declared or {}).items() if t is not None}
     try:
         with postgres.connection() as conn:
             set_up = tenants.set_up_here(conn)
-            problems = tenants.isolation_problems(conn) if set_up else []
+            problems = tenant_isolation.isolation_problems(conn) if set_up else []
             limits = (
                 tenant_roles.problems(conn, tenants.ROLE_PREFIX, tenants.GROUP) if set_up else []
             )

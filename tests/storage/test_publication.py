@@ -18,12 +18,30 @@ import pytest
 
 from seams.resources.postgres import PostgresResource, close_pool
 from seams.storage import batches as batch_store
-from seams.storage import publication, schema
+from seams.storage import builds, publication, schema
 from seams.storage.partition_tables import read_table, write_table
 from seams.storage.search import lexical_index
 from tests.support.concurrency import run_together
 
 CONFIG = "english"
+
+
+def build_parts(conn: psycopg.Connection[Any], batch_keys: list[str]) -> dict[str, builds.Build]:
+    """Per batch of `batch_keys` with an open build, that build (batches without one: absent)."""
+    rows = conn.execute(
+        builds.BUILD_SELECT
+        + f" WHERE o.batch_key = ANY(%s) AND o.state IN {schema.OPEN_STATES_SQL}",
+        (batch_keys,),
+    ).fetchall()
+    return {row[0]: builds.build_from_row(row) for row in rows}
+
+
+def published_generations(conn: psycopg.Connection[Any]) -> dict[str, int]:
+    """Per batch, the generation readers see; unpublished: absent."""
+    rows = conn.execute(
+        "SELECT batch_key, generation FROM seams.batch_builds WHERE state = 'published'"
+    )
+    return {b: int(g) for b, g in rows}
 
 
 def register(postgres: PostgresResource, key: str, docs: dict[str, str], day: int) -> None:
@@ -220,13 +238,13 @@ def test_rewriting_a_table_drops_the_builds_later_parts(postgres: PostgresResour
     recut = {"guide": ("g1", ["Cats.", "Mats."]), "faq": V1["faq"]}
     write_table(postgres, schema.CHUNKS, chunks_frame("b1", recut), ["b1"])
     with postgres.connection() as conn:
-        assert publication.build_parts(conn, ["b1"])["b1"].parts == (
+        assert build_parts(conn, ["b1"])["b1"].parts == (
             "semantic_boundaries", "chunks"
         )  # fmt: skip
     # Boundaries again (their upstream changed): the build's chunks were cut from the old ones.
     write_table(postgres, boundaries, empty, ["b1"])
     with postgres.connection() as conn:
-        open_build = publication.build_parts(conn, ["b1"])["b1"]
+        open_build = build_parts(conn, ["b1"])["b1"]
     assert open_build.parts == ("semantic_boundaries",)
     assert open_build.remaining == ("chunks", "chunk_index")
     assert generations(postgres, "chunks") == {"b1": [1]}  # build 2's chunks are gone
@@ -395,7 +413,7 @@ def test_concurrent_chunk_index_writers_serialise_without_deadlock(
 
     assert run_together(*(lambda r=r: writer(r) for r in ranges)) == []
     with postgres.connection() as conn:
-        published = publication.published_generations(conn)
+        published = published_generations(conn)
         count = conn.execute("SELECT count(*) FROM seams.publications").fetchone()[0]
     assert sorted(published) == keys
     assert count == sum(len(r) for r in ranges) * 3
@@ -453,16 +471,16 @@ def test_an_existing_database_migrates_to_published_and_open_builds(database_url
     try:
         postgres.ensure_schema()
         with postgres.connection() as conn:
-            builds = conn.execute(
+            stored = conn.execute(
                 "SELECT batch_key, generation, state, parts FROM seams.batch_builds ORDER BY 1"
             ).fetchall()
             triggers = conn.execute(
                 "SELECT tgname FROM pg_trigger WHERE tgname LIKE '%lexical%'"
             ).fetchall()
             unpublished = publication.unpublished(conn)
-        assert builds == [
-            ("b1", 1, "published", list(publication.ASSET_ORDER)),
-            ("b2", 1, "building", list(publication.ASSET_ORDER[:5])),
+        assert stored == [
+            ("b1", 1, "published", list(schema.BATCH_ASSETS)),
+            ("b2", 1, "building", list(schema.BATCH_ASSETS[:5])),
             ("b3", 1, "building", ["extracted_text"]),
         ]
         assert triggers == []

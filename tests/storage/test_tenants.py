@@ -27,7 +27,7 @@ from psycopg.types.json import Jsonb
 from seams.errors import StorageError
 from seams.orchestration.cli import check
 from seams.resources.postgres import PostgresResource, close_pool
-from seams.storage import schema, tenant_roles, tenants
+from seams.storage import schema, tenant_isolation, tenant_roles, tenants
 from seams.storage.search import dense
 from tests.support.concurrency import run_together
 from tests.support.databases import fresh_database, migrated_postgres
@@ -330,7 +330,7 @@ def test_the_retrievers_nearest_vectors_through_a_tenant_url(tenancy: Tenancy) -
 
 def test_tenant_roles_have_login_and_nothing_more(tenancy: Tenancy) -> None:
     with psycopg.connect(tenancy.owner_url) as conn:
-        assert tenants.isolation_problems(conn) == []
+        assert tenant_isolation.isolation_problems(conn) == []
         role = conn.execute(
             "SELECT rolcanlogin, rolinherit, rolsuper, rolcreaterole, rolcreatedb, rolbypassrls,"
             " rolreplication FROM pg_roles WHERE rolname = %s",
@@ -364,7 +364,7 @@ def test_a_view_replaced_without_security_invoker_is_caught_reported_and_repaire
                 "tenants can read view seams.current_chunks, which runs with its owner's "
                 "rights: ALTER VIEW seams.current_chunks SET (security_invoker = true)"
             )
-            assert tenants.isolation_problems(conn) == [problem]
+            assert tenant_isolation.isolation_problems(conn) == [problem]
             assert check.tenancy_report(postgres) == (
                 f"Tenants: 2 tenants reading 3 collections\nTenants: {problem}",
                 check.EXIT_ISOLATION,
@@ -373,7 +373,7 @@ def test_a_view_replaced_without_security_invoker_is_caught_reported_and_repaire
                 leaked = mine.execute("SELECT count(*) FROM seams.current_chunks").fetchone()
             assert leaked == (len(COLLECTIONS),)  # what the audit is for
             conn.execute(problem.rpartition(": ")[2])  # the fix the line names
-            assert tenants.isolation_problems(conn) == []
+            assert tenant_isolation.isolation_problems(conn) == []
             with psycopg.connect(tenancy.urls[tenancy.a]) as mine:
                 rows = mine.execute("SELECT count(*) FROM seams.current_chunks").fetchone()
                 assert rows == (2,)
@@ -452,7 +452,7 @@ def test_two_writers_syncing_at_once_both_succeed(tenancy: Tenancy) -> None:
         with psycopg.connect(tenancy.owner_url) as conn:
             rows = dict(conn.execute("SELECT collection, tenant FROM seams.collection_tenants"))
             assert rows == wanted
-            assert tenants.isolation_problems(conn) == []
+            assert tenant_isolation.isolation_problems(conn) == []
     finally:
         with psycopg.connect(tenancy.owner_url, autocommit=True) as conn:
             tenants.drop_tenant(conn, fresh)
@@ -463,14 +463,14 @@ def test_two_writers_syncing_at_once_both_succeed(tenancy: Tenancy) -> None:
 
 
 def test_every_table_has_a_decision() -> None:
-    assert tenants.tables_without_a_decision() == []
+    assert tenant_isolation.tables_without_a_decision() == []
     # One decision each: a table with a `collection` column is read per collection, never
     # closed (the BM25 statistics are per collection, so protected).
     assert not {t.name for t in tenants.PROTECTED} & {t.name for t in tenants.PRIVATE}
     assert not [t.name for t in tenants.PRIVATE if t.has_collection]
     assert {schema.LEXICAL_TERMS, schema.LEXICAL_TOTALS} <= set(tenants.PROTECTED)
     extra = schema.Table("new_table", (schema.Column("x", "text"),), key=("x",), partitioned=False)
-    assert tenants.tables_without_a_decision((*schema.TABLES, extra)) == ["new_table"]
+    assert tenant_isolation.tables_without_a_decision((*schema.TABLES, extra)) == ["new_table"]
 
 
 @pytest.mark.parametrize(
@@ -552,7 +552,7 @@ def test_an_owner_that_is_not_a_superuser_runs_it_all(pg_server_url: str) -> Non
                     for seq, collection in enumerate(("alpha", "beta"), start=1):
                         _insert(conn, schema.CHUNKS, collection, seq)
                 assert conn.execute("SELECT count(*) FROM seams.chunks").fetchone() == (2,)
-                assert tenants.isolation_problems(conn) == []
+                assert tenant_isolation.isolation_problems(conn) == []
                 # Only a superuser may take sleep, large objects and advisory locks from
                 # tenants: said until one does, and the owner keeps them then.
                 said = tenant_roles.problems(conn, tenants.ROLE_PREFIX, tenants.GROUP)
