@@ -2,7 +2,7 @@
 
 The Dagster assets call the stages one by one (`segment` -> `embedding_texts` + embedder ->
 `gap_similarities` -> `detect_boundaries` -> `assemble_chunks`); `chunk_text` calls the very same
-functions in the same order, so the CLI, the benchmarks and the pipeline share one code path.
+functions in the same order, so the CLI, the library and the pipeline share one code path.
 """
 
 from __future__ import annotations

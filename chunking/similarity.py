@@ -6,7 +6,7 @@ Gap `i` (1 <= i < n) lies between candidate i-1 and candidate i. Window modes:
 - "pooled" (default): cosine of the mean embedding of `window_size` candidates on each side of
   the gap (fewer, equally many on both sides, near the document's edges). Each candidate is
   embedded once and pooled afterwards, which costs nothing extra and finds topic shifts far more
-  reliably than "single" (figures on the benchmarks page).
+  reliably than "single".
 - "text": re-embeds the text of the windows themselves (classic sliding windows). Costs about
   `window_size` times the tokens; kept as an option for comparison.
 

@@ -8,7 +8,7 @@ section) with defaults that pass any real document we know of and stop the known
 - `zip_*`: DOCX is a zip. Sizes and member counts are read from the zip's directory before
   anything is decompressed. The declared sizes bound the work: Python's `zipfile` (which
   python-docx reads through) never returns more than a member's declared size, and fails its CRC
-  check if the data would go on. A 3.7 MB DOCX holding 1.1 GB of XML stops here in milliseconds.
+  check if the data would go on, so a small DOCX declaring gigabytes of XML stops here at once.
 - `chars_max`: extracted characters per document. The chunking stages hold per-character and
   per-candidate state (peak memory by document size: "Large documents" in the reliability docs),
   so this also bounds downstream memory until they stream.
@@ -38,10 +38,10 @@ class ExtractionLimits:
     zip_uncompressed_bytes_max: int = 512 * 2**20
     """Sum of the declared uncompressed sizes of all members (XML, images, fonts)."""
     zip_xml_bytes_max: int = 32 * 2**20
-    """Sum of the declared uncompressed sizes of the XML parts, which are parsed into memory: a
-    1,000-page Word document holds ~10-20 MB of XML; 32 MiB extracts in ~20 s on a loaded core."""
+    """Sum of the declared uncompressed sizes of the XML parts, which are parsed into memory:
+    room for a Word document of a thousand pages."""
     chars_max: int = 10_000_000
-    """Characters of extracted text (~1.6 M words, ~3,000 pages)."""
+    """Characters of extracted text (a few thousand pages)."""
     seconds_max: float = 120.0
     """Wall-clock seconds for one document's extraction."""
 

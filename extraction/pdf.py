@@ -2,9 +2,8 @@
 
 pypdf (pure Python, no system libraries) in its plain mode: text in content-stream order, which
 is the order producers (Word, LaTeX, browsers) write it, so multi-column pages read column by
-column rather than across. It is far inside a 5 s budget for a 50-page document; pdfplumber gave
-the same text an order of magnitude slower, and pypdfium2's extra speed would cost a native wheel
-for time the chunker's embedding dwarfs anyway (figures on the benchmarks page).
+column rather than across. pdfplumber gave the same text far slower, and pypdfium2's extra speed
+would cost a native wheel for time the chunker's embedding dwarfs anyway.
 
 A page without a text layer (a scanned image, or blank) is reported in `warnings`; a PDF where no
 page has one is an error that says to run OCR. An encrypted PDF opens when it needs no password

@@ -10,8 +10,6 @@
   pool the tokens inside each chunk's span. Each token is read once (plus the overlap), in the
   context of its neighbours across the chunk's edges, and each token's vector comes from the
   window in which it sits most centrally.
-
-The benchmarks page compares the three by retrieval quality.
 """
 
 from __future__ import annotations
@@ -46,7 +44,7 @@ def late_cache_model_id(model_id: str, window_tokens: int, overlap_tokens: int) 
 def late_cache_keys(text: str, spans: Sequence[Span]) -> list[str]:
     """Cache keys of a document's late vectors: the document's sha256 plus each span.
 
-    The document is hashed once (a key per chunk holding the whole text would hash a 1 MB
+    The document is hashed once (a key per chunk holding the whole text would hash a long
     document once per chunk)."""
     digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
     return [f"late:{digest}:{start}:{end}" for start, end in spans]

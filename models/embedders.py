@@ -165,8 +165,8 @@ class OnnxEmbedder(BaseModel):
     @property
     def count_tokens(self) -> CheckedCounter:
         """The chunker's token counter for this model (the `Embedder` protocol): word pieces per
-        text without [CLS]/[SEP] (the chunker's `tokens` size unit), memoised per word (~6x
-        faster on prose), named after the sha256 of `tokenizer.json` so chunk lineage says which
+        text without [CLS]/[SEP] (the chunker's `tokens` size unit), memoised per word, named
+        after the sha256 of `tokenizer.json` so chunk lineage says which
         tokenizer sized it. Only the tokenizer is verified: a broken ONNX graph must not stop
         segmentation (the embedding step then falls back to lexical boundaries)."""
         directory = self.resolved_model_dir()
@@ -280,8 +280,8 @@ class StaticEmbedder(BaseModel):
     """Static sentence embeddings for boundary detection (contract): `embed(texts) -> (n, 256)`
     float32 unit rows, `count_tokens`, `model_id` -- the interface of `OnnxEmbedder`.
 
-    Far cheaper than the transformer (a lookup and a mean per text, no network to run; figures
-    on the benchmarks page) and deterministic: a text's vector does not depend on what it is
+    Far cheaper than the transformer (a lookup and a mean per text, no network to run) and
+    deterministic: a text's vector does not depend on what it is
     batched with. Usable as `chunk_text(..., embed=StaticEmbedder())`
     and as the `candidate_embeddings` model when `ChunkingConfig.boundary_model == "static"`.
     """

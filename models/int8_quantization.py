@@ -38,7 +38,7 @@ def _int8_nodes(fp32_path: Path) -> list[str]:
     feed-forward layers of the early blocks each cost a little min cosine and the losses
     compound, while the attention output projections cost almost nothing. This subset stays
     above the bar, at the price of most of int8's speed-up (the speed lives in the feed-forward
-    layers). Figures on the benchmarks page.
+    layers).
     """
     import onnx
 

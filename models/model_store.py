@@ -202,7 +202,7 @@ class ModelManifest:
         return path
 
 
-# (resolved path, size, mtime_ns) -> sha256: hashing 90 MB costs ~0.15 s, and Dagster builds
+# (resolved path, size, mtime_ns) -> sha256: hashing a model is not free, and Dagster builds
 # resources per run, so one process verifies each unchanged file once.
 _sha_cache: dict[tuple[str, int, int], str] = {}
 _sha_lock = threading.Lock()

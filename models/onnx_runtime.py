@@ -6,7 +6,7 @@ an ONNX graph of its transformer: the export made by `seams.models.model_export`
 own `model.onnx`. What happens after the transformer is the folder's `VectorRecipe`; the
 default, all-MiniLM-L6-v2's, is mean pooling and normalisation.
 
-Two things make it faster than `encode` on CPU (figures on the benchmarks page, "Components"):
+Two things make it faster than `encode` on CPU:
 batches are formed from inputs sorted by token count, so padding is minimal, and batches stay
 small.
 
@@ -16,7 +16,7 @@ embedding is the mean of all windows' token embeddings (see `_mean`). `long_text
 gives sentence-transformers' behaviour instead.
 
 A session is loaded once per process and shared (`load_runtime`): Dagster builds resources for
-every run, and loading costs ~0.3 s and 90 MB. `seams.models.embedders.OnnxEmbedder` (and the
+every run, and loading costs time and memory. `seams.models.embedders.OnnxEmbedder` (and the
 pipeline's resource over it) runs it; the exporter and late chunking use the runtime directly.
 """
 

@@ -6,13 +6,12 @@ model2vec, torch or onnxruntime. The vectors are stored by MiniLM token id, so t
 the one the chunker already counts with.
 
 Why numpy and not an ONNX graph of the same Gather + mean: the arithmetic is one gather and one
-segmented sum (~2 ms per 10k words); tokenizing costs far more than that (~100 ms per 10k words
-on one busy core), and onnxruntime would add a session and per-call overhead for nothing. So
-tokenizing is what is saved: MiniLM's tokenizer never joins across whitespace (the property
-`chunking.tokens.TokenizerCounter` relies on), so a text's token vectors are the union of its
-words' token vectors, and each distinct word is tokenized and summed once per process. Texts
-with characters where `str.split` and the tokenizer may disagree about word boundaries are
-tokenized whole. There is no window: long texts average all their tokens.
+segmented sum; tokenizing costs far more than that, and onnxruntime would add a session and per-call
+overhead for nothing. So tokenizing is what is saved: MiniLM's tokenizer never joins across
+whitespace (the property `chunking.tokens.TokenizerCounter` relies on), so a text's token vectors
+are the union of its words' token vectors, and each distinct word is tokenized and summed once per
+process. Texts with characters where `str.split` and the tokenizer may disagree about word
+boundaries are tokenized whole. There is no window: long texts average all their tokens.
 
 `seams.models.embedders.StaticEmbedder` (and the pipeline's resource over it) runs it.
 """
@@ -236,7 +235,7 @@ _lock = threading.Lock()
 def load_static_runtime(
     embeddings_path: Path, tokenizer_path: Path, *, cache: bool = True
 ) -> StaticRuntime:
-    """Load (or reuse, keyed by the files' identity) the matrix and tokenizer; ~0.1 s."""
+    """Load (or reuse, keyed by the files' identity) the matrix and tokenizer."""
     try:
         st = embeddings_path.stat()
     except OSError as exc:

@@ -334,7 +334,7 @@ def execute_run_argument(job: ReconstructableJob, run_id: str, instance: dg.Dags
 def backfill_daemon_type() -> str:
     """The backfill daemon's name in the instance's daemon heartbeats and statuses:
     `instance.get_daemon_statuses` is public but takes names no public constant spells."""
-    # Imported here: Dagster's daemon package takes ~0.6 s to import, and most commands that
+    # Imported here: Dagster's daemon package is slow to import, and most commands that
     # import this module never ask.
     from dagster._daemon.daemon import BackfillDaemon
 

@@ -14,8 +14,8 @@ it COMPLETED_SUCCESS or COMPLETED_FAILED, as the daemon does. Dagster's own `dag
 backfill` likewise launches a backfill's runs itself.
 
 Never the daemon, even when one runs (`seams dev`): Dagster 1.13's backfill daemon looks at
-backfills every 30 s (a fixed interval) and launches runs through the queue and a run worker
-process each, so a small backfill took 41-60 s with the UI open against ~5 s here. A live
+backfills at a fixed interval and launches runs through the queue and a run worker process
+each, so a small backfill took many times longer with the UI open than here. A live
 daemon still sees every REQUESTED backfill, so this module registers one only once its first
 iteration's runs are recorded as requested *and* the first run exists: the daemon then finds
 nothing left to request and a run in progress (never a "stalled" backfill to fail), and only

@@ -1,33 +1,23 @@
 """Staleness where people look: an `in_sync` check on every per-batch asset.
 
-Dagster knows, per partition, when an asset is unsynced: its code version (which folds in the
-settings that shape it, see `assets.versions`) or an upstream data version changed since the
-partition was materialized. But Dagster 1.13 shows that only on a single partition's page: the
-asset graph and the asset overview never mark a partitioned asset unsynced
-(dagster-io/dagster#22553). So Seams reports Dagster's own per-partition verdict as an asset
-check, which the graph and the overview do show: after a settings change and "Reload
-definitions", the affected assets carry a failed (warning) `in_sync` check naming how many
-batches are unsynced, and the others a passed one.
+Dagster 1.13 shows that a partition is unsynced (its code version, which folds in the settings
+that shape it, or an upstream data version changed since it was materialized) only on that
+partition's page, never on the asset graph or overview (dagster-io/dagster#22553). So Seams
+reports Dagster's own per-partition verdict as an asset check, which both show: after a settings
+change and "Reload definitions", the affected assets carry a failed (warning) `in_sync` check
+naming how many batches are unsynced and what to click (the `backfill_unsynced` job), the others
+a passed one.
 
-The `settings_sync` sensor recomputes Dagster's verdict on every tick (no run needed: it reports
-check evaluations directly) and reports it again whenever the verdict, the set of batches or any
-watched asset's latest materialization changed. The last matters because the UI shows an
-unpartitioned check's result only while it targets the asset's latest materialization: a new
-batch's run would otherwise turn a failed `in_sync` into "Not evaluated" although the older
-batches are still unsynced. Every tick says what it found ("2 of 3 batches unsynced: in_sync
-failed on semantic_boundaries, chunks, chunk_index"). The check can also be executed from the UI
-(the asset's Checks tab, "Execute"), with the same verdict: it judges against the whole code
-location's asset graph, as the sensor does, never the run's (a run holding only the check would
-see no unsynced asset). A failed `in_sync` names what to click: the `backfill_unsynced` job
-(`seams.orchestration.jobs`), one backfill of exactly the unsynced batches and assets.
+The `settings_sync` sensor recomputes the verdict on every tick and reports it again whenever
+the verdict, the set of batches or any watched asset's latest materialization changed (the UI
+shows an unpartitioned check's result only while it targets the asset's latest
+materialization). Executed from the UI, the check judges against the whole code location's
+asset graph, as the sensor does, never the run's. A model switch held for a batch
+(`seams.storage.publication.ModelSwitch`) fails `in_sync` on every collection's `chunk_index`
+too, whatever Dagster's verdict: search answers with the old model until the batch is built.
 
-A model switch held for a batch (`seams.storage.publication.ModelSwitch`) fails `in_sync` on
-every collection's `chunk_index` too, whatever Dagster's verdict: its materializations carry the
-new model, yet search answers with the old one until the batch is built, and the check's text
-says so ("held: waiting for batch K (collection default) ...: run `seams backfill`").
-
-Both live with the orchestration, beside the inbox sensor, not with the assets: they read the
-instance's verdict, which Dagster exposes only through its internals (`dagster_internals`).
+Both live with the orchestration, not with the assets: they read the instance's verdict, which
+Dagster exposes only through its internals (`dagster_internals`).
 """
 
 import hashlib

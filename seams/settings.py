@@ -155,7 +155,7 @@ class ExecutionSettings(Section):
 
     in_process (the default): every step in the run's own process. The pipeline is a linear
     chain, so a process per step (`multiprocess`, Dagster's own default) runs nothing in
-    parallel and pays Python's and Dagster's start-up once per step (~3 s of CPU each) instead of
+    parallel and pays Python's and Dagster's start-up (seconds of CPU) once per step instead of
     once per run. celery: steps go to Celery workers
     (`seams worker`, extra `seams-chunking[celery]`), broker and backend from
     `SEAMS_CELERY_BROKER_URL` and `SEAMS_CELERY_BACKEND_URL`. `seams run`/`seams backfill` execute

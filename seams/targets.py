@@ -1,18 +1,5 @@
 """Targets: the vector stores that mirror Seams' published chunks (the `targets:` block of
-seams.yaml).
-
-```yaml
-targets:
-  docs_pg:
-    kind: pgvector
-    table: rag_chunks                # readers query this name (a view over the model's table)
-    url_env: APP_DATABASE_URL        # the store's URL is read from this variable, never written
-  docs_qdrant:
-    kind: qdrant
-    collection: rag_chunks           # an alias over the model's collection
-    path: ./qdrant                   # or url_env: QDRANT_URL
-    collections: [handbook]          # which of Seams' collections it receives; default: all
-```
+seams.yaml; docs/targets.md shows it and each store's settings).
 
 The rules this module owns (the settings loader, the assets and `seams sync` call it):
 

@@ -25,10 +25,10 @@ from seams.errors import InputError
 LEXICAL_WEIGHT = 0.75
 """Default share of the normalised BM25 score in a hybrid score (`retrieval.lexical_weight`).
 
-Chosen by leave-one-set-out over three public question sets (SQuAD, COVID-QA, a QASPER sample;
-`benchmarks/qa_budget.py`, docs/benchmarks-retrieval.md): the best mean of recall at 500 and
-1,000 tokens of context. The optimum is flat (0.50-0.80 within 0.005) and the sets disagree
-(SQuAD prefers 0.4, COVID-QA 0.55, QASPER 0.8): fusing at all matters far more than the weight."""
+Chosen by leave-one-set-out over three public question sets (SQuAD, COVID-QA, a QASPER sample):
+the best mean of recall at 500 and 1,000 tokens of context. The optimum is flat and the sets
+disagree, so fusing at all matters far more than the weight (the figures:
+docs/benchmarks-retrieval.md, "Fusion weight")."""
 
 
 def checked_lexical_weight(weight: float) -> float:

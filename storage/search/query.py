@@ -39,7 +39,7 @@ SEARCH_KINDS: tuple[str, ...] = get_args(SearchKind)
 
 MAX_QUERY_CHARS = 4096
 """Longer queries are cut (at a word boundary) with a note: a query is a question, not a
-document, and ~4 model windows of it already average into one vector."""
+document, and a few model windows of it already average into one vector."""
 
 
 @dataclass(frozen=True)

@@ -12,11 +12,8 @@ using the candidate (sentence) vectors the pipeline already stored in `semantic_
 no model call and no extra index. A chunk without candidate vectors of the query's model (the
 `fast` preset's static vectors, the lexical fallback) keeps its chunk score.
 
-Chosen on public data (SQuAD, `benchmarks/squad.py --retriever seams`): recall of the answer
-sentence is flat for a sentence share from 0.5 to 1.0 (0.976-0.979) and falls below it (0.955 at
-0.2, 0.926 at 0); leave-one-article-out over the five articles picked a share of 0.7-1.0 on every
-fold, so the default sits mid-plateau. With the default settings recall rises from 0.926 (pooled
-vectors alone) to 0.977 at the same IoU (0.041). `sentence_weight: 0` in seams.yaml turns it off.
+The default share sits mid-plateau of a flat optimum on public data (SQuAD; the figures are in
+the docs, next to the chunkers' recall). `sentence_weight: 0` in seams.yaml turns it off.
 """
 
 from __future__ import annotations
