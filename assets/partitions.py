@@ -13,7 +13,7 @@ from typing import Any
 
 import dagster as dg
 
-from seams.storage.schema import DEFAULT_COLLECTION
+from seams.storage.schema import BATCH_ASSETS, DEFAULT_COLLECTION
 
 document_batches = dg.DynamicPartitionsDefinition(name="document_batches")
 """The batches of the `default` collection (a project without `collections:`)."""
@@ -26,15 +26,6 @@ RETRIEVAL_GROUP = "retrieval"
 CHUNK_BATCHES_JOB = "chunk_batches"
 """The default collection's job: every per-batch step of its batches."""
 
-BATCH_ASSETS = (
-    "extracted_text",
-    "sentence_candidates",
-    "candidate_embeddings",
-    "semantic_boundaries",
-    "chunks",
-    "chunk_index",
-)
-"""The per-batch assets of a lineage, in pipeline order (each collection has its own)."""
 
 BATCH_ASSET_DEFAULTS = {
     # Database steps retry: a dropped connection or a restarted server is worth a second try,

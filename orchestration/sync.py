@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 import dagster as dg
 import psycopg
 
-from seams.assets.partitions import BATCH_ASSETS, DEFAULT_LINEAGE, Lineage
+from seams.assets.partitions import DEFAULT_LINEAGE, Lineage
 from seams.errors import SeamsError, counted
 from seams.orchestration.dagster_internals import (
     AssetCheckEvaluationTargetMaterializationData,
@@ -39,8 +39,6 @@ from seams.storage import publication
 
 SYNC_CHECK = "in_sync"
 SYNC_SENSOR = "settings_sync"
-SYNCED_ASSETS = BATCH_ASSETS
-"""The per-batch assets whose partitions the check watches (in every collection's lineage)."""
 LISTED_BATCHES = 20
 SYNC_DESCRIPTION = (
     "Every batch is in sync: materialized with the current settings, code and inputs (Dagster's "

@@ -10,12 +10,12 @@ import dagster as dg
 import psycopg
 import pytest
 
-from seams.assets.partitions import BATCH_ASSETS
 from seams.environment import SeamsEnvironment
 from seams.errors import ConfigError, InputError, SeamsError
 from seams.orchestration import runner
 from seams.orchestration.definitions import build_definitions
 from seams.settings import SeamsSettings, load_settings
+from seams.storage.schema import BATCH_ASSETS
 
 HANDBOOK = {
     "deploys.md": "# Deploys\n\nEvery deploy starts with a green build. The release manager tags "

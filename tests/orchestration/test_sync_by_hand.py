@@ -24,8 +24,9 @@ from seams.orchestration.dagster_internals import (
 )
 from seams.orchestration.definitions import build_definitions
 from seams.orchestration.jobs import REQUESTED_BY_RUN_TAG
-from seams.orchestration.sync import BACKFILL_JOB, SYNC_CHECK_KEYS, SYNC_SENSOR, SYNCED_ASSETS
+from seams.orchestration.sync import BACKFILL_JOB, SYNC_CHECK_KEYS, SYNC_SENSOR
 from seams.settings import SeamsSettings, load_settings
+from seams.storage.schema import BATCH_ASSETS
 from tests.support.samples import copy_samples, register_sample_batches
 
 CHANGED = {"semantic_boundaries", "chunks", "chunk_index"}
@@ -56,7 +57,7 @@ def _in_sync_alone(defs: dg.Definitions, instance: dg.DagsterInstance) -> dict[s
             evaluation.metadata["unsynced_batches"].value,
             evaluation.description,
         )
-    assert set(found) == set(SYNCED_ASSETS)
+    assert set(found) == set(BATCH_ASSETS)
     return found
 
 
@@ -79,7 +80,7 @@ def _materialized_since(
 ) -> set[tuple[str, str]]:
     """(asset, batch) pairs materialized after storage id `after_storage_id`."""
     found = set()
-    for name in SYNCED_ASSETS:
+    for name in BATCH_ASSETS:
         records = instance.fetch_materializations(
             dg.AssetRecordsFilter(asset_key=dg.AssetKey(name), after_storage_id=after_storage_id),
             limit=1000,
@@ -91,7 +92,7 @@ def _materialized_since(
 def _latest_storage_id(instance: dg.DagsterInstance) -> int:
     return max(
         record.storage_id
-        for name in SYNCED_ASSETS
+        for name in BATCH_ASSETS
         for record in instance.fetch_materializations(dg.AssetKey(name), limit=1).records
     )
 
@@ -137,7 +138,7 @@ def test_in_sync_by_hand_and_the_one_click_backfill_after_a_settings_change(
             if name in CHANGED
             else (True, 0, None)
         )
-        for name in SYNCED_ASSETS
+        for name in BATCH_ASSETS
     }
     by_hand = _in_sync_alone(changed, instance)
     assert by_hand == expected  # before: "Passed, 0 of 3 unsynced" on every asset
@@ -161,7 +162,7 @@ def test_in_sync_by_hand_and_the_one_click_backfill_after_a_settings_change(
     assert outcome.status == BulkActionStatus.COMPLETED_SUCCESS
     assert _materialized_since(instance, before) == {(n, k) for n in CHANGED for k in keys}
     assert instance.get_run_by_id(outcome.run_ids[0]).tags[launch.LAUNCHED_BY_TAG] == BACKFILL_JOB
-    assert _in_sync_alone(changed, instance) == {n: (True, 0, None) for n in SYNCED_ASSETS}
+    assert _in_sync_alone(changed, instance) == {n: (True, 0, None) for n in BATCH_ASSETS}
     assert _check_partitions(instance, keys) == {
         (check, key): ("SUCCEEDED", True) for check in CHUNK_CHECKS for key in keys
     }

@@ -30,8 +30,9 @@ from seams.assets.partitions import document_batches
 from seams.models.model_store import ModelManifest
 from seams.orchestration import runner
 from seams.orchestration.definitions import build_definitions
-from seams.orchestration.sync import SYNC_CHECK, SYNCED_ASSETS
+from seams.orchestration.sync import SYNC_CHECK
 from seams.settings import load_settings
+from seams.storage.schema import BATCH_ASSETS
 from tests.support.processes import free_port, stop_group
 
 STALE_BY_PARTITION = """
@@ -156,7 +157,7 @@ def _dagster_dev(folder: Path) -> Iterator[DagsterGraphQLClient]:
 
 def _stale(client: DagsterGraphQLClient, batch: str) -> dict[str, str]:
     found = {}
-    for name in SYNCED_ASSETS:
+    for name in BATCH_ASSETS:
         node = client._execute(STALE_BY_PARTITION, {"key": {"path": [name]}, "partitions": [batch]})
         (status,) = node["assetNodeOrError"]["staleStatusByPartition"]
         found[name] = status
@@ -166,7 +167,7 @@ def _stale(client: DagsterGraphQLClient, batch: str) -> dict[str, str]:
 def _in_sync(client: DagsterGraphQLClient) -> dict[str, tuple[bool, int]]:
     """Per asset, the latest `in_sync` verdict and its count of unsynced batches."""
     found = {}
-    for name in SYNCED_ASSETS:
+    for name in BATCH_ASSETS:
         result = client._execute(CHECK_EXECUTIONS, {"key": {"path": [name]}, "check": SYNC_CHECK})
         executions = result["assetCheckExecutions"]
         if executions and executions[0]["evaluation"]:
@@ -226,7 +227,7 @@ def test_a_settings_change_shows_unsynced_assets_after_a_reload(
 
     with _dagster_dev(tmp_path) as client:
         assert set(_stale(client, batch).values()) == {"FRESH"}
-        _wait_for(client, {name: (True, 0) for name in SYNCED_ASSETS})
+        _wait_for(client, {name: (True, 0) for name in BATCH_ASSETS})
 
         percentile = settings.chunking_config().percentile + 20.0
         settings_file.write_text(
@@ -238,10 +239,10 @@ def test_a_settings_change_shows_unsynced_assets_after_a_reload(
         stale = _stale(client, batch)
         assert {name for name, status in stale.items() if status == "STALE"} == CHANGED
         assert {name for name, status in stale.items() if status == "FRESH"} == (
-            set(SYNCED_ASSETS) - CHANGED
+            set(BATCH_ASSETS) - CHANGED
         )
         _wait_for(
-            client, {name: (name not in CHANGED, int(name in CHANGED)) for name in SYNCED_ASSETS}
+            client, {name: (name not in CHANGED, int(name in CHANGED)) for name in BATCH_ASSETS}
         )
         assert any("1 of 1 batch unsynced: in_sync failed on " in t for t in _tick_texts(client))
 
@@ -259,15 +260,15 @@ def test_a_settings_change_shows_unsynced_assets_after_a_reload(
         assert set(_stale(client, second).values()) == {"FRESH"}
         assert {n for n, s in _stale(client, batch).items() if s == "STALE"} == CHANGED
         _wait_for(
-            client, {name: (name not in CHANGED, int(name in CHANGED)) for name in SYNCED_ASSETS}
+            client, {name: (name not in CHANGED, int(name in CHANGED)) for name in BATCH_ASSETS}
         )
-        expected = {name: name not in CHANGED for name in SYNCED_ASSETS}
+        expected = {name: name not in CHANGED for name in BATCH_ASSETS}
         deadline = time.monotonic() + 120  # evaluated on the newest materialization, not "Not
         shown = {}  # evaluated" (which the graph showed before the fix, with a green "Passed")
         while shown != expected:
             assert time.monotonic() < deadline, shown
             time.sleep(2)
-            shown = {name: _shown_on_the_graph(client, name) for name in SYNCED_ASSETS}
+            shown = {name: _shown_on_the_graph(client, name) for name in BATCH_ASSETS}
         wanted = (
             "1 of 2 batches unsynced: in_sync failed on semantic_boundaries, chunks, chunk_index"
         )
