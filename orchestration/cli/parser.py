@@ -120,6 +120,27 @@ def build_parser() -> argparse.ArgumentParser:
         dest="command", required=True, metavar="COMMAND", parser_class=CommandParser
     )
 
+    _add_db(sub)
+    _add_run(sub)
+    _add_backfill(sub)
+    _add_search(sub)
+    _add_evaluate(sub)
+    _add_export(sub)
+    _add_sync(sub)
+    _add_model(sub)
+    _add_check(sub)
+    _add_dev(sub)
+    _add_serve(sub)
+    _add_worker(sub)
+
+    parser.add_argument(
+        "-v", "--verbose", action="store_true", help="print the traceback of an error too"
+    )
+    return parser
+
+
+def _add_db(sub: Any) -> None:
+    """`seams db`: the PostgreSQL server and schema."""
     db = sub.add_parser("db", help="start, stop or inspect PostgreSQL; print its URL")
     db.add_argument(
         "action",
@@ -135,6 +156,9 @@ def build_parser() -> argparse.ArgumentParser:
         "its collections (created when missing; on an external server, with a new password)",
     )
 
+
+def _add_run(sub: Any) -> None:
+    """`seams run`: chunk files end to end."""
     run = sub.add_parser(
         "run", help="chunk the files under PATH (default: the bundled sample corpus) end to end"
     )
@@ -150,6 +174,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--no-wait", action="store_true", help=_NO_WAIT)
 
+
+def _add_backfill(sub: Any) -> None:
+    """`seams backfill`: recompute the unsynced assets."""
     backfill = sub.add_parser(
         "backfill", help="recompute the unsynced assets of every batch (after a settings change)"
     )
@@ -159,6 +186,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     backfill.add_argument("--no-wait", action="store_true", help=_NO_WAIT)
 
+
+def _add_search(sub: Any) -> None:
+    """`seams search`."""
     search = sub.add_parser(
         "search", help="search the current chunks (top-k, with context)", dash_positional=True
     )
@@ -181,6 +211,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "sentences around each hit's best one, best first, touching ones merged "
                         "(docs: operations, Context budgets)")  # fmt: skip
 
+
+def _add_evaluate(sub: Any) -> None:
+    """`seams eval`: measure search on questions."""
     evaluate = sub.add_parser(
         "eval",
         help="measure search on your own questions: the share of each answer inside the context "
@@ -223,6 +256,9 @@ def build_parser() -> argparse.ArgumentParser:
         "else ./seams.yaml, created when missing), when it beats the current one held out",
     )
 
+
+def _add_export(sub: Any) -> None:
+    """`seams export`: write the chunks to a file."""
     export = sub.add_parser(
         "export",
         help="write the chunks (and optionally their vectors) to Parquet or JSON Lines",
@@ -251,6 +287,9 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"rows fetched and written at a time (default {DEFAULT_BATCH_ROWS})",
     )
 
+
+def _add_sync(sub: Any) -> None:
+    """`seams sync`: mirror the chunks into the targets."""
     sync = sub.add_parser(
         "sync",
         help="mirror the published chunks into the targets of seams.yaml (vector stores)",
@@ -267,6 +306,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sync.add_argument("--json", action="store_true", help="print the report as JSON")
 
+
+def _add_model(sub: Any) -> None:
+    """`seams model export`."""
     model = sub.add_parser("model", help="provision the embedding models")
     model_sub = model.add_subparsers(dest="model_command", required=True, metavar="ACTION")
     model_export = model_sub.add_parser(
@@ -277,8 +319,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     model_export.add_argument("--force", action="store_true", help="re-export even if present")
 
+
+def _add_check(sub: Any) -> None:
+    """`seams check`."""
     sub.add_parser("check", help="check PostgreSQL, the Dagster instance and definitions")
 
+
+def _add_dev(sub: Any) -> None:
+    """`seams dev`: PostgreSQL and the Dagster UI."""
     dev = sub.add_parser("dev", help="start PostgreSQL and the Dagster UI (dagster dev)")
     dev.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     dev.add_argument("--port", type=int, default=3000, help="UI port (default 3000)")
@@ -287,6 +335,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="print every log record, DEBUG included (default: INFO and up)",
     )  # fmt: skip
 
+
+def _add_serve(sub: Any) -> None:
+    """`seams serve`: search over HTTP."""
     serve = sub.add_parser(
         "serve",
         help="answer searches over HTTP (JSON API, /openapi.json) and show chunks in a browser",
@@ -299,6 +350,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     serve.add_argument("--port", type=int, default=8000, help="port (default 8000)")
 
+
+def _add_worker(sub: Any) -> None:
+    """`seams worker`: a Celery worker."""
     worker = sub.add_parser(
         "worker",
         help="run a Celery worker for distributed runs (execution.executor: celery; needs "
@@ -307,8 +361,3 @@ def build_parser() -> argparse.ArgumentParser:
     worker.add_argument("-n", "--name", help="worker name (default: seams-<pid>)")
     worker.add_argument("-c", "--concurrency", type=int, default=1, help="steps at once (1)")
     worker.add_argument("-l", "--loglevel", default="INFO", help="Celery log level (INFO)")
-
-    parser.add_argument(
-        "-v", "--verbose", action="store_true", help="print the traceback of an error too"
-    )
-    return parser
