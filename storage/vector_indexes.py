@@ -1,33 +1,15 @@
 """One HNSW index per embedding model over `seams.chunk_index`, made and dropped with its vectors.
 
-`seams.chunk_index.embedding` is a `vector` of any dimension, so several models' vectors can lie
-side by side (a model switch builds the new index beside the one readers search). pgvector
-indexes such a column per dimension: a partial index on the vectors cast to the model's dimension,
-`WHERE model_id = '<id>'` (`schema.chunk_index_hnsw`). This module keeps one such index per model
-that has vectors, and beside it, for every collection but `default` that has written the
-model's vectors, the model's index over that collection's rows alone (`WHERE model_id = '<id>'
-AND seams.collection_key(collection) = <n>`): a search of one collection walks its own small
-graph instead of the whole model's filtered afterwards. A collection index names its collection
-by a number (`seams.collection_keys`, given once and never changed), in its name, predicate and
-comment alike: every role reads index definitions, and a tenant must not learn another's
-collection names there. Each goes with its model:
-
-- `ensure_model_index` before a model's vectors are written (the `chunk_index` asset calls it):
-  a catalog lookup when the index is there, else one `CREATE INDEX` in its own short transaction
-  (a SHARE lock: searches go on, writers of the table wait for the build; built before the
-  model's rows arrive, it costs one scan of the table, and each row is then indexed as written);
-- `drop_model_indexes` when a model's last vectors are gone (`drop_unused_model_indexes` for every
-  model but the ones in use), with `DROP INDEX CONCURRENTLY` on an autocommit connection, so no
-  search ever waits for it;
-- `adopt_fixed_dimension`, the migration of a `chunk_index` made when vectors had one fixed
-  dimension (`vector(384)` and one HNSW index over all rows): the column becomes `vector` (no
-  table rewrite: only the type modifier goes), the old index goes and each model present gets
-  its own, built over its rows in the migration's transaction;
-- `adopt_collection_keys`, the migration of collection indexes that named their collection:
-  each is rebuilt under its collection's number and the old one dropped.
-
-An index that is missing costs speed, never an answer: search filters by model id and orders by
-the exact cosine, so without the index it is a sequential scan with the same hits.
+`seams.chunk_index.embedding` is a `vector` of any dimension, so several models' vectors lie side
+by side (a model switch builds the new index beside the one readers search); pgvector indexes
+such a column per dimension, with a partial index per model (`schema.chunk_index_hnsw`). Beside
+a model's index, every collection but `default` that wrote its vectors gets the model's index
+over its rows alone, named by the collection's number (`seams.collection_keys`), never its name.
+`ensure_model_index` makes a model's indexes before its vectors are written (the `chunk_index`
+asset calls it); `drop_model_indexes` drops them, concurrently, when its last vectors are gone;
+`adopt_fixed_dimension` and `adopt_collection_keys` migrate older shapes. A missing index costs
+speed, never an answer: search filters by model id and orders by the exact cosine. Why each
+step locks what it locks: docs/architecture.md, "Vector indexes".
 """
 
 from __future__ import annotations
