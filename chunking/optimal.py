@@ -1,57 +1,16 @@
 """The default segmenter: the globally best cuts under the size contract (stage 3).
 
-Why not local rules: cutting where a gap's similarity dips below a percentile and then letting a
-greedy size pass add or move cuts over-segments text it was not tuned on (more than twice as many
-chunks as true segments on Choi's public corpus; see the benchmarks page), because each decision
-sees one gap. Here dynamic programs score whole segmentations and return the best one, in two
-levels, so the size rules never undo a good cut.
-
-**Topics** (the whole document):
-
-    maximise   sum over chunks C of  (coherence(C) - cut_cost)
-             + sum over cuts g of    (evidence(g) - paragraph_cost * inside(g))
-
-- coherence(C) = ||sum of u_i over C||^2 / m for a chunk of m candidates, where u_i is candidate
-  i's embedding minus the document's mean embedding, rescaled to unit length (so "similar" means
-  similar *for this document*, not merely "English prose"). It is the share of the candidates'
-  spread that the chunk's centroid explains (m * |centroid|^2): maximising its sum minus a cost
-  per chunk is penalised k-means over contiguous runs -- a chunk must explain at least its cost
-  to be worth its cut. O(d) per chunk from prefix sums.
-- The null model (`null_spread`): rescaling every document to unit spread would make the small
-  differences between the paragraphs of a one-subject text look as large as the seams between
-  unrelated topics, so a one-subject text was cut apart. The spread per candidate of the
-  *embeddings* (1 - |mean|^2, unbiased) says how much a document varies at all: a single-topic
-  text of the model sits at ~0.5-0.7 for MiniLM, ten unrelated topics at ~0.9. A document whose
-  spread s is below `null_spread` has its u_i scaled by sqrt(s / null_spread), so its cuts are
-  judged against the variation of a single-topic text, not only against its own.
-- Structure is a prior on *where*: a cut inside a paragraph pays `paragraph_cost` beyond
-  `cut_cost`; a cut at a paragraph break (a blank line, a list item, a block) pays `cut_cost`
-  alone. A document without breaks is one paragraph, so every cut in it costs `cut_cost +
-  paragraph_cost`, as one flat cost did before. `paragraph_weight` (a bonus, off) stays for
-  configs that set it.
-- evidence(g): `boundary_weight` times the gap's depth (TextTiling's valley depth on the pooled
-  gap similarities, `boundaries.gap_depths`), `paragraph_weight` at a paragraph break, and
-  `HEADING_EVIDENCE` before a heading (when `split_on_headings`). A cut right after a heading is
-  impossible: a heading belongs to what it introduces.
-- `chunk_size_min` is a penalty larger than any evidence, so a chunk is only undersized when
-  nothing else fits (a short document, a tiny section between two headings).
-
-**Sizes** (inside each topic longer than `chunk_size_max` / `chunk_chars_max`, which are hard: a
-chunk is never bigger, except a single candidate that cannot be cut): the topic is split into the
-*fewest* pieces that fit, then among those splits the one with the fewest cuts inside paragraphs,
-then the one whose pieces score most by ||S||^2 (not divided by m), with `chunk_size_target` pulling
-by `target_weight` times the squared relative distance from the target. ||S||^2 grows faster than
-linearly with a coherent piece, so it keeps a forced cut near a topic's edge, which costs topic
-fidelity least (the per-candidate score put it mid-topic, and lost on Choi's sets: see the
-segmentation benchmarks). The order is lexicographic (a piece costs `PIECE_COST`, a cut inside a
-paragraph `SPLIT_INSIDE_COST`), so a one-topic text is never shredded toward `chunk_size_min` (its
-centred vectors sum to ~0, so a score-only split gained from every extra piece) and a size cut lands
-on a paragraph break whenever the fewest pieces allow one.
-
-The search is exact: for each end candidate every feasible start is tried (those within
-`chunk_size_max`, or within `max_chunk_candidates` when sizes are unbounded), vectorised over
-starts, so it costs O(n * starts per chunk * d) -- a few milliseconds for 10k words, far below
-one embedding pass. Pure numpy; deterministic (ties go to the earliest start).
+Dynamic programs score whole segmentations and return the best one, in two levels, so the size
+rules never undo a good cut. **Topics** (the whole document): maximise the sum over chunks of
+coherence minus `cut_cost` plus the evidence of each cut (minus `paragraph_cost` inside a
+paragraph), where coherence is the share of the centred candidate vectors' spread a chunk's
+centroid explains (`centred_units`, with the null model `null_spread`), and `chunk_size_min` is
+a penalty larger than any evidence. **Sizes** (inside each topic over `chunk_size_max` /
+`chunk_chars_max`, which are hard): the fewest pieces that fit, then the fewest cuts inside
+paragraphs, then the pieces that score most, with `chunk_size_target` pulling by
+`target_weight`. The search is exact (every feasible start of each end, vectorised over starts),
+pure numpy and deterministic (ties go to the earliest start). The objective and why each term is
+what it is: docs/architecture.md, "The optimal segmenter".
 """
 
 from __future__ import annotations
@@ -104,32 +63,10 @@ class SizeLimits:
             prefix = np.concatenate(([0], np.cumsum(counts)))
         return cls(prefix, starts, ends, unit)
 
-    def sizes(self, firsts: np.ndarray, stop: int) -> np.ndarray:
-        """Sizes of the ranges [first, stop) in the configured unit."""
-        if self.unit == "chars":
-            return self.ends[stop - 1] - self.starts[firsts]
-        return self.unit_prefix[stop] - self.unit_prefix[firsts]
-
-    def earliest_start(self, stop: int, max_size: int | None, max_chars: int | None) -> int:
-        """The first candidate a chunk ending at `stop` may start at under both caps (a single
-        candidate is always allowed)."""
-        first = 0
-        if max_size is not None:
-            if self.unit == "chars":
-                bound = int(np.searchsorted(self.starts, self.ends[stop - 1] - max_size, "left"))
-            else:
-                need = self.unit_prefix[stop] - max_size
-                bound = int(np.searchsorted(self.unit_prefix, need, "left"))
-            first = max(first, bound)
-        if max_chars is not None:
-            bound = int(np.searchsorted(self.starts, self.ends[stop - 1] - max_chars, "left"))
-            first = max(first, bound)
-        return min(first, stop - 1)
-
 
 def document_spread(vectors: np.ndarray) -> float:
-    """Spread per candidate of unit rows, 1 - |mean|^2, made unbiased (x m / (m - 1)): ~0.5-0.7
-    for one subject under MiniLM, ~0.9 for unrelated topics; 0.0 for fewer than two rows."""
+    """Spread per candidate of unit rows, 1 - |mean|^2, made unbiased (x m / (m - 1)): lower for
+    one subject than for unrelated topics; 0.0 for fewer than two rows."""
     array = np.asarray(vectors, dtype=np.float64)
     m = array.shape[0]
     if m < 2:
