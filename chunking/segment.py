@@ -72,7 +72,7 @@ class Candidate:
 
 
 # Candidates are made in bulk (one per sentence), and a frozen dataclass's __init__ sets each
-# field through object.__setattr__, ~3x slower than the slots' own setters used here.
+# field through object.__setattr__, several times slower than the slots' own setters used here.
 _CANDIDATE_FIELDS = (
     "index",
     "start_char",

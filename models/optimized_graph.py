@@ -1,7 +1,7 @@
 """An ONNX graph as onnxruntime optimizes it, kept beside the model, so that opening a session
 reads a prepared graph instead of preparing it again.
 
-Opening the packaged 90 MB graph parses every weight out of one protobuf and optimizes the graph,
+Opening the packaged graph parses every weight out of one protobuf and optimizes the graph,
 on every open; a quick command (`seams search`) opens one session per call, so that is most of
 what it spends outside its imports. onnxruntime can save the graph it optimized
 (`optimized_model_filepath`) with its weights in a separate file, read as they lie instead of

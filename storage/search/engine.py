@@ -29,7 +29,6 @@ answer computed from that in memory at a fusion weight and a budget (`ranked_res
 every weight and budget through the same `ranked_response` (`seams eval`). Every text query
 enters through `prepare_query`; `model_id` picks one model's vectors where the index holds
 several.
-`benchmarks/search_latency.py` measures it at 100k chunks.
 """
 
 from __future__ import annotations

@@ -98,7 +98,7 @@ def hit_rows(
         "k": k,
         "cap": max(1, cap),
     }
-    # Prepared: planning this join costs more than running it (~4 ms vs ~2 ms at 100k chunks).
+    # Prepared: planning this join costs more than running it.
     return conn.execute(query, params, prepare=True).fetchall()
 
 

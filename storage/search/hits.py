@@ -137,7 +137,7 @@ class SearchHit:
 
 @dataclass
 class SearchResponse:
-    """Hits plus what a caller (the CLI, a benchmark) wants to know about how they were found."""
+    """Hits plus what a caller (the CLI, a measurement) wants to know about how they were found."""
 
     query: str
     k: int

@@ -34,7 +34,7 @@ A query of more distinct words than `MAX_QUERY_TERMS` reads the rarest `MAX_QUER
 first; the others count in every exact score and in the bound of the chunks never read, and once
 the postings of the words read are all in, the next `MAX_QUERY_TERMS` words are read too.
 `depth=` reads a fixed number of postings per lexeme instead and `exhaustive=True` every
-posting: references for benchmarks.
+posting: references to measure the bounded read against.
 """
 
 from __future__ import annotations
