@@ -1,8 +1,6 @@
 """Assembly: candidates + boundaries -> size-bounded chunks with ids and metadata (stage 4).
 
-Boundaries come first; size rules only add or drop cuts where `chunk_size_max`/`chunk_size_min`
-force them (a greedy "pull toward target" assembly moved cuts off the topic shifts; see the
-benchmarks page):
+Boundaries come first; size rules add or drop cuts only where the size caps force them:
 
 1. Cut at every detected boundary (semantic and structural).
 2. A segment bigger than max is split at its weakest gap (lowest similarity) that leaves both
@@ -14,18 +12,16 @@ benchmarks page):
    heading always with what follows it. If no union fits, the cut between it and a neighbour
    moves to the weakest gap that leaves both within [min, max]. If nothing works, it stays small
    and is flagged `undersized` (a short document is one small chunk).
-4. Optional overlap: whole candidates from the end of the previous chunk, up to
-   `overlap_tokens` (or `overlap_ratio` of the previous chunk's tokens), only while the chunk
-   stays within max, and never across a heading.
+4. Optional overlap: whole candidates from the end of the previous chunk, up to `overlap_tokens`
+   (or `overlap_ratio` of its tokens), only while the chunk stays within max, never across a
+   heading.
 
-Offsets (contract): `chunk.text == text[start_char:end_char]` always. `start_char:end_char`
-includes the overlap; `overlap_start:overlap_end` is the overlapping prefix (both equal
-`start_char` without overlap), so `overlap_end:end_char` is the chunk's core. Cores partition the
-candidates: every non-whitespace character lies in exactly one core.
+Offsets (contract): `chunk.text == text[start_char:end_char]`, overlap included;
+`overlap_start:overlap_end` is the overlapping prefix (empty at `start_char` without overlap), so
+`overlap_end:end_char` is the chunk's core; every non-whitespace character is in exactly one core.
 
-Sizes are measured on the whole chunk (overlap included) in `size_unit`: tokens = sum of the
-candidates' token counts, chars = `end_char - start_char`, sentences = candidates. Sizes never
-exceed max except when one candidate alone cannot be cut below it (flagged `oversized`).
+Sizes are measured on the whole chunk (overlap included) in `size_unit` and never exceed max
+except when one candidate alone cannot be cut below it (flagged `oversized`).
 """
 
 from __future__ import annotations

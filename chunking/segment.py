@@ -5,9 +5,8 @@ A candidate is the smallest unit the chunker may place a boundary around. Offset
 and end at non-whitespace, and everything between two candidates is whitespace. So anyone can
 rebuild the text from the offsets, and "no text lost" is checkable.
 
-How it is fast: one compiled block-level regex finds the Markdown structure (fenced/indented code,
-headings, tables, list items, rules) over the whole text; the prose between them goes through one
-sentence-end regex, and Python only looks at each potential sentence end (a few per sentence).
+One block-level regex finds the Markdown structure (code, headings, tables, list items, rules);
+the prose between goes through one sentence-end regex, and Python looks only at potential ends.
 
 Sentence rules: a sentence ends at `.`, `!`, `?` (plus closing quotes/brackets) followed by
 whitespace and a word that does not start in lower case (any word when the terminator stands
@@ -20,10 +19,9 @@ neighbour in the same paragraph, never dropped. These are the English rules (`la
 the default); German, French, Spanish and Italian add their abbreviations, ordinal dates ("am 1.
 Januar") and quotation marks („…“, « … »): see `chunking.sentence_rules`.
 
-A unit bigger than the limit (`chunk_size_max` in the size unit, or `max_candidate_chars`) is
-split into length-bounded pieces: tables by rows (the header span is recorded on each later
-piece), code by lines, sentences at clause punctuation, then at whitespace, then between
-characters (text without spaces, e.g. CJK or Thai). Pieces are flagged `split=True`.
+A unit over the limit (`chunk_size_max`, or `max_candidate_chars`) is split into pieces flagged
+`split=True`: tables by rows (each later piece records the header span), code by lines,
+sentences at clause punctuation, then whitespace, then between characters.
 """
 
 from __future__ import annotations

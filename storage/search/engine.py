@@ -1,34 +1,19 @@
 """Semantic search over the current chunks: top-k children with their parent and neighbours.
 
 `search(postgres, embedder, "query", k=5)` embeds the query with the model that built the index
-(the serving model: during a model switch the previous one, until every batch has vectors of
-the new one and they are published together, `publication`), asks pgvector's HNSW index
-(cosine) for the nearest chunk embeddings of the mode the index was built in (model and mode
-are read from the published index's own rows, never assumed), among
-the published chunks of each document's current version only (a stale version, or a build still
-being written, is never returned: `dense`), all of one answer in one snapshot (`snapshot`),
-re-scores that pool by each chunk's best sentence as well as its own vector (`sentence_rerank`,
-seams.yaml `retrieval.sentence_weight`; the sentence vectors are the candidates' in
-`semantic_boundaries`, already computed by the pipeline), adds the best chunks by BM25
-(`lexical`) and ranks the union (`pool`, `fusion`). Each hit comes with the context a reader
-needs (`hit_context`):
-
-- its **parent** (`seams.chunk_parents`): the section of the document it belongs to (chunks
-  sharing a heading path), or the whole document when it has no headings, with the parent's text
-  (capped at `parent_chars`, centred on the hit), so a RAG prompt can use the small, precise
-  child for matching and the parent for reading;
-- its **neighbours** (chunk_index - 1 and + 1 of the same document version) and the exact
-  source text from the previous chunk's start to the next chunk's end (sentence-window
-  retrieval, without duplicating any overlap).
+(the serving model, `publication`), asks pgvector's HNSW index for the nearest chunks of the
+published current versions (`dense`), all of one answer in one snapshot (`snapshot`),
+re-scores that pool by each chunk's best sentence (`sentence_rerank`), adds the best chunks by
+BM25 (`lexical`) and ranks the union (`pool`, `fusion`). Each hit comes with its **parent**
+(the section it belongs to, `seams.chunk_parents`, capped at `parent_chars` around the hit) and
+its **neighbours** with the exact source text around it (`hit_context`).
 
 Entry points: `search_response` (and `search`, its hits) for text queries, `candidates` for a
 query's scored pool, `search_vector` for an already-embedded query. A search is two steps: what
-it reads in its snapshot (`SearchReading`: the pool, then the hits' rows and sentences), and the
-answer computed from that in memory at a fusion weight and a budget (`ranked_response`).
-`search_response` is those two steps; `read_search` reads every candidate, so one reading answers
-every weight and budget through the same `ranked_response` (`seams eval`). Every text query
-enters through `prepare_query`; `model_id` picks one model's vectors where the index holds
-several.
+it reads in its snapshot (`SearchReading`), and the answer computed from that in memory at a
+fusion weight and a budget (`ranked_response`); `read_search` reads every candidate, so one
+reading answers every weight and budget (`seams eval`). Every text query enters through
+`prepare_query`; `model_id` picks one model's vectors where the index holds several.
 """
 
 from __future__ import annotations

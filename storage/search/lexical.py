@@ -1,40 +1,17 @@
 """BM25 queries over the current chunks (the index is kept by `lexical_index`).
 
-BM25 (Robertson/Sparck Jones with Lucene's non-negative IDF), per distinct query lexeme t:
+BM25 (Robertson/Sparck Jones with Lucene's non-negative IDF, `K1`, `B`), its statistics counted
+per collection and text search configuration (a *group*): a chunk is scored with its own
+collection's statistics, and a query's lexemes come from each group's own configuration.
 
-    idf(t)      = ln(1 + (N - df(t) + 0.5) / (df(t) + 0.5))
-    score(q, d) = sum_t idf(t) * tf(t, d) * (k1 + 1) / (tf(t, d) + k1 * (1 - b + b * |d| / avgdl))
-
-with N the current chunks, avgdl their mean length, `K1` = 1.2, `B` = 0.75, all counted per
-collection and text search configuration (a *group*): a chunk is scored with the statistics of
-its own collection, so documents added to one collection never change another's scores. A
-query's lexemes come from each group's own `to_tsvector` configuration, so stemming and stop
-words match the index's even where collections analyse their text differently. tf is the
-lexeme's position count in the tsvector (PostgreSQL keeps at most 256 per lexeme).
-
-Query (`top_chunks`): the top k without reading every posting, exact by construction. The
-postings of the query's rarest `MAX_QUERY_TERMS` lexemes are read best stored impact first,
-`START_DEPTH` per lexeme. A posting's stored impact (its term score at `REFERENCE_LENGTH`) bounds
-its true term score at the live average length from below and above (`term_bounds`), so every
-chunk read gets a lower and an upper bound on its score, and a chunk not read for a lexeme at
-most that lexeme's bound at its last read impact (0 once all its postings are read). In the same
-statement as the read: the pool's worth of chunks of highest upper bound are scored exactly
-(every query lexeme, the live statistics); the k-th best of their exact scores and of the lower
-bounds is a floor the k-th true score reaches; every other chunk read whose upper bound reaches
-the floor is scored too, in a round whose floor reaches what a chunk never read can score (or
-that read every posting): any other round cannot prove its top k, and the next reads deeper
-first. When the k-th exact score reaches what a chunk never read can score, nothing else can
-enter: the first k are the exhaustive top k, ties broken as the exhaustive order breaks them
-(every upper bound is strictly above the score it bounds). Otherwise the next round reads
-`GROWTH` times deeper, up to `MAX_DEPTH` postings per lexeme: a query not proven by then
-keeps the deepest round's best, flagged as not proven (`LexicalRead.exact`). Groups are read
-one by one with their own statistics and their best merged by score.
-
-A query of more distinct words than `MAX_QUERY_TERMS` reads the rarest `MAX_QUERY_TERMS`
-first; the others count in every exact score and in the bound of the chunks never read, and once
-the postings of the words read are all in, the next `MAX_QUERY_TERMS` words are read too.
-`depth=` reads a fixed number of postings per lexeme instead and `exhaustive=True` every
-posting: references to measure the bounded read against.
+`top_chunks` returns the top k without reading every posting, exact by construction: postings
+are read best stored impact first (`START_DEPTH` per lexeme, then `GROWTH` times deeper up to
+`MAX_DEPTH`); a posting's stored impact bounds its true term score from below and above
+(`term_bounds`), and a round stops once its k-th exact score reaches what a chunk never read can
+score. A query not proven by `MAX_DEPTH` keeps the deepest round's best, flagged
+(`LexicalRead.exact`). `depth=` and `exhaustive=True` are references to measure that read
+against. The formula, the bounds and why the read is exact: docs/architecture.md, "BM25
+queries".
 """
 
 from __future__ import annotations
