@@ -36,6 +36,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from tests.support.graphql import BACKFILL_RUNS, LAUNCH_BACKFILL
+
 QUERIES = (
     "how a honey bee colony is organised around its queen",
     "why emulsions like mayonnaise hold oil and water together",
@@ -64,27 +66,6 @@ def write_settings(path: Path, size_max: int) -> None:
         f"chunking:\n  overrides:\n    chunk_size_max: {size_max}\nexecution:\n  niceness: 10\n",
         encoding="utf-8",
     )
-
-
-LAUNCH = """
-mutation Launch($params: LaunchBackfillParams!) {
-  launchPartitionBackfill(backfillParams: $params) {
-    __typename
-    ... on LaunchBackfillSuccess { backfillId }
-    ... on PythonError { message }
-    ... on InvalidSubsetError { message }
-  }
-}
-"""
-
-BACKFILL = """
-query Backfill($id: String!) {
-  partitionBackfillOrError(backfillId: $id) {
-    ... on PartitionBackfill { status runs { runId status } }
-    ... on PythonError { message }
-  }
-}
-"""
 
 
 def start_dev(env: dict[str, str], root: Path) -> tuple[subprocess.Popen, object]:
@@ -206,7 +187,7 @@ def measure(root: Path) -> None:
             "partitionNames": batches,
             "assetSelection": [{"path": key.path} for key in DEFAULT_LINEAGE.keys],
         }
-        launched = client._execute(LAUNCH, {"params": params})["launchPartitionBackfill"]
+        launched = client._execute(LAUNCH_BACKFILL, {"params": params})["launchPartitionBackfill"]
         if launched["__typename"] != "LaunchBackfillSuccess":
             raise SystemExit(f"the UI's backfill was refused: {launched}")
         backfill_id = launched["backfillId"]
@@ -215,7 +196,7 @@ def measure(root: Path) -> None:
         def state() -> str:
             if time.monotonic() - last["at"] < 1.0:  # one look a second, not one per search
                 return last["state"]
-            found = client._execute(BACKFILL, {"id": backfill_id})["partitionBackfillOrError"]
+            found = client._execute(BACKFILL_RUNS, {"id": backfill_id})["partitionBackfillOrError"]
             runs = found.get("runs") or []
             if found.get("status") not in (None, "REQUESTED", "CANCELING"):
                 if not runs or any(r["status"] != "SUCCESS" for r in runs):

@@ -38,6 +38,7 @@ from pathlib import Path
 from dagster_graphql import DagsterGraphQLClient, DagsterGraphQLClientError
 
 from benchmarks.header import write_result
+from tests.support.graphql import LAUNCH_BACKFILL
 from tests.support.processes import free_port, stop_group
 
 SAMPLES = (("field_notes.md",), ("history_of_maps.txt", "kitchen_science.md"))
@@ -48,15 +49,6 @@ ONE_BATCH = "job page, one batch"
 PHASES = ("to_run_created", "to_enqueued", "queued", "run_worker_start", "work",
           "to_backfill_end", "total")  # fmt: skip
 
-LAUNCH = """
-mutation Launch($params: LaunchBackfillParams!) {
-  launchPartitionBackfill(backfillParams: $params) {
-    __typename
-    ... on LaunchBackfillSuccess { backfillId }
-    ... on PythonError { message }
-  }
-}
-"""
 BACKFILL = """
 query Backfill($id: String!) {
   partitionBackfillOrError(backfillId: $id) {
@@ -148,7 +140,7 @@ def _params(mode: str, batches: list[str]) -> dict:
 def one_backfill(client: DagsterGraphQLClient, mode: str, batches: list[str]) -> dict:
     """Launch one backfill as the UI does, wait for its end, and split its wall time."""
     clicked = time.time()
-    launched = client._execute(LAUNCH, {"params": _params(mode, batches)})
+    launched = client._execute(LAUNCH_BACKFILL, {"params": _params(mode, batches)})
     launched = launched["launchPartitionBackfill"]
     if launched["__typename"] != "LaunchBackfillSuccess":
         raise RuntimeError(f"{mode}: {launched}")

@@ -99,17 +99,23 @@ def test_a_budget_is_never_exceeded_and_no_text_is_returned_twice(indexed: Index
     assert big.context is not None and len(big.hits) > 5  # the budget, not k, sets the length
 
 
-def test_the_retrievers_return_seams_search_hits(
-    indexed: Indexed, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    from seams.integrations.langchain_retriever import SeamsRetriever
-    from seams.integrations.llama_index_retriever import SeamsLlamaIndexRetriever
-
+@pytest.fixture
+def reader_environment(indexed: Indexed, monkeypatch: pytest.MonkeyPatch) -> Indexed:
+    """The environment a reader's process has: the index's URL, the packaged settings."""
     keep_environment(monkeypatch)
     monkeypatch.setenv(database.URL_ENV, indexed.url)
     monkeypatch.delenv(database.DAGSTER_URL_ENV, raising=False)
     monkeypatch.chdir(Path(__file__).parent)  # no ./seams.yaml: the packaged defaults
     monkeypatch.delenv("SEAMS_CONFIG", raising=False)
+    return indexed
+
+
+def test_the_retrievers_return_seams_search_hits(
+    reader_environment: Indexed, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from seams.integrations.langchain_retriever import SeamsRetriever
+    from seams.integrations.llama_index_retriever import SeamsLlamaIndexRetriever
+
     langchain = SeamsRetriever(k=3)
     llama = SeamsLlamaIndexRetriever(k=3)
     for query in QUERIES[:3]:
@@ -134,13 +140,8 @@ def test_the_retrievers_return_seams_search_hits(
 
 
 def test_the_library_page_retriever_examples_run_over_the_index(
-    indexed: Indexed, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    reader_environment: Indexed, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    keep_environment(monkeypatch)
-    monkeypatch.setenv(database.URL_ENV, indexed.url)
-    monkeypatch.delenv(database.DAGSTER_URL_ENV, raising=False)
-    monkeypatch.chdir(Path(__file__).parent)  # no ./seams.yaml: the packaged defaults
-    monkeypatch.delenv("SEAMS_CONFIG", raising=False)
     assert run_python_blocks(LIBRARY_PAGE, indexed=True) >= 1
     first, second = capsys.readouterr().out.splitlines()[-2:]
     assert "dense+lexical" in first and "queen" in first

@@ -26,6 +26,7 @@ from seams.assets.partitions import DEFAULT_LINEAGE
 from seams.orchestration import launch, ownership, runner
 from seams.orchestration.dagster_internals import BulkActionsFilter, BulkActionStatus
 from tests.orchestration.test_backfill import _stored_per_batch
+from tests.support.graphql import LAUNCH_BACKFILL
 from tests.support.processes import free_port
 from tests.support.samples import register_sample_batches
 
@@ -218,16 +219,6 @@ def test_seams_backfill_with_the_ui_open_is_one_backfill_each_batch_reported_alo
     assert left == []  # nothing for a later daemon to pick up and run again
 
 
-JOB_BACKFILL = """
-mutation Launch($params: LaunchBackfillParams!) {
-  launchPartitionBackfill(backfillParams: $params) {
-    __typename
-    ... on LaunchBackfillSuccess { backfillId }
-    ... on PythonError { message }
-  }
-}
-"""
-
 LAUNCHED = """
 query Backfill($id: String!) {
   partitionBackfillOrError(backfillId: $id) {
@@ -265,7 +256,7 @@ def test_a_backfill_launched_from_the_job_runs_as_a_run_of_the_job(
                 },
             },
         }
-        launched = client._execute(JOB_BACKFILL, {"params": params})["launchPartitionBackfill"]
+        launched = client._execute(LAUNCH_BACKFILL, {"params": params})["launchPartitionBackfill"]
         assert launched["__typename"] == "LaunchBackfillSuccess", launched
         deadline = time.monotonic() + 400
         while True:

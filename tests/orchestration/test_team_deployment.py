@@ -22,6 +22,7 @@ from seams.orchestration.instance import prepare_instance
 from seams.orchestration.run_summary import RunSummary, format_summary
 from tests.support.cli import run_seams, seams_env
 from tests.support.databases import fresh_database, rows
+from tests.support.graphql import BACKFILL_RUNS, LAUNCH_BACKFILL
 from tests.support.processes import dagster_services
 from tests.support.samples import copy_samples
 
@@ -63,26 +64,6 @@ LOCATIONS = """
     ... on Workspace {
       locationEntries { name locationOrLoadError { __typename ... on PythonError { message } } }
     }
-  }
-}
-"""
-
-LAUNCH = """
-mutation Launch($params: LaunchBackfillParams!) {
-  launchPartitionBackfill(backfillParams: $params) {
-    __typename
-    ... on LaunchBackfillSuccess { backfillId }
-    ... on PythonError { message }
-    ... on InvalidSubsetError { message }
-  }
-}
-"""
-
-BACKFILL = """
-query Backfill($id: String!) {
-  partitionBackfillOrError(backfillId: $id) {
-    ... on PartitionBackfill { status runs { runId status } }
-    ... on PythonError { message }
   }
 }
 """
@@ -165,12 +146,16 @@ def test_seams_as_a_code_location_of_the_team_deployment(
                 "partitionNames": batches,
                 "assetSelection": [{"path": key.path} for key in DEFAULT_LINEAGE.keys],
             }
-            launched = client._execute(LAUNCH, {"params": params})["launchPartitionBackfill"]
+            launched = client._execute(LAUNCH_BACKFILL, {"params": params})[
+                "launchPartitionBackfill"
+            ]
             assert launched["__typename"] == "LaunchBackfillSuccess", launched
             backfill_id = launched["backfillId"]
             deadline = time.monotonic() + 400
             while True:
-                found = client._execute(BACKFILL, {"id": backfill_id})["partitionBackfillOrError"]
+                found = client._execute(BACKFILL_RUNS, {"id": backfill_id})[
+                    "partitionBackfillOrError"
+                ]
                 if found.get("status") not in (None, "REQUESTED", "CANCELING"):
                     break
                 assert time.monotonic() < deadline, f"the backfill never finished: {found}"
