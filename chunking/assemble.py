@@ -7,9 +7,10 @@ Boundaries come first; size rules add or drop cuts only where the size caps forc
    sides >= min, recursively, until every piece fits. `target_pull` > 0 adds a preference for
    cuts that make pieces close to the target size (how "aiming at target" enters); by default
    the target only matters through the count of pieces the max rule forces.
-3. A segment smaller than min (a short section, a tail) merges into the neighbour it is most
-   similar to, if the union fits max: across a semantic gap before a structural one, and a
-   heading always with what follows it. If no union fits, the cut between it and a neighbour
+3. A segment smaller than min (a tail) merges into the neighbour it is most similar to, if the
+   union fits max: across a semantic gap before a structural one, a heading or a lead-in always
+   with what follows it, never across a heading that opens a section (`split_on_headings`: a
+   short section is a chunk of its own). If no union fits, the cut between it and a neighbour
    moves to the weakest gap that leaves both within [min, max]. If nothing works, it stays small
    and is flagged `undersized` (a short document is one small chunk).
 4. Optional overlap: whole candidates from the end of the previous chunk, up to `overlap_tokens`
@@ -41,7 +42,7 @@ from seams.chunking.boundaries import Boundary
 from seams.chunking.config import ChunkingConfig
 from seams.chunking.ids import assign_normalised_ids, normalise_text
 from seams.chunking.pages import PageIndex
-from seams.chunking.segment import Candidate
+from seams.chunking.segment import BINDS_NEXT, Candidate
 from seams.chunking.similarity import (
     candidate_vectors,
     expected_rows,
@@ -205,7 +206,7 @@ class _Planner:
         self.merge_preference = self.similarity.copy()
         self.split_score = self.similarity.copy()
         after_heading = np.zeros(n + 1, dtype=bool)
-        after_heading[1:n] = [c.kind == "heading" for c in candidates[: n - 1]]
+        after_heading[1:n] = [c.kind in BINDS_NEXT for c in candidates[: n - 1]]
         self.merge_preference[after_heading] += _AFTER_HEADING_BONUS
         self.split_score[after_heading] += _AFTER_HEADING_BONUS
         structural = [
@@ -214,6 +215,11 @@ class _Planner:
             if reason == "structural" and 0 < i < n and not after_heading[i]
         ]
         self.merge_preference[structural] -= _STRUCTURAL_PENALTY
+        # A heading (with `split_on_headings`) opens its section's chunk: no merge crosses it,
+        # so a short section stands alone instead of joining the previous section's chunk.
+        self.opens = np.zeros(n + 1, dtype=bool)
+        if config.split_on_headings:
+            self.opens[1:n] = [c.kind == "heading" for c in candidates[1:]]
 
     def plan(self) -> list[Segment]:
         cuts = sorted(self.reasons)
@@ -306,9 +312,9 @@ class _Planner:
             left = start_of_stop.get(a)  # start of the segment before
             right = stop_of.get(b) if b < self.n else None  # stop of the segment after
             options = []
-            if left is not None:
+            if left is not None and not self.opens[a]:
                 options.append((self.merge_preference[a], "left"))
-            if right is not None:
+            if right is not None and not self.opens[b]:
                 options.append((self.merge_preference[b], "right"))
             options.sort(reverse=True)
             merged = False

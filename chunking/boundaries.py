@@ -39,7 +39,7 @@ from seams.chunking.optimal import (
     inside_paragraphs,
     optimal_cuts,
 )
-from seams.chunking.segment import Candidate
+from seams.chunking.segment import BINDS_NEXT, Candidate, introduced_gaps
 
 Reason = Literal["semantic", "structural", "size", "fallback"]
 
@@ -122,13 +122,14 @@ def detect_boundaries(
         return _boundaries(sims.tolist(), thresholds.tolist(), reasons)
     semantic_reason: Reason = "fallback" if method == "jaccard" else "semantic"
     kinds = [c.kind for c in candidates]
+    introduced = introduced_gaps(candidates)
     dips = below.tolist()
     verdicts: list[Reason | None] = []
     for gap in range(n_gaps):
         index = gap + 1
         reason: Reason | None = None
-        if kinds[index - 1] == "heading":
-            reason = None  # never separate a heading from what it introduces
+        if kinds[index - 1] in BINDS_NEXT or introduced[index]:
+            reason = None  # never separate a heading or a lead-in from what it introduces
         elif config.split_on_headings and kinds[index] == "heading":
             reason = "structural"
         elif dips[gap]:
@@ -149,9 +150,10 @@ def _optimal_reasons(
         raise ValueError(f"vectors has {array.shape[0]} rows for {n} candidates")
     depths = gap_depths(sims, config.window_size) if config.boundary_weight else None
     evidence = cut_evidence(candidates, depths, config)
-    limits = SizeLimits.of(candidates, config.size_unit)
+    limits = SizeLimits.of(candidates, config.size_unit, sections=config.split_on_headings)
     units = centred_units(array, config.null_spread)
-    cuts = optimal_cuts(units, limits, evidence, config, inside_paragraphs(candidates))
+    introduced = np.array(introduced_gaps(candidates), dtype=bool)
+    cuts = optimal_cuts(units, limits, evidence, config, inside_paragraphs(candidates), introduced)
     reasons: list[Reason | None] = [None] * (n - 1)
     for cut in cuts.topic:
         heading = config.split_on_headings and candidates[cut].kind == "heading"

@@ -5,9 +5,11 @@ rules never undo a good cut. **Topics** (the whole document): maximise the sum o
 coherence minus `cut_cost` plus the evidence of each cut (minus `paragraph_cost` inside a
 paragraph), where coherence is the share of the centred candidate vectors' spread a chunk's
 centroid explains (`centred_units`, with the null model `null_spread`), and `chunk_size_min` is
-a penalty larger than any evidence. **Sizes** (inside each topic over `chunk_size_max` /
-`chunk_chars_max`, which are hard): the fewest pieces that fit, then the fewest cuts inside
-paragraphs, then the pieces that score most, with `chunk_size_target` pulling by
+a penalty larger than any evidence, except for a whole section (heading to heading, with
+`split_on_headings`: a short section is its own chunk); a cut right after a heading or a lead-in
+(a line ending in a colon before a list, table or code block) is impossible. **Sizes**
+(inside each topic over `chunk_size_max` / `chunk_chars_max`, which are hard): the fewest pieces
+that fit, then the fewest cuts inside paragraphs, then the pieces that score most, with `chunk_size_target` pulling by
 `target_weight`. The search is exact (every feasible start of each end, vectorised over starts),
 pure numpy and deterministic (ties go to the earliest start). The objective and why each term is
 what it is: docs/architecture.md, "The optimal segmenter".
@@ -23,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from seams.chunking.config import ChunkingConfig
-from seams.chunking.segment import Candidate
+from seams.chunking.segment import BINDS_NEXT, Candidate
 
 #: Penalty for an undersized chunk: larger than any evidence a cut can collect, so `min` behaves
 #: as a hard rule wherever a segmentation that keeps it exists.
@@ -51,9 +53,21 @@ class SizeLimits:
     starts: np.ndarray  # (n,) char offsets
     ends: np.ndarray  # (n,)
     unit: str
+    sections: np.ndarray | None = None
+    """(n+1,) bool: a section opens at i (candidate i is a heading, or i == n, the end); a chunk
+    that is a whole section, heading to heading, may be under `chunk_size_min`. None: no such
+    exception (headings do not open chunks)."""
 
     @classmethod
-    def of(cls, candidates: Sequence[Candidate], unit: str) -> SizeLimits:
+    def of(
+        cls, candidates: Sequence[Candidate], unit: str, *, sections: bool = False
+    ) -> SizeLimits:
+        """The limits of `candidates`; `sections`: a whole section may stand alone, however
+        short (`split_on_headings`)."""
+        opens = None
+        if sections:
+            opens = np.fromiter((c.kind == "heading" for c in candidates), bool, len(candidates))
+            opens = np.concatenate((opens, [True]))
         starts = np.fromiter((c.start_char for c in candidates), np.int64, len(candidates))
         ends = np.fromiter((c.end_char for c in candidates), np.int64, len(candidates))
         if unit == "sentences":
@@ -61,7 +75,7 @@ class SizeLimits:
         else:
             counts = np.fromiter((c.token_count for c in candidates), np.int64, len(candidates))
             prefix = np.concatenate(([0], np.cumsum(counts)))
-        return cls(prefix, starts, ends, unit)
+        return cls(prefix, starts, ends, unit, opens)
 
 
 def document_spread(vectors: np.ndarray) -> float:
@@ -121,7 +135,7 @@ def cut_evidence(
         evidence[1:n] = config.boundary_weight * np.asarray(depths, dtype=np.float64)
     for i in range(1, n):
         before, here = candidates[i - 1], candidates[i]
-        if before.kind == "heading":
+        if before.kind in BINDS_NEXT:
             evidence[i] = FORBIDDEN
         elif config.split_on_headings and here.kind == "heading":
             evidence[i] += HEADING_EVIDENCE
@@ -149,11 +163,14 @@ def optimal_cuts(
     evidence: np.ndarray,
     config: ChunkingConfig,
     inside: np.ndarray | None = None,
+    introduced: np.ndarray | None = None,
 ) -> Cuts:
     """The best cuts under the size contract, in two levels (see module doc).
 
     `units`: (n, d) rows from `centred_units`; `evidence`: (n+1,) from `cut_evidence`;
-    `inside`: (n+1,) from `inside_paragraphs` (None: every gap is inside the one paragraph).
+    `inside`: (n+1,) from `inside_paragraphs` (None: every gap is inside the one paragraph);
+    `introduced`: (n+1,) from `segment.introduced_gaps` (None: none), gaps inside a block a
+    lead-in introduces: never a topic cut, and a size cut there costs as one inside a paragraph.
     """
     n = units.shape[0]
     if n <= 1:
@@ -162,6 +179,8 @@ def optimal_cuts(
         inside = np.ones(n + 1, dtype=bool)
     search = _Search(units, limits, config)
     topic_evidence = evidence - config.paragraph_cost * inside
+    bound = np.zeros(n + 1, dtype=bool) if introduced is None else introduced
+    topic_evidence = np.where(bound, FORBIDDEN, topic_evidence)
     topics = search.run(0, n, topic_evidence, cost=config.cut_cost, capped=False)
     hi, max_chars = config.chunk_size_max, config.effective_chars_max()
     firsts, stops = np.array([0, *topics]), np.array([*topics, n])
@@ -175,7 +194,7 @@ def optimal_cuts(
         over |= sizes > hi
     if max_chars is not None:
         over |= chars > max_chars
-    size_evidence = evidence - SPLIT_INSIDE_COST * inside
+    size_evidence = evidence - SPLIT_INSIDE_COST * (inside | bound)
     runs = list(zip(firsts[over].tolist(), stops[over].tolist(), strict=True))
     size_cuts = search.split_to_fit(runs, size_evidence)
     return Cuts(topics, size_cuts)
@@ -428,7 +447,10 @@ class _Search:
         else:
             size = limits.unit_prefix[ends][:, None] - at_start(limits.unit_prefix)
         if config.chunk_size_min > 1:
-            score -= UNDERSIZED_PENALTY * (size < config.chunk_size_min)
+            small = size < config.chunk_size_min
+            if limits.sections is not None:  # a whole section stands alone, however short
+                small &= ~(at_start(limits.sections) & limits.sections[ends][:, None])
+            score -= UNDERSIZED_PENALTY * small
         target = config.chunk_size_target
         if capped and config.target_weight and target is not None:
             score -= config.target_weight * ((size - target) / target) ** 2

@@ -40,7 +40,31 @@ from seams.chunking.sentence_rules import (
 )
 from seams.chunking.tokens import count_tokens, resolve_token_counter
 
-KINDS = ("sentence", "heading", "list_item", "table", "code", "rule", "fragment")
+KINDS = ("sentence", "heading", "list_item", "table", "code", "rule", "fragment", "lead_in")
+
+INTRODUCED = frozenset({"list_item", "table", "code"})
+"""Blocks a line ending in a colon introduces: that line (kind "lead_in") and the block are
+one unit for boundaries, so a reader never gets "Three parameters control it:" without them."""
+
+BINDS_NEXT = frozenset({"heading", "lead_in"})
+"""Kinds that belong with what follows them: no boundary right after one."""
+
+
+def introduced_gaps(candidates: Sequence[Candidate]) -> list[bool]:
+    """Per gap i (before candidate i; index 0 unused, n + 1 entries): whether it lies inside a
+    block a lead-in introduced (between two of its list items, table pieces or code pieces).
+    With the gap after the lead-in itself, these make the lead-in and its block one unit for
+    boundaries; only a size cap may cut inside (never right after the lead-in)."""
+    n = len(candidates)
+    inside = [False] * (n + 1)
+    for i in range(1, n):
+        if candidates[i - 1].kind == "lead_in":
+            kind = candidates[i].kind
+            j = i + 1
+            while j < n and candidates[j].kind == kind:
+                inside[j] = True
+                j += 1
+    return inside
 
 
 @dataclass(frozen=True, slots=True)
@@ -312,6 +336,14 @@ class _Segmenter:
         self.last_block_kind = self.raws[-1].kind if self.raws else ""
 
     def _emit(self, start: int, end: int, kind: str, header: Span | None = None) -> None:
+        before = self.raws[-1] if self.raws else None
+        if (
+            kind in INTRODUCED
+            and before is not None
+            and before.kind == "sentence"
+            and self.text[before.end - 1] == ":"
+        ):
+            before.kind = "lead_in"
         self.raws.append(_Raw(start, end, kind, self.section, self.paragraph, header))
 
     # -- prose ------------------------------------------------------------------------------
@@ -535,11 +567,14 @@ def _bound_sizes(
             )
             continue
         splitter = PieceSplitter(text, unit, limit, max_chars, counter)
-        pieces = splitter.split(raw.start, raw.end, raw.kind, raw.header)
+        prose = raw.kind in {"sentence", "lead_in"}
+        pieces = splitter.split(raw.start, raw.end, "sentence" if prose else raw.kind, raw.header)
         piece_counts = count_tokens(counter, [text[s:e] for s, e in pieces])
-        kind = "fragment" if raw.kind == "sentence" else raw.kind
         for number, ((s, e), piece_count) in enumerate(zip(pieces, piece_counts, strict=True)):
             header = raw.header if raw.kind == "table" and number > 0 else None
+            kind = "fragment" if prose else raw.kind
+            if raw.kind == "lead_in" and number == len(pieces) - 1:
+                kind = "lead_in"  # the piece that ends in the colon stays with its block
             candidates.append(
                 _candidate(
                     len(candidates),

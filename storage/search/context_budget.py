@@ -187,6 +187,24 @@ def pack_budget(
     return _packed(spans, used, budget, passages, left_out, len(items))
 
 
+def bound_to_next(sentences: Sequence[Sentence], binds: Sequence[bool]) -> tuple[Sentence, ...]:
+    """`sentences` with each one that `binds` (a heading, a lead-in) joined to the one after it
+    into one unit scored by the better of the two: a passage that starts at a heading holds the
+    sentence it introduces. The last one has nothing after it in the hit and stays alone."""
+    out: list[Sentence] = []
+    pending: Sentence | None = None
+    for sentence, bound in zip(sentences, binds, strict=True):
+        if pending is not None:
+            score = max(pending.score, sentence.score)
+            sentence = Sentence(pending.start, sentence.end, score)
+        pending = sentence if bound else None
+        if not bound:
+            out.append(sentence)
+    if pending is not None:
+        out.append(pending)
+    return tuple(out)
+
+
 def best_sentence(sentences: Sequence[Sentence]) -> int:
     """The position of the best-scoring sentence (ties: the first)."""
     return max(range(len(sentences)), key=lambda i: (sentences[i].score, -i))

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 import psycopg
 
+from seams.chunking.segment import BINDS_NEXT
 from seams.errors import InputError
 from seams.storage.connections import ConnectionSource, connection_lost
 from seams.storage.search import lexical
@@ -35,6 +36,7 @@ from seams.storage.search.context_budget import (
     Sentence,
     TokenCounter,
     best_passage,
+    bound_to_next,
     check_budget,
     pack_budget,
     pack_passages,
@@ -183,9 +185,9 @@ def _nothing_indexed(
 
 ChunkKey = tuple[str, str, str]
 """(batch_key, document_id, chunk_id) of a pool entry."""
-SentenceRow = tuple[int, int, float | None, float]
+SentenceRow = tuple[int, int, float | None, float, str]
 """A sentence of a hit: (start, end, cosine with the query or None, summed IDF of the query
-lexemes it holds), as `hit_context.sentence_rows` reads it."""
+lexemes it holds, its candidate kind), as `hit_context.sentence_rows` reads it."""
 
 
 @dataclass
@@ -556,16 +558,17 @@ def _ranked_hits(
 
 def _weighed(rows: list[list[SentenceRow]], lexical_weight: float) -> list[tuple[Sentence, ...]]:
     """Per hit, its sentences with their evidence for the query, fused over all the answer's
-    sentences by the search's own rule (`lexical_weight`: 0 for dense, 1 for lexical)."""
+    sentences by the search's own rule (`lexical_weight`: 0 for dense, 1 for lexical); a heading
+    or a lead-in is one unit with the sentence after it (`bound_to_next`), so no passage is a
+    heading alone."""
     flat = [row for per_hit in rows for row in per_hit]
     evidence = sentence_evidence([r[2] for r in flat], [r[3] for r in flat], lexical_weight)
     out: list[tuple[Sentence, ...]] = []
     position = 0
     for per_hit in rows:
         scores = evidence[position : position + len(per_hit)]
-        out.append(
-            tuple(Sentence(r[0], r[1], float(e)) for r, e in zip(per_hit, scores, strict=True))
-        )
+        found = [Sentence(r[0], r[1], float(e)) for r, e in zip(per_hit, scores, strict=True)]
+        out.append(bound_to_next(found, [r[4] in BINDS_NEXT for r in per_hit]))
         position += len(per_hit)
     return out
 

@@ -193,7 +193,8 @@ SELECT DISTINCT ON (h.pos, s.start_char)
            SELECT sum(q.idf)
            FROM unnest(tsvector_to_array(to_tsvector(%(config)s::text::regconfig, s.text)))
                 AS u(lexeme)
-           JOIN q ON q.lexeme = u.lexeme), 0) END
+           JOIN q ON q.lexeme = u.lexeme), 0) END,
+       s.kind
 FROM hits AS h
 JOIN {boundaries} AS s ON s.batch_key = h.batch_key AND s.document_id = h.document_id
                       AND s.start_char >= h.start_char AND s.end_char <= h.end_char
@@ -215,12 +216,12 @@ def sentence_rows(
     config: str | None,
     lexemes: tuple[str, ...] = (),
     idf: tuple[float, ...] = (),
-) -> list[list[tuple[int, int, float | None, float]]]:
+) -> list[list[tuple[int, int, float | None, float, str]]]:
     """Per hit, its sentences (the candidates `semantic_boundaries` holds inside its span, of the
     build it was read from) in order, each as (start, end, cosine with the query or None, sum of
-    the IDF of the query lexemes it contains). One statement: pgvector and `to_tsvector` score
-    next to the rows, so no vector and no sentence text travels."""
-    out: list[list[tuple[int, int, float | None, float]]] = [[] for _ in hits]
+    the IDF of the query lexemes it contains, the candidate's kind). One statement: pgvector and
+    `to_tsvector` score next to the rows, so no vector and no sentence text travels."""
+    out: list[list[tuple[int, int, float | None, float, str]]] = [[] for _ in hits]
     if not hits:
         return out
     statement = sql.SQL(SENTENCES).format(boundaries=schema.SEMANTIC_BOUNDARIES.identifier())
@@ -236,6 +237,7 @@ def sentence_rows(
         "q": vector,
         "config": config,
     }
-    for pos, start, end, dense, lexical in conn.execute(statement, params).fetchall():
-        out[pos - 1].append((start, end, None if dense is None else float(dense), float(lexical)))
+    for pos, start, end, dense, lexical, kind in conn.execute(statement, params).fetchall():
+        dense = None if dense is None else float(dense)
+        out[pos - 1].append((start, end, dense, float(lexical), kind))
     return out
