@@ -25,6 +25,7 @@ The total of the spans' token counts never exceeds the budget.
 from __future__ import annotations
 
 import bisect
+import functools
 import heapq
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -207,7 +208,8 @@ def bound_to_next(sentences: Sequence[Sentence], binds: Sequence[bool]) -> tuple
 
 def best_sentence(sentences: Sequence[Sentence]) -> int:
     """The position of the best-scoring sentence (ties: the first)."""
-    return max(range(len(sentences)), key=lambda i: (sentences[i].score, -i))
+    scores = [s.score for s in sentences]
+    return scores.index(max(scores))
 
 
 def best_passage(
@@ -279,7 +281,7 @@ def pack_passages(
             first, last = (first - 1, last) if side < 0 else (first, last + 1)
         start, end = sentences[first].start, sentences[last].end
         source = sources.get(item.group) or sources.setdefault(
-            item.group, _Source(_pieces(items, item.group))
+            item.group, _source(tuple(sorted(_pieces(items, item.group))))
         )
         touching = [s for s in spans if s.group == item.group and _meets(s, start, end, source)]
         low = min([start, *(s.start for s in touching)])
@@ -408,47 +410,46 @@ def _meets(span: _Span, start: int, end: int, source: _Source) -> bool:
 class _Source:
     """The known pieces `(offset, source[offset:offset+len])` of one document version, looked up
     by position: the piece reaching furthest among those starting at or before a position
-    holds it if any piece does (so `known` is `_known`, and `cover` `_cover`, in log time)."""
+    holds it if any piece does, so a lookup is a binary search, not a scan of the pieces."""
 
     def __init__(self, pieces: Sequence[tuple[int, str]]) -> None:
         ordered = sorted(pieces, key=lambda p: (p[0], -len(p[1])))
         self.offsets = [offset for offset, _ in ordered]
-        self.furthest: list[tuple[int, str]] = []  # per prefix: the piece ending last
+        self.furthest: list[tuple[int, int, str]] = []  # per prefix: (offset, end, text)
         for offset, text in ordered:
-            if not self.furthest or offset + len(text) > _end(self.furthest[-1]):
-                self.furthest.append((offset, text))
+            if not self.furthest or offset + len(text) > self.furthest[-1][1]:
+                self.furthest.append((offset, offset + len(text), text))
             else:
                 self.furthest.append(self.furthest[-1])
 
-    def _reaching(self, position: int) -> tuple[int, str] | None:
+    def _reaching(self, position: int) -> tuple[int, int, str]:
         at = bisect.bisect_right(self.offsets, position) - 1
-        return self.furthest[at] if at >= 0 else None
+        return self.furthest[at] if at >= 0 else (position, position, "")
 
     def known(self, start: int, end: int) -> str | None:
         """`source[start:end]` when one known piece holds it all, else None."""
-        piece = self._reaching(start)
-        if piece is None or _end(piece) < end:
-            return None
-        return piece[1][start - piece[0] : end - piece[0]]
+        offset, stop, text = self._reaching(start)
+        return text[start - offset : end - offset] if end <= stop else None
 
     def cover(self, start: int, end: int) -> str:
         """`source[start:end]` assembled from the known pieces."""
         out: list[str] = []
         position = start
         while position < end:
-            piece = self._reaching(position)
-            if piece is None or _end(piece) <= position:  # not for touching spans
+            offset, stop, text = self._reaching(position)
+            if stop <= position:  # cannot happen for touching spans
                 raise ValueError(f"no known text covers position {position} of {start}:{end}")
-            offset, text = piece
-            stop = min(end, offset + len(text))
+            stop = min(end, stop)
             out.append(text[position - offset : stop - offset])
             position = stop
-        return "".join(out)
+        return out[0] if len(out) == 1 else "".join(out)
 
 
-def _end(piece: tuple[int, str]) -> int:
-    """Where a known piece ends in the source."""
-    return piece[0] + len(piece[1])
+@functools.lru_cache(maxsize=64)
+def _source(pieces: tuple[tuple[int, str], ...]) -> _Source:
+    """The `_Source` of a document version's pieces, kept for the next packing of the same
+    hits (another budget or weight of one answer)."""
+    return _Source(pieces)
 
 
 class _Span:

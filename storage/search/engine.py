@@ -504,8 +504,18 @@ def packed_contexts(
     count_tokens = _token_counter(count_tokens)
     if reading.pool.target is None:
         return dict.fromkeys(budgets)
-    hits, sentences = _ranked_hits(reading, 1, lexical_weight, True, True)
-    items = _budget_items(hits, sentences)
+    found = _visible(reading, lexical_weight, None)
+    hits = [hit_from_row(rank, row) for rank, (_, _, row) in enumerate(found, 1)]
+    weight = {"dense": 0.0, "lexical": 1.0}.get(reading.pool.search, lexical_weight)
+    if reading.sentences is None:
+        raise ValueError("the reading holds no sentences: read it with passages=True")
+    keys = [(h.batch_key, h.document_id, h.chunk_id) for h in hits]
+    sentences = _weighed([reading.sentences[key] for key in keys], weight) if hits else []
+    values = normalised([score for _, score, _ in found])
+    items = [
+        _budget_item(h, units, float(value))
+        for h, units, value in zip(hits, sentences, values, strict=True)
+    ]
     return {budget: pack_passages(items, budget, count_tokens) for budget in budgets}
 
 
@@ -516,28 +526,21 @@ def _ranked_hits(
     candidate), best first, each with its best passage marked, and their weighed sentences."""
     pool = reading.pool
     search = pool.search
-    ranked = ranked_candidates(pool, lexical_weight)
-    wanted = ranked if budget else ranked[:k]
     hits: list[SearchHit] = []
-    for entry, score in wanted:
-        key = (entry.batch_key, entry.document_id, entry.chunk_id)
-        if key not in reading.rows:
-            raise ValueError(f"the reading lacks candidate {key}: read it with read_search")
-        row = reading.rows[key]
-        if row is not None:  # not visible: no hit, the next one takes its rank
-            hit = hit_from_row(len(hits) + 1, row)
-            hits.append(
-                replace(
-                    hit,
-                    score=score,
-                    dense_score=entry.dense_score,
-                    lexical_score=entry.lexical_score,
-                    matched_terms=entry.matched_terms,
-                    dense_rank=entry.dense_rank,
-                    lexical_rank=entry.lexical_rank,
-                    published_seq=pool.published_seq,
-                )
+    for entry, score, row in _visible(reading, lexical_weight, None if budget else k):
+        hit = hit_from_row(len(hits) + 1, row)
+        hits.append(
+            replace(
+                hit,
+                score=score,
+                dense_score=entry.dense_score,
+                lexical_score=entry.lexical_score,
+                matched_terms=entry.matched_terms,
+                dense_rank=entry.dense_rank,
+                lexical_rank=entry.lexical_rank,
+                published_seq=pool.published_seq,
             )
+        )
     sentences: list[tuple[Sentence, ...]] = [() for _ in hits]
     if passages and hits:
         if reading.sentences is None:
@@ -546,6 +549,8 @@ def _ranked_hits(
         sentences = _weighed(
             [reading.sentences[(h.batch_key, h.document_id, h.chunk_id)] for h in hits], weight
         )
+    if budget and passages:  # the packer marks the passage of each hit it gives
+        return hits, sentences
     for i, (hit, found) in enumerate(zip(hits, sentences, strict=True)):
         marked = best_passage(found)
         hits[i] = replace(
@@ -554,6 +559,23 @@ def _ranked_hits(
             passage_end=found[marked[1]].end if marked else None,
         )
     return hits, sentences
+
+
+def _visible(
+    reading: SearchReading, lexical_weight: float, k: int | None
+) -> list[tuple[PoolEntry, float, tuple[Any, ...]]]:
+    """The reading's ranked candidates at `lexical_weight` (the first `k`, None: all) that are
+    visible, with their score and hit row: one that is not gives its rank to the next."""
+    ranked = ranked_candidates(reading.pool, lexical_weight)
+    out = []
+    for entry, score in ranked if k is None else ranked[:k]:
+        key = (entry.batch_key, entry.document_id, entry.chunk_id)
+        if key not in reading.rows:
+            raise ValueError(f"the reading lacks candidate {key}: read it with read_search")
+        row = reading.rows[key]
+        if row is not None:
+            out.append((entry, score, row))
+    return out
 
 
 def _weighed(rows: list[list[SentenceRow]], lexical_weight: float) -> list[tuple[Sentence, ...]]:

@@ -309,6 +309,8 @@ def remembered_counts(count_tokens: TokenCounter) -> TokenCounter:
     seen: dict[str, int] = {}
 
     def counted(texts: list[str]) -> list[int]:
+        if len(texts) == 1 and texts[0] in seen:
+            return [seen[texts[0]]]
         missing = [t for t in dict.fromkeys(texts) if t not in seen]
         if missing:
             seen.update(zip(missing, count_tokens(missing), strict=True))
