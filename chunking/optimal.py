@@ -4,15 +4,15 @@ Dynamic programs score whole segmentations and return the best one, in two level
 rules never undo a good cut. **Topics** (the whole document): maximise the sum over chunks of
 coherence minus `cut_cost` plus the evidence of each cut (minus `paragraph_cost` inside a
 paragraph), where coherence is the share of the centred candidate vectors' spread a chunk's
-centroid explains (`centred_units`, with the null model `null_spread`), and `chunk_size_min` is
-a penalty larger than any evidence, except for a whole section (heading to heading, with
-`split_on_headings`: a short section is its own chunk); a cut right after a heading or a lead-in
-(a line ending in a colon before a list, table or code block) is impossible. **Sizes**
-(inside each topic over `chunk_size_max` / `chunk_chars_max`, which are hard): the fewest pieces
-that fit, then the fewest cuts inside paragraphs, then the pieces that score most, with `chunk_size_target` pulling by
-`target_weight`. The search is exact (every feasible start of each end, vectorised over starts),
-pure numpy and deterministic (ties go to the earliest start). The objective and why each term is
-what it is: docs/architecture.md, "The optimal segmenter".
+centroid explains (`centred_units`, with the null model `null_spread`), and `chunk_size_min` is a
+penalty larger than any evidence, except for a whole section (heading to heading, with
+`split_on_headings`: a short section is its own chunk); a cut right after a heading or a lead-in (a
+line ending in a colon before a list, table or code block) is impossible. **Sizes** (inside each
+topic over `chunk_size_max` / `chunk_chars_max`, which are hard): the fewest pieces that fit, then
+the fewest cuts inside paragraphs, then the pieces that score most, with `chunk_size_target`
+pulling by `target_weight`. The search is exact (every feasible start of each end, vectorised over
+starts), pure numpy and deterministic (ties go to the earliest start). The objective and why each
+term is what it is: docs/architecture.md, "The optimal segmenter".
 """
 
 from __future__ import annotations
