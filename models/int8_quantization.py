@@ -51,10 +51,11 @@ def _int8_nodes(fp32_path: Path) -> list[str]:
 
 
 _INT8_NODE = re.compile(
-    r"layer\.\d+/attention/output/dense/MatMul$"
-    r"|layer\.[01]/attention/self/(query|key|value)/MatMul$"
-    r"|layer\.5/intermediate/dense/MatMul$"
-    r"|layer\.[45]/output/dense/MatMul$"
+    # The same layers under the names of a torch trace and of `bert_onnx`'s graph.
+    r"layer\.\d+/attention/output/dense/MatMul$|^l\d+/attn_out/mm$"
+    r"|layer\.[01]/attention/self/(query|key|value)/MatMul$|^l[01]/(query|key|value)/mm$"
+    r"|layer\.5/intermediate/dense/MatMul$|^l5/inner/mm$"
+    r"|layer\.[45]/output/dense/MatMul$|^l[45]/out/mm$"
 )
 
 

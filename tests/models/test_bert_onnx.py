@@ -78,3 +78,15 @@ def test_the_packaged_model_is_the_same_graph_with_or_without_torch(
     lean = export_model(tmp_path / "model", quantize=False)
     assert exported_model.versions["writer"] == lean.versions["writer"] == "seams.models.bert_onnx"
     assert lean.model_id == exported_model.model_id
+
+
+@pytest.mark.export
+def test_the_int8_copy_of_the_written_graph_quantizes_the_chosen_layers_and_is_kept(
+    exported_model: ModelManifest,
+) -> None:
+    from seams.models.int8_quantization import _int8_nodes
+
+    fp32 = exported_model.directory / exported_model.variants["fp32"].file
+    assert len(_int8_nodes(fp32)) == 15  # 6 attention outputs, 6 of q/k/v, 3 feed-forward
+    assert exported_model.int8_evaluation is not None and exported_model.int8_evaluation["kept"]
+    assert "int8" in exported_model.variants
