@@ -205,7 +205,7 @@ def test_unclosed_fence_runs_to_the_end():
 def test_indented_code_block():
     text = "Run this:\n\n    make build\n    make test\n\nThen relax."
     cands = segment(text, LOOSE)
-    assert [c.kind for c in cands] == ["sentence", "code", "sentence"]
+    assert [c.kind for c in cands] == ["lead_in", "code", "sentence"]  # "Run this:" leads in
     assert cands[1].text_of(text) == "make build\n    make test"
     off = LOOSE.with_overrides(indented_code=False)
     assert "code" not in [c.kind for c in segment(text, off)]
