@@ -144,8 +144,9 @@ _LANGUAGE_DATA: dict[str, dict[str, str]] = {
             mo di mi do sa abt abg akad anl ausg bearb beil betr bes dgl dr dres entspr erg erw
             gegr gez hl hptst jhs lfd lkr mind mtl nachf od ord orig pfd pkt priv prof rel reg
             resp röm schr sen sr stellv stv tägl verf verw vorm vors wg wiss zb zit zus zzt
+            ggfs
         """,
-        "number_abbreviations": "art kap abb tab fn rn bd nr",
+        "number_abbreviations": "art kap abb tab fn rn bd nr max",
         "end_before_capital": "etc usw uvm",
         "ordinal_next": _MONTHS_DE
         + """

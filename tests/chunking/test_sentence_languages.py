@@ -45,6 +45,8 @@ CASES = {
         ["Der Umsatz stieg um 3 Mio. Euro.", "Der Gewinn sank um 1 Mrd. Dollar."],
         ["Das steht auf S. 12 des Berichts.", "Mehr nicht."],
         ["Es kamen ca. 300 Menschen.", "Alle blieben."],
+        ["Die Lieferung dauert max. 4 Wochen, min. 2 Tage.", "Danach kommt die Rechnung."],
+        ["Das gilt ggfs. auch morgen.", "Ich heiße Max.", "Wir sehen uns."],
         ["Viele Tiere, z. B. Hunde, sind treu.", "Katzen bzw. Kater nicht."],
         ["Gemäß Art. 5 DSGVO ist das erlaubt.", "Auf diese Art.", "Dann geht es weiter."],
         ["Äpfel, Birnen usw.", "Die Kinder aßen alles."],
