@@ -84,7 +84,8 @@ class Difference:
 @dataclass
 class SyncResult:
     """What a sync did: records written and deleted, the object readers read afterwards,
-    whether it switched models, and (with `verify`) what it found before repairing."""
+    whether it moved readers from one model's object to another's (not on a first sync), and
+    (with `verify`) what it found before repairing."""
 
     target: str
     written: int = 0
@@ -147,7 +148,7 @@ def sync_target(
             result.live = dest
             if dest != live:
                 result.live = store.switch(dest)
-                result.switched = True
+                result.switched = live is not None  # a first sync gives readers their first object
                 _adopt(ledger, target, dest, result.live)
             _save_state(ledger, target, store, result, state, len(wanted))
             result.records = len(wanted)

@@ -72,7 +72,7 @@ def test_a_store_mirrors_every_published_change_and_only_what_changed_is_sent(
 
             first = sync()
             assert (first.written, first.deleted, first.records) == (12, 0, 12)
-            assert first.switched and first.live is not None
+            assert not first.switched and first.live is not None  # readers had none
             assert sync().written == 0  # nothing changed: nothing sent
 
             # A changed file (one chunk revised, one added) and a new file, in a new batch.
