@@ -132,14 +132,19 @@ def check_invariants(text: str, chunks, config: ChunkingConfig, embedded: bool) 
         assert chunks == []
 
 
-def check_undersized_could_not_merge(chunks, config: ChunkingConfig) -> None:
-    """Without overlap: a flagged small chunk has no neighbour it could have merged into."""
+def check_undersized_could_not_merge(text, chunks, config: ChunkingConfig) -> None:
+    """Without overlap: a flagged small chunk has no neighbour it could have merged into. With
+    `split_on_headings` no merge crosses a heading that opens a section: a short section stands
+    alone."""
+    headings = {c.start_char for c in segment(text, config) if c.kind == "heading"}
     for k, chunk in enumerate(chunks):
         if not chunk.metadata["undersized"] or len(chunks) == 1:
             continue
         for j in (k - 1, k + 1):
             if 0 <= j < len(chunks):
                 first, last = sorted((chunk, chunks[j]), key=lambda c: c.start_char)
+                if config.split_on_headings and last.start_char in headings:
+                    continue
                 if config.size_unit == "chars":
                     union = last.end_char - first.start_char
                 else:
@@ -156,7 +161,7 @@ def check_chunk_text(text, config, use_embedder, token_counter) -> None:
     )
     check_invariants(text, chunks, config, use_embedder)
     if not config.overlap_tokens:
-        check_undersized_could_not_merge(chunks, config)
+        check_undersized_could_not_merge(text, chunks, config)
     again = chunk_text(
         text, document_id="doc", config=config, embed=embed, token_counter=token_counter
     )
@@ -212,3 +217,11 @@ def fast_configs(draw) -> ChunkingConfig:
 def test_chunking_invariants_fast_preset(text, config, use_embedder, counter, real_counter):
     token_counter = {"heuristic": None, "tokenizer": real_counter}[counter]
     check_chunk_text(text, config, use_embedder, token_counter)
+
+
+def test_a_short_section_after_a_short_paragraph_stands_alone() -> None:
+    """The case the property first found: '#' opens a section, so '0' and '#' stay apart."""
+    config = ChunkingConfig(chunk_size_min=2, chunk_size_target=2, chunk_size_max=4, cut_cost=1.0)
+    check_chunk_text("0\n#", config, use_embedder=False, token_counter=None)
+    chunks = chunk_text("0\n#", document_id="doc", config=config)
+    assert [c.text for c in chunks] == ["0", "#"]
