@@ -77,7 +77,8 @@ def main() -> int:
     parser.add_argument(
         "--one-pass",
         action="store_true",
-        help="measure peak memory in the timed pass (its CPU then includes tracemalloc's)",
+        help="measure peak memory in the timed pass, registration's too (its CPU then includes"
+        " tracemalloc's): one listing per step, for sizes where moto's listing is slow",
     )
     parser.add_argument("--words", type=int, default=1500, help="words per compared document")
     parser.add_argument("--json", type=Path, default=RESULTS, help="write the results here")
@@ -225,7 +226,7 @@ def _listing(
         memory = _peak(step) if name != "register" and not one_pass else None
         times, cpu = [], []
         for _ in range(repeat):
-            if memory is None and name != "register":  # one pass: timed while traced
+            if one_pass:  # timed while traced
                 tracemalloc.start()
             count, seconds, cpu_seconds = _timed(step)
             if tracemalloc.is_tracing():
@@ -233,7 +234,7 @@ def _listing(
                 tracemalloc.stop()
             times.append(seconds)
             cpu.append(cpu_seconds)
-        if name == "register":  # the one pass that registers: its memory measured after
+        if memory is None:  # the one pass that registers: the memory of its listing after
             memory = _peak(lambda: len(source.scan().found))
         result[name] = {
             "seconds": statistics.median(times),

@@ -170,11 +170,31 @@ def unregistered(
     is another collection's (the settings now route it here: a renamed collection, a new
     nested one), so it moves, and its old collection's search stops showing it.
     """
-    if not files:
-        return []
-    ids = [_document_id(f) for f in files]
-    latest = {
-        document_id: None if retired else (version, owner if collection is not None else None)
+    seen: set[str] = set()
+    fresh = []
+    for start in range(0, len(files), DECIDE_SLICE):
+        part = files[start : start + DECIDE_SLICE]
+        ids = [_document_id(f) for f in part]
+        latest = _latest_versions(conn, ids, collection is not None)
+        for f, document_id in zip(part, ids, strict=True):
+            if latest.get(document_id) != (_version(f), collection) and document_id not in seen:
+                seen.add(document_id)
+                fresh.append(f)
+    return fresh
+
+
+DECIDE_SLICE = 5_000
+"""Documents whose registered versions one query reads: a listing of any size holds at most
+this many of them at once, beside the listing itself."""
+
+
+def _latest_versions(
+    conn: psycopg.Connection, ids: list[str], by_collection: bool
+) -> dict[str, tuple[str, str | None] | None]:
+    """Each of `ids`' newest registered version and collection (the collection only when
+    `by_collection`), or None for a retired document; ids never registered are absent."""
+    return {
+        document_id: None if retired else (version, owner if by_collection else None)
         for document_id, version, owner, retired in conn.execute(
             "SELECT DISTINCT ON (d.document_id) d.document_id,"
             " coalesce(d.etag, d.source_sha256), d.collection,"
@@ -186,13 +206,6 @@ def unregistered(
             (ids,),
         )
     }
-    seen: set[str] = set()
-    fresh = []
-    for f, document_id in zip(files, ids, strict=True):
-        if latest.get(document_id) != (_version(f), collection) and document_id not in seen:
-            seen.add(document_id)
-            fresh.append(f)
-    return fresh
 
 
 def _document_id(item: SourceFile | ObjectVersion | ListedObject) -> str:

@@ -34,3 +34,27 @@ def test_a_file_routed_to_another_collection_is_registered_again_there(
                     " GROUP BY 1, 2 ORDER BY 2"
                 ).fetchall()
     assert rows == [(first, "handbook", 2), (moved, "manual", 1)]
+
+
+def test_new_and_changed_files_are_found_across_query_slices(
+    pg_server_url: str, tmp_path: Path, monkeypatch
+) -> None:
+    """A long listing is decided a slice of documents at a time: slices of two over five files
+    find the same new and changed files, in input order, as one query would."""
+    from seams.storage import batches
+
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    for i in range(5):
+        (folder / f"{i}.md").write_text(f"# Note {i}\n\nText {i}.\n", encoding="utf-8")
+    files, _ = scan_inbox(folder)
+    with fresh_database(pg_server_url) as url:
+        for postgres in migrated_postgres(url):
+            with postgres.connection() as conn:
+                assert register_batch(conn, files[:3], source="test") is not None
+                (folder / "1.md").write_text("# Note 1\n\nChanged.\n", encoding="utf-8")
+                again, _ = scan_inbox(folder)
+                whole = unregistered(conn, again)
+                monkeypatch.setattr(batches, "DECIDE_SLICE", 2)
+                assert unregistered(conn, again) == whole
+    assert [f.path.name for f in whole] == ["1.md", "3.md", "4.md"]
