@@ -7,6 +7,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+import dagster as dg
+
+from seams.collections import Collection
 from seams.errors import InputError, counted
 from seams.orchestration import recovered, runner
 from seams.orchestration.cli.context import definitions
@@ -25,25 +28,7 @@ def run(args: argparse.Namespace) -> int:
     corpus) as batches and materialize them end to end, once no other `seams run`/`seams
     backfill` works on the same data (see `--no-wait`)."""
     collections = args.settings.declared_collections()
-    if args.path:
-        paths: list[Location] = [location_of(args.path)]
-    elif collections:
-        for c in collections.values():
-            if isinstance(c.source, Path) and not c.source.is_dir():
-                raise InputError(
-                    f"collections.{c.name}.source: {c.source} is not a folder: create it or "
-                    "point `source` at the folder of the collection's documents"
-                )
-        paths = list(dict.fromkeys(c.source for c in collections.values()))
-    else:
-        paths = [runner.SAMPLE_CORPUS]
-    for path in paths:
-        if isinstance(path, Path) and not path.expanduser().exists():  # before any expensive work
-            raise InputError(
-                f"{path} does not exist: pass a file or a folder of documents "
-                f"(`{runner.seams_command()} run` alone chunks "
-                + ("every collection's source)" if collections else "the bundled sample corpus)")
-            )
+    paths = _source_paths(args.path, collections)
     defs = definitions(args)
     runner.check_can_submit(defs, "seams run")
     # The embedded server is started (at normal priority: readers' backends inherit it) before
@@ -58,23 +43,7 @@ def run(args: argparse.Namespace) -> int:
     ):
         runner.ensure_model(instance, say, defs=defs)
         sources = [runner.source_of(path) for path in paths]
-        # Whatever its source, a batch readers do not see as built is finished here: a run
-        # ends with every current chunk searchable.
-        found = runner.unfinished(defs)
-        if runner.settle_in_flight(instance, say, [u.batch for u in found]):  # killed: failed
-            found = runner.unfinished(defs)  # live (a run of the UI's): awaited, look again
-        # Builds held for a model switch are complete: only the switch's other batches (a
-        # backfill) publish them, so they are said once, not resumed.
-        held = runner.held_for_switch(defs)
-        found = [u for u in found if u.batch not in held]
-        # Writes a run stopped before Dagster recorded them (published): recorded now, and
-        # again below for the batches this run finishes.
-        recovered.record_unrecorded(
-            instance, defs, args.settings, say, environment=args.environment
-        )
-        if found:
-            say(runner.describe_unfinished(found))
-        unfinished = [u.batch for u in found]
+        unfinished = _unfinished_batches(instance, defs, args)
         retry = (
             [key for source in sources for key in runner.quarantined_batches(source, defs=defs)]
             if args.retry_quarantined
@@ -121,15 +90,66 @@ def run(args: argparse.Namespace) -> int:
                 instance, defs, args.settings, say, environment=args.environment
             )
     summary.seconds = time.perf_counter() - started
-    home = args.environment.dagster_home
+    _report(summary, defs, args)
+    return 0
+
+
+def _source_paths(path: str | None, collections: dict[str, Collection]) -> list[Location]:
+    """What this run reads, checked before any expensive work: PATH, else every collection's
+    source folder, else the sample corpus."""
+    if path:
+        paths: list[Location] = [location_of(path)]
+    elif collections:
+        for c in collections.values():
+            if isinstance(c.source, Path) and not c.source.is_dir():
+                raise InputError(
+                    f"collections.{c.name}.source: {c.source} is not a folder: create it or "
+                    "point `source` at the folder of the collection's documents"
+                )
+        paths = list(dict.fromkeys(c.source for c in collections.values()))
+    else:
+        paths = [runner.SAMPLE_CORPUS]
+    for location in paths:
+        if isinstance(location, Path) and not location.expanduser().exists():
+            raise InputError(
+                f"{location} does not exist: pass a file or a folder of documents "
+                f"(`{runner.seams_command()} run` alone chunks "
+                + ("every collection's source)" if collections else "the bundled sample corpus)")
+            )
+    return paths
+
+
+def _unfinished_batches(
+    instance: dg.DagsterInstance, defs: dg.Definitions, args: argparse.Namespace
+) -> list[str]:
+    """The batches readers do not yet see as built, whatever their source: a run ends with every
+    current chunk searchable, so it finishes them too."""
+    found = runner.unfinished(defs)
+    if runner.settle_in_flight(instance, say, [u.batch for u in found]):  # killed: failed
+        found = runner.unfinished(defs)  # live (a run of the UI's): awaited, look again
+    # Builds held for a model switch are complete: only the switch's other batches (a
+    # backfill) publish them, so they are said once, not resumed.
+    held = runner.held_for_switch(defs)
+    found = [u for u in found if u.batch not in held]
+    # Writes a run stopped before Dagster recorded them (published): recorded now, and
+    # again after this run for the batches it finishes.
+    recovered.record_unrecorded(instance, defs, args.settings, say, environment=args.environment)
+    if found:
+        say(runner.describe_unfinished(found))
+    return [u.batch for u in found]
+
+
+def _report(summary: runner.RunSummary, defs: dg.Definitions, args: argparse.Namespace) -> None:
+    """The closing table, then the model switch new batches also wait for, if any."""
     shown = runner.format_summary(
-        runner.summarize(summary, defs=defs), home=home, team=args.environment.team_instance
+        runner.summarize(summary, defs=defs),
+        home=args.environment.dagster_home,
+        team=args.environment.team_instance,
     )
     print(printable(shown, keep="\n"), flush=True)  # the folders' names are the user's
     switch = runner.model_switch(defs)
     if switch is not None:  # new batches of the new model wait for it too
         say(f"index: {switch.describe()}")
-    return 0
 
 
 def _reading(settings: SeamsSettings, location: Location) -> dict[str, Any]:
