@@ -8,7 +8,7 @@ reads only this table. Candidate 0 of a document always starts a chunk (`documen
 import dagster as dg
 import pandas as pd
 
-from seams.assets.display import asset_attributes, describe_batches, start_reasons
+from seams.assets.display import describe_batches, start_reasons
 from seams.assets.frames import (
     by_document,
     candidates_from,
@@ -41,13 +41,15 @@ def build_boundaries_asset(
     """`semantic_boundaries`, cutting with `config` (its code version folds in `parts`)."""
 
     @dg.asset(
-        **lineage.asset_defaults(),
-        **asset_attributes("semantic_boundaries", stage="cut"),
-        code_version=code_version(BOUNDARY_VERSION, *parts.boundaries),
-        automation_condition=automation_condition,
-        description="Every candidate with the gap before it: its similarity, the threshold "
-        "rule's threshold, and whether (and why) a chunk starts there: document_start, "
-        "structural, semantic, size, or fallback (lexical similarity).",
+        **lineage.stage_attributes(
+            "semantic_boundaries",
+            stage="cut",
+            code_version=code_version(BOUNDARY_VERSION, *parts.boundaries),
+            automation_condition=automation_condition,
+            description="Every candidate with the gap before it: its similarity, the threshold "
+            "rule's threshold, and whether (and why) a chunk starts there: document_start, "
+            "structural, semantic, size, or fallback (lexical similarity).",
+        )
     )
     def semantic_boundaries(
         context: dg.AssetExecutionContext, candidate_embeddings: pd.DataFrame

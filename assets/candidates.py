@@ -8,7 +8,7 @@ next step reads only this table, and the graph stays a straight line.
 import dagster as dg
 import pandas as pd
 
-from seams.assets.display import asset_attributes, describe_batches
+from seams.assets.display import describe_batches
 from seams.assets.frames import candidate_rows, extracted, frame
 from seams.assets.partitions import DEFAULT_LINEAGE, Lineage
 from seams.assets.versions import StageParts, code_version
@@ -28,12 +28,15 @@ def build_candidates_asset(
     """`sentence_candidates`, segmenting with `config` (its code version folds in `parts`)."""
 
     @dg.asset(
-        **lineage.asset_defaults(),
-        **asset_attributes("sentence_candidates", stage="segment"),
-        code_version=code_version(SEGMENTATION_VERSION, *parts.segmentation),
-        automation_condition=automation_condition,
-        description="Sentences, headings, list items, tables and code blocks of every document, "
-        "with exact character offsets and token counts (the embedding model's tokenizer).",
+        **lineage.stage_attributes(
+            "sentence_candidates",
+            stage="segment",
+            code_version=code_version(SEGMENTATION_VERSION, *parts.segmentation),
+            automation_condition=automation_condition,
+            description="Sentences, headings, list items, tables and code blocks of every "
+            "document, with exact character offsets and token counts (the embedding model's "
+            "tokenizer).",
+        )
     )
     def sentence_candidates(
         context: dg.AssetExecutionContext,
