@@ -22,7 +22,6 @@ import pandas as pd
 from seams.assets import checks
 from seams.assets.checks import check_result
 from seams.assets.display import (
-    asset_attributes,
     cache_numbers,
     cache_numbers_by_batch,
     describe_batches,
@@ -67,72 +66,17 @@ def build_embeddings_asset(
     by the `embedder` resource (the packaged model), `static_embedder` when `config` finds
     boundaries with the static model, or the resource named `model_resource` (a model folder
     of `embedder.model`)."""
-    attributes = dict(
-        **lineage.asset_defaults(),
-        **asset_attributes("candidate_embeddings", stage="embed", kinds=("postgres", "onnx")),
-        deps=["embedding_model"],
+    attributes = lineage.stage_attributes(
+        "candidate_embeddings",
+        stage="embed",
+        kinds=("postgres", "onnx"),
         code_version=code_version(EMBEDDING_VERSION, *parts.embedding),
         automation_condition=automation_condition,
-        check_specs=checks.batch_check_specs(
-            lineage.key("candidate_embeddings"), CHECKS, lineage.partitions, blocking=True
-        ),
         description="Every candidate with its L2-normalised embedding (in text-window mode also "
         "the window ending at it), through the embedding cache.",
+        checks=CHECKS,
     )
-
-    def embed_candidates(
-        context: dg.AssetExecutionContext,
-        model: Embedder,
-        postgres: PostgresResource,
-        sentence_candidates: pd.DataFrame,
-    ) -> Iterator[dg.Output | dg.AssetCheckEvaluation]:
-        counts, texts, text_batches = [], [], []
-        for key, group in by_document(sentence_candidates):
-            doc_texts = embedding_texts(document_text(group), candidates_from(group), config)
-            counts.append(len(group))
-            texts.extend(doc_texts)
-            text_batches.extend([key[0]] * len(doc_texts))
-        model_id, vectors, sent = "none", None, set[str]()
-
-        def embed(pending: list[str]) -> np.ndarray:  # remembers what the model was sent
-            sent.update(pending)
-            return model.embed(pending)
-
-        try:
-            model_id = model.model_id  # a missing or corrupt model fails here: fall back too
-            vectors, stats = EmbeddingCache(postgres).get_or_embed(model_id, texts, embed)
-        except EmbeddingError as exc:
-            context.log.warning(
-                f"embedding failed, boundaries will use the lexical fallback: {exc}"
-            )
-            stats = CacheStats(len(texts), 0, 0, 0)
-        cache = _cache_by_batch(run_batches(context), text_batches, texts, sent, vectors is None)
-        forward, backward, offset = [], [], 0
-        for n in counts:
-            rows = expected_rows(n, config)
-            doc_vectors = vectors[offset : offset + rows] if vectors is not None else None
-            ahead, behind = per_candidate(doc_vectors, n, config)
-            forward.extend(ahead)
-            backward.extend(behind)
-            offset += rows
-        if len(sentence_candidates):
-            df = carry(
-                sentence_candidates,
-                "candidate_embeddings",
-                model_id=[model_id] * len(forward),
-                embedding=forward,
-                window_before=backward,
-            )
-        else:
-            df = frame("candidate_embeddings", [])
-        model_used = {"model_id": model_id, "fallback": vectors is None}
-        describe_batches(context, df, lambda part: model_used, also=cache)
-        # The run's totals under the same names: every batch's materialization overrides them.
-        yield dg.Output(df, metadata=cache_numbers(stats.texts, stats.hits, stats.embedded))
-        batches = run_batches(context)
-        pairs = zip(by_batch(sentence_candidates, batches), by_batch(df, batches), strict=True)
-        results = ((batch, embedding_checks(cands, rows)) for (batch, cands), (_, rows) in pairs)
-        yield from checks.evaluated_per_batch(context, results)
+    attributes["deps"] = ["embedding_model"]
 
     if model_resource is not None:
         if config.boundary_model == "static":
@@ -145,9 +89,8 @@ def build_embeddings_asset(
             context: dg.AssetExecutionContext, sentence_candidates: pd.DataFrame
         ) -> Iterator[dg.Output | dg.AssetCheckEvaluation]:
             model = getattr(context.resources, model_resource)
-            yield from embed_candidates(
-                context, model, getattr(context.resources, POSTGRES_KEY), sentence_candidates
-            )
+            postgres = getattr(context.resources, POSTGRES_KEY)
+            yield from _embed_candidates(context, model, postgres, sentence_candidates, config)
 
         return candidate_embeddings
 
@@ -163,9 +106,89 @@ def build_embeddings_asset(
         # its own resource.
         static = config.boundary_model == "static"
         model = seams_static_embedder if static else seams_embedder
-        yield from embed_candidates(context, model, seams_postgres, sentence_candidates)
+        yield from _embed_candidates(context, model, seams_postgres, sentence_candidates, config)
 
     return candidate_embeddings
+
+
+def _embed_candidates(
+    context: dg.AssetExecutionContext,
+    model: Embedder,
+    postgres: PostgresResource,
+    sentence_candidates: pd.DataFrame,
+    config: ChunkingConfig,
+) -> Iterator[dg.Output | dg.AssetCheckEvaluation]:
+    """The step itself, whichever resource holds the model: embed, lay the vectors out per
+    candidate, describe each batch, then check each batch."""
+    counts, texts, text_batches = [], [], []
+    for key, group in by_document(sentence_candidates):
+        doc_texts = embedding_texts(document_text(group), candidates_from(group), config)
+        counts.append(len(group))
+        texts.extend(doc_texts)
+        text_batches.extend([key[0]] * len(doc_texts))
+    model_id, vectors, stats, sent = _embed_through_cache(context, model, postgres, texts)
+    cache = _cache_by_batch(run_batches(context), text_batches, texts, sent, vectors is None)
+    df = _embedding_frame(sentence_candidates, counts, model_id, vectors, config)
+    model_used = {"model_id": model_id, "fallback": vectors is None}
+    describe_batches(context, df, lambda part: model_used, also=cache)
+    # The run's totals under the same names: every batch's materialization overrides them.
+    yield dg.Output(df, metadata=cache_numbers(stats.texts, stats.hits, stats.embedded))
+    batches = run_batches(context)
+    pairs = zip(by_batch(sentence_candidates, batches), by_batch(df, batches), strict=True)
+    results = ((batch, embedding_checks(cands, rows)) for (batch, cands), (_, rows) in pairs)
+    yield from checks.evaluated_per_batch(context, results)
+
+
+def _embed_through_cache(
+    context: dg.AssetExecutionContext,
+    model: Embedder,
+    postgres: PostgresResource,
+    texts: list[str],
+) -> tuple[str, np.ndarray | None, CacheStats, set[str]]:
+    """`texts`' vectors through the embedding cache, with the model's id and the texts the model
+    was sent; a missing, corrupt or failing model gives no vectors (the lexical fallback)
+    instead of failing the batch."""
+    model_id, vectors, sent = "none", None, set[str]()
+
+    def embed(pending: list[str]) -> np.ndarray:  # remembers what the model was sent
+        sent.update(pending)
+        return model.embed(pending)
+
+    try:
+        model_id = model.model_id  # a missing or corrupt model fails here: fall back too
+        vectors, stats = EmbeddingCache(postgres).get_or_embed(model_id, texts, embed)
+    except EmbeddingError as exc:
+        context.log.warning(f"embedding failed, boundaries will use the lexical fallback: {exc}")
+        stats = CacheStats(len(texts), 0, 0, 0)
+    return model_id, vectors, stats, sent
+
+
+def _embedding_frame(
+    sentence_candidates: pd.DataFrame,
+    counts: Sequence[int],
+    model_id: str,
+    vectors: np.ndarray | None,
+    config: ChunkingConfig,
+) -> pd.DataFrame:
+    """The step's rows: each candidate carried on with its vector (and, in text-window mode, the
+    window ending at it), documents in the order `counts` lists them."""
+    forward, backward, offset = [], [], 0
+    for n in counts:
+        rows = expected_rows(n, config)
+        doc_vectors = vectors[offset : offset + rows] if vectors is not None else None
+        ahead, behind = per_candidate(doc_vectors, n, config)
+        forward.extend(ahead)
+        backward.extend(behind)
+        offset += rows
+    if not len(sentence_candidates):
+        return frame("candidate_embeddings", [])
+    return carry(
+        sentence_candidates,
+        "candidate_embeddings",
+        model_id=[model_id] * len(forward),
+        embedding=forward,
+        window_before=backward,
+    )
 
 
 def _cache_by_batch(
