@@ -1,4 +1,4 @@
-"""`chunks`: size-bounded, traceable chunks with lineage (stage 4), guarded by blocking checks.
+"""`chunks`: size-bounded chunks with their provenance (stage 4), guarded by blocking checks.
 
 It reads only `semantic_boundaries`, whose rows carry each candidate with its vector, its text
 piece and its file: the document text is rebuilt from those pieces, exactly up to the last
@@ -21,7 +21,6 @@ import pandas as pd
 from seams.assets import checks
 from seams.assets.checks import check_result
 from seams.assets.display import (
-    asset_attributes,
     cut_words,
     file_name,
     md_cell,
@@ -70,15 +69,16 @@ def build_chunks_asset(
     chunks_code_version = code_version(CHUNKS_VERSION, *parts.assembly)
 
     @dg.asset(
-        **lineage.asset_defaults(),
-        **asset_attributes("chunks", stage="assemble"),
-        code_version=chunks_code_version,
-        automation_condition=automation_condition,
-        check_specs=checks.batch_check_specs(
-            lineage.key("chunks"), CHECKS, lineage.partitions, blocking=True
-        ),
-        description="The chunks a RAG system reads, each with offsets, sizes, pages, section, "
-        "cohesion, boundary method and lineage (run, config, model, file version, code version).",
+        **lineage.stage_attributes(
+            "chunks",
+            stage="assemble",
+            code_version=chunks_code_version,
+            automation_condition=automation_condition,
+            description="The chunks a RAG system reads, each with offsets, sizes, pages, "
+            "section, cohesion, boundary method and provenance (run, config, model, file "
+            "version, code version).",
+            checks=CHECKS,
+        )
     )
     def chunks(
         context: dg.AssetExecutionContext,
@@ -106,14 +106,14 @@ def build_chunks_asset(
                 # In cl100k mode sizes are LLM tokens; this flags chunks over the model's window.
                 window_counter=count_tokens if config.tokenizer == "cl100k_base" else None,
             )
-            lineage = {
+            provenance = {
                 "run_id": context.run.run_id,
                 "config_hash": config.fingerprint(),
                 "model_id": first["model_id"] if vectors is not None else "none",
                 "source_sha256": first["source_sha256"],
                 "code_version": chunks_code_version,
             }
-            rows.extend(chunk_rows(key[0], with_pages(made, group), lineage))
+            rows.extend(chunk_rows(key[0], with_pages(made, group), provenance))
             texts[key], files[key[1]] = text, file_name(first["source_uri"])
         df = frame("chunks", rows)
         batch_frames = list(by_batch(df, run_batches(context)))

@@ -179,12 +179,12 @@ def stored_candidate_vectors(group: pd.DataFrame) -> np.ndarray | None:
     return stack_vectors(values)
 
 
-def chunk_rows(batch_key: str, chunks: Sequence[Chunk], lineage: dict[str, str]) -> list[dict]:
+def chunk_rows(batch_key: str, chunks: Sequence[Chunk], provenance: dict[str, str]) -> list[dict]:
     rows = []
     for c in chunks:
         row = {BATCH_KEY: batch_key}
         row.update({name: getattr(c, name) for name in CHUNK_FIELDS})
-        row.update(lineage)
+        row.update(provenance)
         rows.append(row)
     return rows
 

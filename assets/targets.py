@@ -61,7 +61,7 @@ def build_target_asset(
         automation_condition=target_condition(),
         description=f"The published current chunks of {', '.join(collections)} mirrored into "
         f"{settings.kind} {settings.store_name} ({where}): one record per chunk, its vector, "
-        "text and lineage.",
+        "text and provenance.",
     )
     def target(
         context: dg.AssetExecutionContext, seams_postgres: PostgresResource

@@ -14,7 +14,7 @@ file) measures:
   sends and deletes, and the time of that sync (medians).
 
 A settings change that changes the chunking config gives every chunk a new `config_hash`, a
-lineage field of every record: such a backfill re-sends every record, and is not what this
+provenance field of every record: such a backfill re-sends every record, and is not what this
 measures.
 
     .venv/bin/python benchmarks/targets_sync.py --chunks 10000

@@ -45,7 +45,7 @@ class Embedder(Protocol):
 
     @property
     def count_tokens(self) -> Callable[[list[str]], list[int]]:
-        """Tokens per text without special tokens; a `name` attribute names it in lineage."""
+        """Tokens per text without special tokens; a `name` attribute names it in provenance."""
         ...
 
     @property

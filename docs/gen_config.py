@@ -383,7 +383,7 @@ def _targets_section(meaning: _Meanings) -> list[str]:
     """The `targets:` block: the vector stores that mirror the published chunks."""
     return [
         "Vector stores that mirror the published current chunks, one record per chunk with "
-        "its vector, text and lineage. Each key is a target name, each value a mapping with "
+        "its vector, text and provenance. Each key is a target name, each value a mapping with "
         "the fields below; without it nothing leaves Seams' PostgreSQL.\n",
         "```yaml\ntargets:\n  app_pg: {kind: pgvector, table: rag_chunks, "
         "url_env: APP_DATABASE_URL}\n  app_lance: {kind: lancedb, table: rag_chunks, "

@@ -8,7 +8,7 @@ resources are made of: `seams.resources.OnnxEmbedderResource` is this class plus
 `OnnxEmbedder` runs `seams.models.onnx_runtime` (sessions, windows, pooling) and adds
 configuration, the model folder (the packaged all-MiniLM-L6-v2 export of the data dir by default,
 or any sentence-transformers model: `seams.models.model_export.load_model_folder`), its prompts,
-lineage (`model_id`) and the chunker's token counter (`count_tokens`). `StaticEmbedder` has
+provenance (`model_id`) and the chunker's token counter (`count_tokens`). `StaticEmbedder` has
 the same interface over `seams.models.static_runtime` (numpy lookups over MiniLM's tokenizer,
 far cheaper); with the packaged model both count tokens with MiniLM's tokenizer, so their
 `count_tokens` agree.
@@ -166,7 +166,7 @@ class OnnxEmbedder(BaseModel):
     def count_tokens(self) -> CheckedCounter:
         """The chunker's token counter for this model (the `Embedder` protocol): word pieces per
         text without [CLS]/[SEP] (the chunker's `tokens` size unit), memoised per word, named
-        after the sha256 of `tokenizer.json` so chunk lineage says which
+        after the sha256 of `tokenizer.json` so chunk provenance says which
         tokenizer sized it. Only the tokenizer is verified: a broken ONNX graph must not stop
         segmentation (the embedding step then falls back to lexical boundaries)."""
         directory = self.resolved_model_dir()
@@ -192,8 +192,8 @@ class OnnxEmbedder(BaseModel):
 
     @property
     def model_id(self) -> str:
-        """What makes this embedder's vectors, for lineage and embedding-cache keys: the sha256
-        of the ONNX graph it runs (the packaged model's id, unchanged), combined with the
+        """What makes this embedder's vectors, for provenance and embedding-cache keys: the
+        sha256 of the ONNX graph it runs (the packaged model's id, unchanged), combined with the
         pooling, steps, window and document prompt for any model with another recipe or a
         document prompt."""
         return self._model_id(self.manifest, self.variant)
@@ -308,7 +308,7 @@ class StaticEmbedder(BaseModel):
 
     @property
     def model_id(self) -> str:
-        """sha256 of `embeddings.npy`: for lineage and embedding-cache keys."""
+        """sha256 of `embeddings.npy`: for chunk provenance and embedding-cache keys."""
         return self.manifest.model_id
 
     @property

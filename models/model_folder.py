@@ -84,7 +84,7 @@ class VectorRecipe:
 
     @property
     def is_default(self) -> bool:
-        """True for the packaged model's recipe: its lineage ids stay the graph's sha256."""
+        """True for the packaged model's recipe: its provenance ids stay the graph's sha256."""
         return self == VectorRecipe()
 
     def query_prompt(self) -> str:
@@ -117,7 +117,7 @@ class VectorRecipe:
         return self.prompts.get(self.default_prompt_name, "")
 
     def fingerprint(self, document_prompt: str) -> str:
-        """sha256 of what turns the transformer's output into an index vector (for lineage)."""
+        """sha256 of what turns the transformer's output into an index vector (provenance)."""
         data = asdict(self) | {"document_prompt": document_prompt}
         data.pop("prompts")
         data.pop("default_prompt_name")

@@ -3,7 +3,7 @@
 An exported model is a folder (by default `<data dir>/models/all-MiniLM-L6-v2/`) holding the ONNX
 graph(s), the `tokenizer.json` and a `manifest.json` that records the sha256 of every file. The
 manifest is written last, so a folder without one is never half a model; the sha256 of the fp32
-graph is the `model_id` that lineage and the embedding cache key on.
+graph is the `model_id` that chunk provenance and the embedding cache key on.
 
 This module is on the hot path: it imports only the standard library, so an embedder process
 never pays for (or needs) torch. Export itself lives in `seams.models.model_export`.
@@ -121,7 +121,7 @@ class ModelManifest:
 
     @property
     def model_id(self) -> str:
-        """The sha256 of the fp32 `model.onnx`: the model's identity for lineage and caches."""
+        """The sha256 of the fp32 `model.onnx`: the model's identity for provenance and caches."""
         return self.variants["fp32"].sha256
 
     @property

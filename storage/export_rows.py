@@ -1,6 +1,6 @@
 """The rows of `seams export`: which columns an export has and the query that streams them.
 
-One row per published chunk with every column of `seams.chunks` (lineage included: run_id,
+One row per published chunk with every column of `seams.chunks` (provenance included: run_id,
 config_hash, model_id, source_sha256, code_version; and its `collection`, so an export of
 several collections tells their chunks apart) plus the document's `source_uri`; with
 `vectors`, also the chunk's `chunk_index` entry (`vector_model_id`, `vector_mode`, `embedding`).

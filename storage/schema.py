@@ -404,7 +404,7 @@ _CANDIDATE = _cols(
     ("gap_before", "text", "text between the previous candidate (or the start) and this one"),
     ("text", "text", "the candidate: document text[start_char:end_char]"),
     ("source_uri", "text", "the file (its basename names it in the UI)"),
-    ("source_sha256", "text", "the file version the candidate comes from (lineage)"),
+    ("source_sha256", "text", "the file version the candidate comes from (provenance)"),
 )
 
 SENTENCE_CANDIDATES = Table(
@@ -485,7 +485,7 @@ CHUNKS = Table(
         ("boundary_method", "text", "similarity source of its boundaries: semantic or jaccard"),
         ("strategy", "text", "chunking strategy (context_aware)"),
         ("metadata", "jsonb", "size, start reason (boundary_reason), oversized/undersized flags"),
-        # Lineage (contract): which run, config, model and file version produced the chunk.
+        # Provenance (contract): which run, config, model and file version produced the chunk.
         ("run_id", "text", "the Dagster run that wrote it"),
         ("config_hash", "text", "fingerprint of the chunking config"),
         ("model_id", "text", "sha256 of the embedding model ('none' in the lexical fallback)"),

@@ -77,7 +77,7 @@ def test_parquet_and_jsonl_exports_hold_exactly_the_chunks_table(
     table = pq.read_table(parquet)
     assert table.column_names == [c.name for c in export_columns()]
     exported = table.to_pylist()
-    assert [_normalise(r) for r in exported] == expected  # same rows, ids, order, lineage
+    assert [_normalise(r) for r in exported] == expected  # same rows, ids, order, provenance
     assert all(r["source_uri"] for r in exported)
     # A project without collections exports every chunk as the default collection's.
     assert {r["collection"] for r in exported} == {"default"}
