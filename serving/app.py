@@ -192,47 +192,45 @@ def create_app(state: ServerState) -> FastAPI:
         redoc_url=None,
     )
     app.state.seams = state
+    _observe_requests(app, state)
+    _answer_failures(app)
+    _api_routes(app, state)
+    _page_routes(app, state)
+    return app
 
-    def answer(route: str, work: Callable[[], T]) -> T:
-        """`work()`, once more after a database failure, then a 503; bad input a 400."""
-        for attempt in (1, 2):
-            try:
-                return work()
-            except (InputError, ConfigError) as exc:
-                raise Refused(400, _one_line(exc)) from None
-            except (StorageError, EmbeddingError) as exc:
-                kind = "database" if isinstance(exc, StorageError) else "model"
-                if attempt == 1 and kind == "database":
-                    log.info("%s: %s; trying once more", route, _one_line(exc))
-                    time.sleep(RETRY_PAUSE_S)  # a restarting server: give it a moment
-                    continue
-                state.metrics.errors.labels(route, kind).inc()
-                log.error("%s: %s", route, _one_line(exc))
-                raise Refused(
-                    503, f"the {kind} is unavailable (the server's log says why); retry shortly"
-                ) from None
-        raise AssertionError("unreachable")  # pragma: no cover
 
-    def declared_for(who: Caller) -> list[str] | None:
-        """A tenant's collections (what it may name); None: the settings' (no keys)."""
-        if who.tenant is None:
-            return None
-        with who.readers.postgres.connection() as conn:
-            return sorted(assignments(conn))
+def _answer(state: ServerState, route: str, work: Callable[[], T]) -> T:
+    """`work()`, once more after a database failure, then a 503; bad input a 400."""
+    for attempt in (1, 2):
+        try:
+            return work()
+        except (InputError, ConfigError) as exc:
+            raise Refused(400, _one_line(exc)) from None
+        except (StorageError, EmbeddingError) as exc:
+            kind = "database" if isinstance(exc, StorageError) else "model"
+            if attempt == 1 and kind == "database":
+                log.info("%s: %s; trying once more", route, _one_line(exc))
+                time.sleep(RETRY_PAUSE_S)  # a restarting server: give it a moment
+                continue
+            state.metrics.errors.labels(route, kind).inc()
+            log.error("%s: %s", route, _one_line(exc))
+            raise Refused(
+                503, f"the {kind} is unavailable (the server's log says why); retry shortly"
+            ) from None
+    raise AssertionError("unreachable")  # pragma: no cover
 
-    def run_search(who: Caller, body: SearchRequest) -> dict[str, Any]:
-        response = who.readers.search(
-            state.settings,
-            body.query,
-            body.k,
-            budget=body.budget,
-            collections=body.collections,
-            search=body.search,
-            lexical_weight=body.lexical_weight,
-            option="collections:",
-            declared=declared_for(who),
-        )
-        return response.to_dict()
+
+def _declared_for(who: Caller) -> list[str] | None:
+    """A tenant's collections (what it may name); None: the settings' (no keys)."""
+    if who.tenant is None:
+        return None
+    with who.readers.postgres.connection() as conn:
+        return sorted(assignments(conn))
+
+
+def _observe_requests(app: FastAPI, state: ServerState) -> None:
+    """Every request, whatever its route: refused early when its body is too large, counted in
+    flight (for a graceful stop), timed into the metrics, and a bug answered in one line."""
 
     @app.middleware("http")
     async def observe(request: Request, call_next: Callable[..., Any]) -> Response:
@@ -259,6 +257,11 @@ def create_app(state: ServerState) -> FastAPI:
                               time.perf_counter() - started)  # fmt: skip
         return response
 
+
+def _answer_failures(app: FastAPI) -> None:
+    """Refusals and invalid requests as one line: `{"error": ...}` for the API, an error page
+    for the HTML pages."""
+
     @app.exception_handler(Refused)
     async def refused(request: Request, exc: Refused) -> Response:
         if _wants_html(request):
@@ -273,22 +276,42 @@ def create_app(state: ServerState) -> FastAPI:
     async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
         return JSONResponse({"error": str(exc.detail)}, exc.status_code, headers=exc.headers)
 
+
+def _api_routes(app: FastAPI, state: ServerState) -> None:
+    """The JSON API, described in `/openapi.json`: search, a document's chunks, health and
+    metrics."""
     failures: dict[int | str, dict[str, Any]] = {
         code: {"model": Failure} for code in (400, 401, 404, 413, 422, 503)
     }
+
+    def run_search(who: Caller, body: SearchRequest) -> dict[str, Any]:
+        response = who.readers.search(
+            state.settings,
+            body.query,
+            body.k,
+            budget=body.budget,
+            collections=body.collections,
+            search=body.search,
+            lexical_weight=body.lexical_weight,
+            option="collections:",
+            declared=_declared_for(who),
+        )
+        return response.to_dict()
 
     @app.post("/search", responses=failures, summary="Search, as `seams search --json` does")
     def post_search(body: SearchRequest, who: Who) -> dict[str, Any]:
         """The answer `seams search QUERY --json` prints for the same arguments: hits with
         their scores, parent and neighbours, notes, and with a budget the packed spans."""
-        return answer("/search", lambda: run_search(who, body))
+        return _answer(state, "/search", lambda: run_search(who, body))
 
     @app.get("/documents/{document_id}", responses=failures, summary="A document's chunks")
     def get_document(document_id: str, who: Who) -> dict[str, Any]:
         """The current chunks of one document, in order, with offsets, sizes, sections and the
         reason and similarity of the boundary each starts at."""
         _check_id(document_id)
-        view = answer("/documents", lambda: document_view(who.readers.postgres, document_id))
+        view = _answer(
+            state, "/documents", lambda: document_view(who.readers.postgres, document_id)
+        )
         if view is None:
             raise Refused(404, f"no current document {document_id!r}")
         return view.to_dict()
@@ -307,8 +330,19 @@ def create_app(state: ServerState) -> FastAPI:
             with who.readers.postgres.connection() as conn:
                 return published_seqs(conn)
 
-        return Response(state.metrics.render(answer("/metrics", published)), 200,
+        return Response(state.metrics.render(_answer(state, "/metrics", published)), 200,
                         media_type=CONTENT_TYPE)  # fmt: skip
+
+
+def _page_routes(app: FastAPI, state: ServerState) -> None:
+    """The HTML pages a person reads in a browser (left out of the OpenAPI document): a search
+    form with its hits, and a document with its chunk boundaries marked."""
+
+    def search_response(who: Caller, body: SearchRequest) -> Any:
+        return who.readers.search(
+            state.settings, body.query, body.k, budget=body.budget, search=body.search,
+            declared=_declared_for(who),
+        )  # fmt: skip
 
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
     def home(
@@ -323,29 +357,21 @@ def create_app(state: ServerState) -> FastAPI:
             return pages.search_page(None, query=q, k=k, budget=tokens, search=search)
         body = SearchRequest(query=q, k=k, budget=tokens, search=search or None)
         try:
-            response = answer("/", lambda: _search_response(who, body))
+            response = _answer(state, "/", lambda: search_response(who, body))
         except Refused as exc:
             return pages.search_page(None, query=q, k=k, budget=tokens, search=search,
                                      error=str(exc))  # fmt: skip
         return pages.search_page(response, query=q, k=k, budget=tokens, search=search)
 
-    def _search_response(who: Caller, body: SearchRequest) -> Any:
-        return who.readers.search(
-            state.settings, body.query, body.k, budget=body.budget, search=body.search,
-            declared=declared_for(who),
-        )  # fmt: skip
-
     @app.get("/view/{document_id}", response_class=HTMLResponse, include_in_schema=False)
     def view(document_id: str, who: Who, mark: Annotated[str, Query(max_length=40)] = "") -> str:
         _check_id(document_id)
-        found = answer(
-            "/view", lambda: document_view(who.readers.postgres, document_id, with_text=True)
+        found = _answer(
+            state, "/view", lambda: document_view(who.readers.postgres, document_id, with_text=True)
         )
         if found is None:
             raise Refused(404, f"no current document {document_id!r}")
         return pages.document_page(found, _mark(mark))
-
-    return app
 
 
 def _check_id(document_id: str) -> None:
