@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import math
 import struct
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -65,118 +66,163 @@ def write_bert_onnx(folder: Path, out: Path) -> None:
     """Write the ONNX graph of the BERT encoder in `folder` (config.json + model.safetensors)
     to `out`, fp32, with dynamic batch and sequence axes."""
     import onnx
-    from onnx import TensorProto, helper, numpy_helper
+    from onnx import TensorProto, helper
 
     config = bert_config(folder)
     weights = read_safetensors(folder / "model.safetensors")
     prefix = "bert." if "bert.embeddings.word_embeddings.weight" in weights else ""
     hidden, heads = int(config["hidden_size"]), int(config["num_attention_heads"])
-    eps = float(config.get("layer_norm_eps", 1e-12))
-    nodes: list[onnx.NodeProto] = []
-    initializers: list[onnx.TensorProto] = []
-
-    def weight(name: str, transpose: bool = False) -> str:
-        """An initializer of the tensor `name` (a Linear weight transposed for MatMul)."""
-        array = weights[prefix + name]
-        array = np.ascontiguousarray(array.T if transpose else array)
-        initializers.append(numpy_helper.from_array(array, name))
-        return name
-
-    def constant(name: str, value: np.ndarray) -> str:
-        initializers.append(numpy_helper.from_array(value, name))
-        return name
-
-    def node(op: str, inputs: list[str], output: str, **attrs: Any) -> str:
-        nodes.append(helper.make_node(op, inputs, [output], name=output, **attrs))
-        return output
-
-    def linear(x: str, module: str, out: str) -> str:
-        product = node("MatMul", [x, weight(f"{module}.weight", transpose=True)], f"{out}/mm")
-        return node("Add", [product, weight(f"{module}.bias")], out)
-
-    def layer_norm(x: str, module: str, out: str) -> str:
-        scale, bias = weight(f"{module}.weight"), weight(f"{module}.bias")
-        return node("LayerNormalization", [x, scale, bias], out, axis=-1, epsilon=eps)
-
-    # Embeddings: word + position + token type, then a layer norm.
-    words = node("Gather", [weight("embeddings.word_embeddings.weight"), "input_ids"], "words")
-    shape = node("Shape", ["input_ids"], "ids_shape")
-    length = node("Gather", [shape, constant("one_index", np.array(1, np.int64))], "length")
-    positions = node(
-        "Range",
-        [constant("zero", np.array(0, np.int64)), length, constant("step", np.array(1, np.int64))],
-        "positions",
-    )
-    placed = node("Gather", [weight("embeddings.position_embeddings.weight"), positions], "placed")
-    types = node(
-        "Gather", [weight("embeddings.token_type_embeddings.weight"), "token_type_ids"], "types"
-    )
-    summed = node("Add", [node("Add", [words, placed], "words_placed"), types], "embedded")
-    x = layer_norm(summed, "embeddings.LayerNorm", "embeddings")
-
-    # The additive attention mask: 0 where attended, float32's lowest where padded (as BERT's).
-    mask = node("Cast", ["attention_mask"], "mask", to=TensorProto.FLOAT)
-    lowest = constant("lowest", np.array(np.finfo(np.float32).min, np.float32))
-    hidden_mask = node(
-        "Mul",
-        [node("Sub", [constant("one", np.array(1, np.float32)), mask], "unmasked"), lowest],
-        "mask_bias",
-    )
-    mask_bias = node(
-        "Unsqueeze", [hidden_mask, constant("mask_axes", np.array([1, 2], np.int64))], "mask_4d"
-    )
-    split = constant("split_heads", np.array([0, 0, heads, hidden // heads], np.int64))
-    merge = constant("merge_heads", np.array([0, 0, hidden], np.int64))
-    scale = constant("scale", np.array(1 / math.sqrt(hidden // heads), np.float32))
-    half, root2 = (
-        constant("half", np.array(0.5, np.float32)),
-        constant("root2", np.array(math.sqrt(2), np.float32)),
-    )
-
-    one = constant("one_f", np.array(1, np.float32))
-
-    def heads_of(x: str, at: str, tag: str, name: str, perm: list[int]) -> str:
-        """The `name` projection of `x`, split into heads: [batch, heads, ...] by `perm`."""
-        projected = linear(x, f"{at}.attention.self.{name}", f"{tag}/{name}")
-        shaped = node("Reshape", [projected, split], f"{tag}/{name}/heads")
-        return node("Transpose", [shaped], f"{tag}/{name}/t", perm=perm)
-
-    def encoder_layer(x: str, i: int) -> str:
-        """Layer `i` on `x`: self-attention, add & norm, GELU (erf) feed-forward, add & norm."""
-        at, tag = f"encoder.layer.{i}", f"l{i}"
-        q = heads_of(x, at, tag, "query", [0, 2, 1, 3])
-        k = heads_of(x, at, tag, "key", [0, 2, 3, 1])
-        v = heads_of(x, at, tag, "value", [0, 2, 1, 3])
-        scores = node("Mul", [node("MatMul", [q, k], f"{tag}/qk"), scale], f"{tag}/scaled")
-        masked = node("Add", [scores, mask_bias], f"{tag}/masked")
-        probs = node("Softmax", [masked], f"{tag}/p", axis=-1)
-        weighted = node("MatMul", [probs, v], f"{tag}/pv")
-        context = node("Transpose", [weighted], f"{tag}/ctx", perm=[0, 2, 1, 3])
-        merged = node("Reshape", [context, merge], f"{tag}/merged")
-        attended = linear(merged, f"{at}.attention.output.dense", f"{tag}/attn_out")
-        residual = node("Add", [attended, x], f"{tag}/res1")
-        x1 = layer_norm(residual, f"{at}.attention.output.LayerNorm", f"{tag}/ln1")
-        inner = linear(x1, f"{at}.intermediate.dense", f"{tag}/inner")
-        erf = node("Erf", [node("Div", [inner, root2], f"{tag}/scaled_inner")], f"{tag}/erf")
-        halved = node("Mul", [inner, half], f"{tag}/half")
-        gelu = node("Mul", [halved, node("Add", [erf, one], f"{tag}/erf1")], f"{tag}/gelu")
-        output = linear(gelu, f"{at}.output.dense", f"{tag}/out")
-        residual = node("Add", [output, x1], f"{tag}/res2")
-        return layer_norm(residual, f"{at}.output.LayerNorm", f"{tag}/ln2")
-
+    graph = _Graph(weights, prefix, float(config.get("layer_norm_eps", 1e-12)))
+    x = _embeddings(graph)
+    attention = _attention_inputs(graph, hidden, heads)
     for i in range(int(config["num_hidden_layers"])):
-        x = encoder_layer(x, i)
+        x = _encoder_layer(graph, x, i, attention)
 
-    nodes.append(helper.make_node("Identity", [x], [OUTPUT_NAME], name=OUTPUT_NAME))
+    graph.nodes.append(helper.make_node("Identity", [x], [OUTPUT_NAME], name=OUTPUT_NAME))
     dims = ["batch", "sequence"]
-    graph = helper.make_graph(
-        nodes,
-        "bert_encoder",
-        [helper.make_tensor_value_info(name, TensorProto.INT64, dims) for name in INPUT_NAMES],
-        [helper.make_tensor_value_info(OUTPUT_NAME, TensorProto.FLOAT, [*dims, hidden])],
-        initializers,
+    model = helper.make_model(
+        helper.make_graph(
+            graph.nodes,
+            "bert_encoder",
+            [helper.make_tensor_value_info(name, TensorProto.INT64, dims) for name in INPUT_NAMES],
+            [helper.make_tensor_value_info(OUTPUT_NAME, TensorProto.FLOAT, [*dims, hidden])],
+            graph.initializers,
+        ),
+        opset_imports=[helper.make_opsetid("", OPSET)],
     )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
     model.ir_version = 8  # what onnxruntime >= 1.20 reads
     onnx.checker.check_model(model)
     out.write_bytes(model.SerializeToString())
+
+
+class _Graph:
+    """The nodes and initializers written so far, in the order they are added: that order is
+    part of the file's bytes, and so of the model id every install must agree on."""
+
+    def __init__(self, weights: dict[str, np.ndarray], prefix: str, eps: float) -> None:
+        self.weights, self.prefix, self.eps = weights, prefix, eps
+        self.nodes: list[Any] = []
+        self.initializers: list[Any] = []
+
+    def weight(self, name: str, transpose: bool = False) -> str:
+        """An initializer of the tensor `name` (a Linear weight transposed for MatMul)."""
+        from onnx import numpy_helper
+
+        array = self.weights[self.prefix + name]
+        array = np.ascontiguousarray(array.T if transpose else array)
+        self.initializers.append(numpy_helper.from_array(array, name))
+        return name
+
+    def constant(self, name: str, value: np.ndarray) -> str:
+        from onnx import numpy_helper
+
+        self.initializers.append(numpy_helper.from_array(value, name))
+        return name
+
+    def node(self, op: str, inputs: list[str], output: str, **attrs: Any) -> str:
+        from onnx import helper
+
+        self.nodes.append(helper.make_node(op, inputs, [output], name=output, **attrs))
+        return output
+
+    def linear(self, x: str, module: str, out: str) -> str:
+        weight = self.weight(f"{module}.weight", transpose=True)
+        product = self.node("MatMul", [x, weight], f"{out}/mm")
+        return self.node("Add", [product, self.weight(f"{module}.bias")], out)
+
+    def layer_norm(self, x: str, module: str, out: str) -> str:
+        scale, bias = self.weight(f"{module}.weight"), self.weight(f"{module}.bias")
+        return self.node("LayerNormalization", [x, scale, bias], out, axis=-1, epsilon=self.eps)
+
+
+def _embeddings(g: _Graph) -> str:
+    """Word + position + token type embeddings, then a layer norm: the first layer's input."""
+    words = g.node("Gather", [g.weight("embeddings.word_embeddings.weight"), "input_ids"], "words")
+    shape = g.node("Shape", ["input_ids"], "ids_shape")
+    length = g.node("Gather", [shape, g.constant("one_index", np.array(1, np.int64))], "length")
+    positions = g.node(
+        "Range",
+        [
+            g.constant("zero", np.array(0, np.int64)),
+            length,
+            g.constant("step", np.array(1, np.int64)),
+        ],
+        "positions",
+    )
+    placed = g.node(
+        "Gather", [g.weight("embeddings.position_embeddings.weight"), positions], "placed"
+    )
+    types = g.node(
+        "Gather", [g.weight("embeddings.token_type_embeddings.weight"), "token_type_ids"], "types"
+    )
+    summed = g.node("Add", [g.node("Add", [words, placed], "words_placed"), types], "embedded")
+    return g.layer_norm(summed, "embeddings.LayerNorm", "embeddings")
+
+
+@dataclass(frozen=True)
+class _Attention:
+    """What every layer shares: the additive mask, head shapes, and the scalars of attention
+    and GELU."""
+
+    mask_bias: str
+    split: str
+    merge: str
+    scale: str
+    half: str
+    root2: str
+    one: str
+
+
+def _attention_inputs(g: _Graph, hidden: int, heads: int) -> _Attention:
+    """The shared inputs of every layer, written once. The mask is additive: 0 where attended,
+    float32's lowest where padded (as BERT's)."""
+    from onnx import TensorProto
+
+    mask = g.node("Cast", ["attention_mask"], "mask", to=TensorProto.FLOAT)
+    lowest = g.constant("lowest", np.array(np.finfo(np.float32).min, np.float32))
+    hidden_mask = g.node(
+        "Mul",
+        [g.node("Sub", [g.constant("one", np.array(1, np.float32)), mask], "unmasked"), lowest],
+        "mask_bias",
+    )
+    mask_bias = g.node(
+        "Unsqueeze", [hidden_mask, g.constant("mask_axes", np.array([1, 2], np.int64))], "mask_4d"
+    )
+    split = g.constant("split_heads", np.array([0, 0, heads, hidden // heads], np.int64))
+    merge = g.constant("merge_heads", np.array([0, 0, hidden], np.int64))
+    scale = g.constant("scale", np.array(1 / math.sqrt(hidden // heads), np.float32))
+    half = g.constant("half", np.array(0.5, np.float32))
+    root2 = g.constant("root2", np.array(math.sqrt(2), np.float32))
+    one = g.constant("one_f", np.array(1, np.float32))
+    return _Attention(mask_bias, split, merge, scale, half, root2, one)
+
+
+def _heads_of(g: _Graph, x: str, at: str, tag: str, name: str, split: str, perm: list[int]) -> str:
+    """The `name` projection of `x`, split into heads: [batch, heads, ...] by `perm`."""
+    projected = g.linear(x, f"{at}.attention.self.{name}", f"{tag}/{name}")
+    shaped = g.node("Reshape", [projected, split], f"{tag}/{name}/heads")
+    return g.node("Transpose", [shaped], f"{tag}/{name}/t", perm=perm)
+
+
+def _encoder_layer(g: _Graph, x: str, i: int, a: _Attention) -> str:
+    """Layer `i` on `x`: self-attention, add & norm, GELU (erf) feed-forward, add & norm."""
+    at, tag = f"encoder.layer.{i}", f"l{i}"
+    q = _heads_of(g, x, at, tag, "query", a.split, [0, 2, 1, 3])
+    k = _heads_of(g, x, at, tag, "key", a.split, [0, 2, 3, 1])
+    v = _heads_of(g, x, at, tag, "value", a.split, [0, 2, 1, 3])
+    scores = g.node("Mul", [g.node("MatMul", [q, k], f"{tag}/qk"), a.scale], f"{tag}/scaled")
+    masked = g.node("Add", [scores, a.mask_bias], f"{tag}/masked")
+    probs = g.node("Softmax", [masked], f"{tag}/p", axis=-1)
+    weighted = g.node("MatMul", [probs, v], f"{tag}/pv")
+    context = g.node("Transpose", [weighted], f"{tag}/ctx", perm=[0, 2, 1, 3])
+    merged = g.node("Reshape", [context, a.merge], f"{tag}/merged")
+    attended = g.linear(merged, f"{at}.attention.output.dense", f"{tag}/attn_out")
+    residual = g.node("Add", [attended, x], f"{tag}/res1")
+    x1 = g.layer_norm(residual, f"{at}.attention.output.LayerNorm", f"{tag}/ln1")
+    inner = g.linear(x1, f"{at}.intermediate.dense", f"{tag}/inner")
+    erf = g.node("Erf", [g.node("Div", [inner, a.root2], f"{tag}/scaled_inner")], f"{tag}/erf")
+    halved = g.node("Mul", [inner, a.half], f"{tag}/half")
+    gelu = g.node("Mul", [halved, g.node("Add", [erf, a.one], f"{tag}/erf1")], f"{tag}/gelu")
+    output = g.linear(gelu, f"{at}.output.dense", f"{tag}/out")
+    residual = g.node("Add", [output, x1], f"{tag}/res2")
+    return g.layer_norm(residual, f"{at}.output.LayerNorm", f"{tag}/ln2")
