@@ -172,13 +172,8 @@ def plan_segments(
     candidates: Sequence[Candidate], boundaries: Sequence[Boundary], config: ChunkingConfig
 ) -> list[Segment]:
     """The chunk cores: boundaries first, then only the cuts min/max force (see module doc)."""
-    n = len(candidates)
-    if n == 0:
+    if not _check_gaps(candidates, boundaries):
         return []
-    if len(boundaries) != n - 1:
-        raise ValueError(
-            f"got {len(boundaries)} boundaries for {n} candidates; expected one per gap ({n - 1})"
-        )
     return _Planner(candidates, boundaries, config, _Sizes(candidates, config.size_unit)).plan()
 
 
@@ -392,61 +387,26 @@ def assemble_chunks(
     `window_counter`: the embedding model's token counter; with `tokenizer="cl100k_base"` every
     chunk is measured with it against `model_window_tokens` (the conservative heuristic if None).
     """
-    n = len(candidates)
-    if n == 0:
+    if not _check_gaps(candidates, boundaries):
         return []
-    if len(boundaries) != n - 1:
-        raise ValueError(
-            f"got {len(boundaries)} boundaries for {n} candidates; expected one per gap ({n - 1})"
-        )
     sizes = _Sizes(candidates, config.size_unit)
     segments = _Planner(candidates, boundaries, config, sizes).plan()
     vectors = _cohesion_vectors(embeddings, len(candidates), config)
     pages = PageIndex(page_spans) if page_spans is not None else None
     lo, hi = config.chunk_size_min, size_cap(config)
 
-    spans: list[tuple[int, int, int]] = []  # (overlap first, core first, stop)
-    for k, seg in enumerate(segments):
-        first = seg.first
-        if k > 0 and (config.overlap_tokens or config.overlap_ratio):
-            first = _overlap_start(segments[k - 1], seg, candidates, sizes, config)
-        spans.append((first, seg.first, seg.stop))
-
+    spans = _spans(segments, candidates, sizes, config)
     texts = [text[candidates[o].start_char : candidates[b - 1].end_char] for o, _, b in spans]
     cohesions = _cohesions(vectors, spans) if vectors is not None else [None] * len(spans)
     words = [t.split() for t in texts]
-    # NFC leaves ASCII and text already in NFC as it is: its normal form is its words joined.
-    normalised = [
-        " ".join(w) if t.isascii() or unicodedata.is_normalized("NFC", t) else normalise_text(t)
-        for t, w in zip(texts, words, strict=True)
-    ]
-    ids = assign_normalised_ids(document_id, normalised)
+    ids = _chunk_ids(document_id, texts, words)
     total = len(spans)
     window_counts: list[int] | None = None
     if config.tokenizer == CL100K_NAME:
         token_counter_name = CL100K_NAME
         measure = window_counter if window_counter is not None else HeuristicTokenCounter()
         window_counts = count_tokens(measure, texts)
-    # A model tokenizer (not cl100k, not the heuristic) counted runs it reads as one [UNK]
-    # by their characters: flag those chunks, and say so once per document.
-    model_sized = config.size_unit == "tokens" and token_counter_name not in (
-        CL100K_NAME,
-        HEURISTIC_COUNTER_NAME,
-    )
-    # A run the tokenizer cannot read lies inside one word: most chunks are ruled out by their
-    # longest word before the pattern looks at them.
-    estimated = [
-        bool(model_sized and max(map(len, w), default=0) > BERT_MAX_WORD_CHARS and unknown_runs(t))
-        for t, w in zip(texts, words, strict=True)
-    ]
-    if any(estimated):
-        logger.warning(
-            "%s: %d chunk(s) hold runs of over 100 letters or digits without a space or "
-            "punctuation, which the tokenizer reads as one unknown token ([UNK]): their token "
-            "counts are estimated at one token per character (metadata tokens_estimated)",
-            document_id,
-            sum(estimated),
-        )
+    estimated = _estimated_counts(texts, words, config, token_counter_name, document_id)
     # Per-candidate values as Python lists: the loop below reads a few per chunk.
     split_before = [0, *itertools.accumulate(c.split for c in candidates)]
     unit_prefix, token_prefix = sizes.prefix.tolist(), sizes.token_prefix.tolist()
@@ -498,6 +458,75 @@ def assemble_chunks(
             )
         )
     return chunks
+
+
+def _check_gaps(candidates: Sequence[Candidate], boundaries: Sequence[Boundary]) -> int:
+    """How many candidates there are, once there is one boundary per gap between them (else a
+    ValueError naming both counts)."""
+    n = len(candidates)
+    if n and len(boundaries) != n - 1:
+        raise ValueError(
+            f"got {len(boundaries)} boundaries for {n} candidates; expected one per gap ({n - 1})"
+        )
+    return n
+
+
+def _spans(
+    segments: Sequence[Segment],
+    candidates: Sequence[Candidate],
+    sizes: _Sizes,
+    config: ChunkingConfig,
+) -> list[tuple[int, int, int]]:
+    """Each chunk's (overlap first, core first, stop) candidate: its core is its segment, and
+    with overlap configured it also repeats the end of the segment before it."""
+    spans: list[tuple[int, int, int]] = []
+    for k, seg in enumerate(segments):
+        first = seg.first
+        if k > 0 and (config.overlap_tokens or config.overlap_ratio):
+            first = _overlap_start(segments[k - 1], seg, candidates, sizes, config)
+        spans.append((first, seg.first, seg.stop))
+    return spans
+
+
+def _chunk_ids(document_id: str, texts: Sequence[str], words: Sequence[list[str]]) -> list[str]:
+    """The chunks' ids, from their normalised texts (so the same text keeps its id)."""
+    # NFC leaves ASCII and text already in NFC as it is: its normal form is its words joined.
+    normalised = [
+        " ".join(w) if t.isascii() or unicodedata.is_normalized("NFC", t) else normalise_text(t)
+        for t, w in zip(texts, words, strict=True)
+    ]
+    return assign_normalised_ids(document_id, normalised)
+
+
+def _estimated_counts(
+    texts: Sequence[str],
+    words: Sequence[list[str]],
+    config: ChunkingConfig,
+    token_counter_name: str,
+    document_id: str,
+) -> list[bool]:
+    """Per chunk, whether its token count is an estimate: a model tokenizer (not cl100k, not
+    the heuristic) counted runs it reads as one [UNK] by their characters. Said once per
+    document."""
+    model_sized = config.size_unit == "tokens" and token_counter_name not in (
+        CL100K_NAME,
+        HEURISTIC_COUNTER_NAME,
+    )
+    # A run the tokenizer cannot read lies inside one word: most chunks are ruled out by their
+    # longest word before the pattern looks at them.
+    estimated = [
+        bool(model_sized and max(map(len, w), default=0) > BERT_MAX_WORD_CHARS and unknown_runs(t))
+        for t, w in zip(texts, words, strict=True)
+    ]
+    if any(estimated):
+        logger.warning(
+            "%s: %d chunk(s) hold runs of over 100 letters or digits without a space or "
+            "punctuation, which the tokenizer reads as one unknown token ([UNK]): their token "
+            "counts are estimated at one token per character (metadata tokens_estimated)",
+            document_id,
+            sum(estimated),
+        )
+    return estimated
 
 
 def size_cap(config: ChunkingConfig) -> float:
