@@ -155,7 +155,7 @@ def is_distributed(defs: dg.Definitions, job_name: str) -> bool:
     return defs.resolve_job_def(job_name).executor_def.name in DISTRIBUTED_EXECUTORS
 
 
-def require_shared_database(who: str, database_url: str | None) -> None:
+def check_shared_database(who: str, database_url: str | None) -> None:
     """Stop `who` unless `database_url` (SEAMS_DATABASE_URL, from the entry point's environment)
     names the one PostgreSQL every process shares.
 

@@ -274,7 +274,7 @@ def publish_ready(batch_keys: Sequence[str], *, defs: dg.Definitions) -> dict[st
 def check_can_submit(defs: dg.Definitions, command: str) -> None:
     """Before any work: a distributed executor needs the one shared PostgreSQL (fail fast)."""
     if launch.is_distributed(defs, lineages(defs)[0].job_name):
-        launch.require_shared_database(
+        launch.check_shared_database(
             f"`{command}` with execution.executor: celery",
             _postgres(defs=defs).database_url or None,
         )

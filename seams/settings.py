@@ -283,7 +283,7 @@ class SeamsSettings(Section):
 
     @field_validator("extraction")
     @classmethod
-    def _valid_limits(cls, value: dict[str, int | float]) -> dict[str, int | float]:
+    def _check_limits(cls, value: dict[str, int | float]) -> dict[str, int | float]:
         try:
             ExtractionLimits.from_settings(value)
         except ConfigError as exc:

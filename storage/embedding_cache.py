@@ -82,7 +82,7 @@ class EmbeddingCache:
 
     def put(self, model_id: str, texts: Sequence[str], embeddings: np.ndarray) -> int:
         """Store `embeddings[i]` for `texts[i]`; existing entries are kept. Returns rows added."""
-        matrix = _checked_matrix(embeddings, len(texts))
+        matrix = _check_matrix(embeddings, len(texts))
         if not len(texts):
             return 0
         rows = dict(zip((text_sha256(t) for t in texts), matrix.astype(">f4"), strict=True))
@@ -124,7 +124,7 @@ class EmbeddingCache:
         fresh: dict[str, np.ndarray] = {}
         stored = 0
         if pending:
-            vectors = _checked_matrix(np.asarray(embed(pending)), len(pending), source="embed")
+            vectors = _check_matrix(np.asarray(embed(pending)), len(pending), source="embed")
             stored = self.put(model_id, pending, vectors)
             fresh = dict(zip(pending, vectors, strict=True))
         pairs = zip(lookup.vectors, texts, strict=True)
@@ -147,7 +147,7 @@ class EmbeddingCache:
             raise connection_lost(self.postgres.redacted_url, "reading embeddings", exc) from exc
 
 
-def _checked_matrix(embeddings: np.ndarray, rows: int, *, source: str = "embeddings") -> np.ndarray:
+def _check_matrix(embeddings: np.ndarray, rows: int, *, source: str = "embeddings") -> np.ndarray:
     matrix = np.asarray(embeddings, dtype=np.float32)
     if rows == 0 and matrix.size == 0:
         return matrix.reshape(0, matrix.shape[-1] if matrix.ndim == 2 else 0)

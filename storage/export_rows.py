@@ -186,7 +186,7 @@ def stream_rows(
     with conn.transaction():
         conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
         if request.batch_key is not None:
-            _require_batch(conn, request.batch_key)
+            _check_batch(conn, request.batch_key)
         query, params = export_query(request)
         with conn.cursor(name=_CURSOR_NAME) as cursor:
             cursor.itersize = request.batch_rows
@@ -195,7 +195,7 @@ def stream_rows(
                 yield rows
 
 
-def _require_batch(conn: psycopg.Connection[Any], batch_key: str) -> None:
+def _check_batch(conn: psycopg.Connection[Any], batch_key: str) -> None:
     query = sql.SQL("SELECT 1 FROM {} WHERE batch_key = %s").format(schema.BATCHES.identifier())
     if conn.execute(query, (batch_key,)).fetchone() is None:
         raise InputError(

@@ -1061,7 +1061,7 @@ def chunk_index_hnsw_name(model_id: str, dimension: int, collection_key: int | N
     63 bytes (a hash of it), the dimension is visible to people, and no collection's name is
     (every role may read index names)."""
     digest = hashlib.sha256(model_id.encode()).hexdigest()[:16]
-    name = f"{CHUNK_INDEX_HNSW_PREFIX}{checked_dimension(dimension)}_{digest}"
+    name = f"{CHUNK_INDEX_HNSW_PREFIX}{check_dimension(dimension)}_{digest}"
     if collection_key is None:
         return name
     return f"{name}_c{operator.index(collection_key)}"
@@ -1089,7 +1089,7 @@ def collection_key_function() -> sql.Composable:
     )
 
 
-def checked_dimension(dimension: int) -> int:
+def check_dimension(dimension: int) -> int:
     """`dimension` as a vector dimension pgvector stores (1 to 16000; numpy integers too),
     else a `ValueError` naming it: it is composed into DDL and casts as a literal."""
     try:
@@ -1106,7 +1106,7 @@ def checked_dimension(dimension: int) -> int:
 def model_vector(column: sql.Composable, dimension: int) -> sql.Composable:
     """`column::vector(dimension)`: the expression a model's HNSW index is built on, and so the
     one a query must order by for PostgreSQL to use that index."""
-    return sql.SQL("({})::vector({})").format(column, sql.Literal(checked_dimension(dimension)))
+    return sql.SQL("({})::vector({})").format(column, sql.Literal(check_dimension(dimension)))
 
 
 def chunk_index_hnsw(

@@ -177,7 +177,7 @@ def ensure_model_index(
     the write's transaction (inside one, the build's SHARE lock on `seams.chunk_index` would be
     held until that transaction ends, queueing every other writer of the table behind it).
     """
-    schema.checked_dimension(dimension)
+    schema.check_dimension(dimension)
     if dimension > schema.MAX_HNSW_DIMENSIONS:
         log.info(
             "model %s: %d dimensions, more than HNSW indexes (%d): searched exactly",

@@ -29,7 +29,7 @@ from seams.errors import ConfigError, SeamsError
 from seams.models.model_store import default_model_dir, load_manifest
 from seams.orchestration.definitions import celery_config
 from seams.orchestration.instance import prepare_instance
-from seams.orchestration.launch import require_shared_database
+from seams.orchestration.launch import check_shared_database
 from seams.orchestration.priority import lower_priority
 from seams.settings import SeamsSettings
 
@@ -71,7 +71,7 @@ def prepare_worker(
 ) -> WorkerLaunch:
     """Check everything a worker needs in `environment`, prepare DAGSTER_HOME, and build the
     command (whose environment is `environment`'s variables plus the instance's)."""
-    require_shared_database("`seams worker`", environment.database_url)
+    check_shared_database("`seams worker`", environment.database_url)
     try:
         import dagster_celery  # noqa: F401
     except ImportError:
