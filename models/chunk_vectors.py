@@ -27,7 +27,7 @@ from seams.models.model_folder import DenseLayer, VectorRecipe
 from seams.models.onnx_runtime import EmbeddingRuntime
 
 RetrievalMode = Literal["text", "pooled", "late"]
-MODES: tuple[RetrievalMode, ...] = ("text", "pooled", "late")
+RETRIEVAL_MODES: tuple[RetrievalMode, ...] = ("text", "pooled", "late")
 
 LATE_OVERLAP_TOKENS = 64
 """Tokens shared by consecutive late-chunking windows: each token is then owned by the window

@@ -16,7 +16,7 @@ import pytest
 
 from seams.assets.retrieval import index_mode
 from seams.errors import InputError
-from seams.models.chunk_vectors import MODES
+from seams.models.chunk_vectors import RETRIEVAL_MODES
 from seams.models.model_store import ModelManifest
 from seams.resources.embedder import OnnxEmbedderResource
 from seams.resources.postgres import PostgresResource
@@ -99,7 +99,7 @@ PLANTED = {
 }
 
 
-@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("mode", RETRIEVAL_MODES)
 def test_every_mode_finds_planted_queries(mode: str, shared: Indexed) -> None:
     default = DEFAULT_MODE
     if mode != default:
