@@ -177,8 +177,9 @@ def unregistered(
         ids = [_document_id(f) for f in part]
         latest = _latest_versions(conn, ids, collection is not None)
         for f, document_id in zip(part, ids, strict=True):
-            if latest.get(document_id) != (_version(f), collection) and document_id not in seen:
-                seen.add(document_id)
+            # A document's id derives from its URI: the set holds the listing's own strings.
+            if latest.get(document_id) != (_version(f), collection) and f.source_uri not in seen:
+                seen.add(f.source_uri)
                 fresh.append(f)
     return fresh
 
