@@ -166,6 +166,10 @@ class TargetStore(Protocol):
         """Create `obj` for vectors of `dimension` (cosine) where it does not exist."""
         ...
 
+    def count(self, obj: str) -> int:
+        """How many records `obj` holds (a count, where listing every id is slow)."""
+        ...
+
     def ids(self, obj: str) -> set[str]:
         """The chunk ids `obj` holds."""
         ...

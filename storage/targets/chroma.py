@@ -102,6 +102,9 @@ class ChromaStore:
             yield page
             offset += len(page["ids"])
 
+    def count(self, obj: str) -> int:
+        return int(self._open(obj).count())
+
     def ids(self, obj: str) -> set[str]:
         return {cid for page in self._pages(obj, []) for cid in page["ids"]}
 

@@ -82,6 +82,9 @@ class LanceStore:
         if obj not in self._tables():
             self.db.create_table(obj, schema=record_schema(dimension))
 
+    def count(self, obj: str) -> int:
+        return int(self.db.open_table(obj).count_rows())
+
     def ids(self, obj: str) -> set[str]:
         table = self.db.open_table(obj)
         rows = table.search().select(["chunk_id"]).limit(max(table.count_rows(), 1)).to_arrow()

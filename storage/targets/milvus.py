@@ -22,6 +22,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
 from pymilvus import DataType, MilvusClient
+from pymilvus.client.types import LoadState
 
 from seams.errors import StorageError
 from seams.storage.targets.base import (
@@ -107,7 +108,19 @@ class MilvusStore:
             obj, schema=schema, index_params=index, consistency_level="Strong"
         )
 
+    def _loaded(self, obj: str) -> str:
+        """`obj`, loaded for queries: a collection opened by another process (Milvus Lite
+        reopening its file, a restarted server) is released until loaded."""
+        if self.client.get_load_state(obj)["state"] != LoadState.Loaded:
+            self.client.load_collection(obj)
+        return obj
+
+    def count(self, obj: str) -> int:
+        rows = self.client.query(self._loaded(obj), filter="", output_fields=["count(*)"])
+        return int(rows[0]["count(*)"])
+
     def _rows(self, obj: str, fields: list[str]) -> Iterator[dict[str, Any]]:
+        self._loaded(obj)
         iterator = self.client.query_iterator(obj, batch_size=_PAGE, output_fields=fields)
         try:
             while rows := iterator.next():

@@ -123,6 +123,11 @@ class PgvectorStore:
             )
         )
 
+    def count(self, obj: str) -> int:
+        query = sql.SQL("SELECT count(*) FROM {}").format(self._ident(obj))
+        row = self.conn.execute(query).fetchone()
+        return int(row[0]) if row else 0
+
     def ids(self, obj: str) -> set[str]:
         query = sql.SQL("SELECT chunk_id FROM {}").format(self._ident(obj))
         return {str(r[0]) for r in self.conn.execute(query)}

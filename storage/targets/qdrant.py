@@ -88,6 +88,9 @@ class QdrantStore:
             if offset is None:
                 return
 
+    def count(self, obj: str) -> int:
+        return int(self.client.count(obj, exact=True).count)
+
     def ids(self, obj: str) -> set[str]:
         return {
             str((p.payload or {}).get("chunk_id")) for p in self._scroll(obj, ["chunk_id"], False)

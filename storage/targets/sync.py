@@ -2,11 +2,11 @@
 
 What the store holds is known two ways: the ledger (`seams.target_records`: every record Seams
 sent, with the fingerprint of what it sent, written only after the store confirmed it) and the
-store's own ids. A sync sends exactly the published records whose fingerprint differs from the
-ledger's or whose id the store lacks, then deletes the ids the store or the ledger holds that
-are no longer published. With `verify` (what `seams sync` and `seams sync --check` do) it also
-reads every stored record and compares its fields and vector with Seams': a record altered by
-hand is found and rewritten.
+store's own ids (or only their count, when it equals the ledger's: `_present`). A sync sends
+exactly the published records whose fingerprint differs from the ledger's or whose id the store
+lacks, then deletes the ids the store or the ledger holds that are no longer published. With
+`verify` (what `seams sync` and `seams sync --check` do) it also reads every stored record and
+compares its fields and vector with Seams': a record altered by hand is found and rewritten.
 
 Order, so that readers of the store never miss a document (`docs/targets.md` says what they
 see): new and changed records first (an upsert replaces a record whole), deletes of retired ones
@@ -125,7 +125,7 @@ def sync_target(
                 if state.dimension is not None:
                     store.ensure(dest, state.dimension)
                 sent = _ledger(ledger, target, dest)
-                present = store.ids(dest)
+                present = _present(store, dest, sent, verify)
                 stale: set[str] = set()
                 if verify:
                     result.found = _compare(reader, store, dest, state, collections)
@@ -268,6 +268,16 @@ def _to_send(
                 batch = []
     if batch:
         yield batch
+
+
+def _present(store: TargetStore, obj: str, sent: dict[str, str], verify: bool) -> set[str]:
+    """The ids `obj` holds: the ledger's when `obj` holds as many records as the ledger lists
+    (a count, where listing every id is slow: Milvus), else the store's own list. A sync that
+    died part-way leaves the two apart (the ledger is written after the store and deleted after
+    it), as does a record deleted or added by hand; `verify` always lists."""
+    if not verify and store.count(obj) == len(sent):
+        return set(sent)
+    return store.ids(obj)
 
 
 def _batches(ids: Sequence[str], size: int) -> Iterator[list[str]]:

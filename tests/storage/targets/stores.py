@@ -61,20 +61,29 @@ _chroma: dict[str, str] = {}
 
 def chroma_server() -> str:
     """The URL of this test process's Chroma server (`chroma run`), started on first use in a
-    temporary folder and stopped when the process exits."""
+    temporary folder; at exit the server is stopped and its folder removed."""
     if "url" in _chroma:
         return _chroma["url"]
     folder = Path(tempfile.mkdtemp(prefix="seams-chroma-"))
     chroma = shutil.which("chroma", path=str(Path(sys.executable).parent)) or "chroma"
     port = free_port()
-    log = (folder / "server.log").open("wb")
-    proc = subprocess.Popen(
-        [chroma, "run", "--path", str(folder / "db"), "--host", "127.0.0.1", "--port", str(port)],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    atexit.register(stop_group, proc, grace_s=5)
+    with (folder / "server.log").open("wb") as log:
+        proc = subprocess.Popen(
+            [
+                chroma,
+                "run",
+                "--path",
+                str(folder / "db"),
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    atexit.register(_stop_chroma, proc, folder)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 120
     while True:
@@ -89,6 +98,11 @@ def chroma_server() -> str:
             time.sleep(0.1)
     _chroma["url"] = url
     return url
+
+
+def _stop_chroma(proc: subprocess.Popen, folder: Path) -> None:
+    stop_group(proc, grace_s=5)
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 def opener(settings: TargetSettings) -> Opener:

@@ -141,3 +141,27 @@ def test_a_record_deleted_or_altered_by_hand_is_found_and_repaired(
             assert_mirrors(store, corpus.current_records(postgres))
         finally:
             store.close()
+
+
+@pytest.mark.slow
+def test_a_milvus_lite_file_opened_again_is_read_and_synced(
+    postgres: PostgresResource, pg_server_url: str, tmp_path, monkeypatch
+) -> None:
+    """Milvus Lite serves its file from the client that opens it, and a collection an earlier
+    client made is released until loaded: `seams sync` opens the file afresh each time."""
+    for batch, documents in first_corpus().items():
+        corpus.publish_batch(postgres, batch, documents, MODEL_A, DIM_A)
+    with store_settings("milvus", pg_server_url, tmp_path, monkeypatch) as settings:
+        first = opener(settings)()
+        try:
+            sync_target(postgres, "docs", first, COLLECTIONS)
+        finally:
+            first.close()
+        store = opener(settings)()
+        try:
+            assert check_target(postgres, "docs", store, COLLECTIONS).exact
+            corpus.retire(postgres, ["beta"])
+            assert sync_target(postgres, "docs", store, COLLECTIONS).deleted == 3
+            assert_mirrors(store, corpus.current_records(postgres))
+        finally:
+            store.close()
