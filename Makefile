@@ -28,10 +28,11 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
-# The clients of the stores that run as servers (Chroma's `chroma run`, Milvus Lite): only the
-# slow lane tests targets of those kinds, so `make test` does not install them.
+# The clients of the stores that run as servers (Chroma's `chroma run`, Milvus Lite) and
+# LangChain's Chroma integration: only the slow lane tests targets of those kinds, so `make test`
+# does not install them.
 install-stores: install
-	$(UV) --compile-bytecode -e '.[chroma,milvus]'
+	$(UV) --compile-bytecode -e '.[chroma,milvus,langchain-chroma]'
 
 # The checkout keeps its data beside it (./.seams), where every command run from here finds it.
 demo: install
