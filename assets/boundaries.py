@@ -19,41 +19,24 @@ from seams.assets.frames import (
     stored_text_vectors,
     verdicts,
 )
-from seams.assets.partitions import DEFAULT_LINEAGE, Lineage
-from seams.assets.versions import StageParts, code_version
-from seams.chunking import (
-    ChunkingConfig,
-    detect_boundaries,
-    gap_similarities,
-    jaccard_similarities,
-)
+from seams.assets.stages import ChunkingStages
+from seams.chunking import detect_boundaries, gap_similarities, jaccard_similarities
 
 BOUNDARY_VERSION = "2"
 VERDICT_COLUMNS = ("similarity", "threshold", "is_boundary", "reason", "method")
 
 
-def build_boundaries_asset(
-    config: ChunkingConfig,
-    parts: StageParts,
-    automation_condition: dg.AutomationCondition | None = None,
-    lineage: Lineage = DEFAULT_LINEAGE,
-) -> dg.AssetsDefinition:
-    """`semantic_boundaries`, cutting with `config` (its code version folds in `parts`)."""
+def build_boundaries_asset(stages: ChunkingStages) -> dg.AssetsDefinition:
+    """`semantic_boundaries`, cutting with `stages.config`."""
+    config = stages.config
 
-    @dg.asset(
-        **lineage.stage_attributes(
-            "semantic_boundaries",
-            stage="cut",
-            code_version=code_version(BOUNDARY_VERSION, *parts.boundaries),
-            automation_condition=automation_condition,
-            description="Every candidate with the gap before it: its similarity, the threshold "
-            "rule's threshold, and whether (and why) a chunk starts there: document_start, "
-            "structural, semantic, size, or fallback (lexical similarity).",
-        )
-    )
+    @dg.asset(**stages.arguments("semantic_boundaries", BOUNDARY_VERSION))
     def semantic_boundaries(
         context: dg.AssetExecutionContext, candidate_embeddings: pd.DataFrame
     ) -> pd.DataFrame:
+        """Every candidate with the gap before it: its similarity, the threshold rule's
+        threshold, and whether (and why) a chunk starts there: document_start, structural,
+        semantic, size, or fallback (lexical similarity)."""
         columns: dict[str, list] = {name: [] for name in VERDICT_COLUMNS}
         for _key, group in by_document(candidate_embeddings):
             candidates = candidates_from(group)

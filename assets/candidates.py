@@ -10,39 +10,26 @@ import pandas as pd
 
 from seams.assets.display import describe_batches
 from seams.assets.frames import candidate_rows, extracted, frame
-from seams.assets.partitions import DEFAULT_LINEAGE, Lineage
-from seams.assets.versions import StageParts, code_version
-from seams.chunking import ChunkingConfig, segment
+from seams.assets.stages import ChunkingStages
+from seams.chunking import segment
 from seams.chunking.pages import PageIndex
 from seams.resources.embedder import OnnxEmbedderResource
 
 SEGMENTATION_VERSION = "2"
 
 
-def build_candidates_asset(
-    config: ChunkingConfig,
-    parts: StageParts,
-    automation_condition: dg.AutomationCondition | None = None,
-    lineage: Lineage = DEFAULT_LINEAGE,
-) -> dg.AssetsDefinition:
-    """`sentence_candidates`, segmenting with `config` (its code version folds in `parts`)."""
+def build_candidates_asset(stages: ChunkingStages) -> dg.AssetsDefinition:
+    """`sentence_candidates`, segmenting with `stages.config`."""
+    config = stages.config
 
-    @dg.asset(
-        **lineage.stage_attributes(
-            "sentence_candidates",
-            stage="segment",
-            code_version=code_version(SEGMENTATION_VERSION, *parts.segmentation),
-            automation_condition=automation_condition,
-            description="Sentences, headings, list items, tables and code blocks of every "
-            "document, with exact character offsets and token counts (the embedding model's "
-            "tokenizer).",
-        )
-    )
+    @dg.asset(**stages.arguments("sentence_candidates", SEGMENTATION_VERSION))
     def sentence_candidates(
         context: dg.AssetExecutionContext,
         seams_embedder: OnnxEmbedderResource,
         extracted_text: pd.DataFrame,
     ) -> pd.DataFrame:
+        """Sentences, headings, list items, tables and code blocks of every document, with
+        exact character offsets and token counts (the embedding model's tokenizer)."""
         rows = []
         for doc in extracted_text.itertuples(index=False):
             if not extracted(doc):

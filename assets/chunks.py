@@ -39,8 +39,7 @@ from seams.assets.frames import (
     run_batches,
     stored_candidate_vectors,
 )
-from seams.assets.partitions import DEFAULT_LINEAGE, Lineage
-from seams.assets.versions import StageParts, code_version
+from seams.assets.stages import ChunkingStages
 from seams.chunking import Chunk, ChunkingConfig, assemble_chunks
 from seams.chunking.tokens import counter_name, resolve_token_counter
 from seams.resources.embedder import OnnxEmbedderResource
@@ -59,33 +58,20 @@ CHECKS = {
 }
 
 
-def build_chunks_asset(
-    config: ChunkingConfig,
-    parts: StageParts,
-    automation_condition: dg.AutomationCondition | None = None,
-    lineage: Lineage = DEFAULT_LINEAGE,
-) -> dg.AssetsDefinition:
-    """`chunks`, assembled with `config` (its code version folds in `parts`)."""
-    chunks_code_version = code_version(CHUNKS_VERSION, *parts.assembly)
+def build_chunks_asset(stages: ChunkingStages) -> dg.AssetsDefinition:
+    """`chunks`, assembled with `stages.config`."""
+    config = stages.config
+    chunks_code_version = stages.code_version("chunks", CHUNKS_VERSION)
 
-    @dg.asset(
-        **lineage.stage_attributes(
-            "chunks",
-            stage="assemble",
-            code_version=chunks_code_version,
-            automation_condition=automation_condition,
-            description="The chunks a RAG system reads, each with offsets, sizes, pages, "
-            "section, cohesion, boundary method and provenance (run, config, model, file "
-            "version, code version).",
-            checks=CHECKS,
-        )
-    )
+    @dg.asset(**stages.arguments("chunks", CHUNKS_VERSION, checks=CHECKS))
     def chunks(
         context: dg.AssetExecutionContext,
         seams_embedder: OnnxEmbedderResource,
         seams_postgres: PostgresResource,
         semantic_boundaries: pd.DataFrame,
     ) -> Iterator[dg.Output | dg.AssetCheckEvaluation]:
+        """The chunks a RAG system reads, each with offsets, sizes, pages, section, cohesion,
+        boundary method and provenance (run, config, model, file version, code version)."""
         count_tokens = seams_embedder.count_tokens
         counter = counter_name(resolve_token_counter(count_tokens, config))
         rows, texts, files = [], {}, {}

@@ -36,8 +36,7 @@ from seams.assets.frames import (
     per_candidate,
     run_batches,
 )
-from seams.assets.partitions import DEFAULT_LINEAGE, Lineage
-from seams.assets.versions import StageParts, code_version
+from seams.assets.stages import ChunkingStages
 from seams.chunking import ChunkingConfig, embedding_texts
 from seams.chunking.chunker import Embedder
 from seams.chunking.similarity import expected_rows
@@ -55,25 +54,24 @@ CHECKS = {
 }
 
 
+DESCRIPTION = (
+    "Every candidate with its L2-normalised embedding (in text-window mode also the window "
+    "ending at it), through the embedding cache."
+)
+
+
 def build_embeddings_asset(
-    config: ChunkingConfig,
-    parts: StageParts,
-    automation_condition: dg.AutomationCondition | None = None,
-    model_resource: str | None = None,
-    lineage: Lineage = DEFAULT_LINEAGE,
+    stages: ChunkingStages, model_resource: str | None = None
 ) -> dg.AssetsDefinition:
-    """`candidate_embeddings` of the texts `config` embeds (its code version folds in `parts`),
-    by the `embedder` resource (the packaged model), `static_embedder` when `config` finds
-    boundaries with the static model, or the resource named `model_resource` (a model folder
-    of `embedder.model`)."""
-    attributes = lineage.stage_attributes(
+    """`candidate_embeddings` of the texts `stages.config` embeds, by the `embedder` resource
+    (the packaged model), `static_embedder` when the config finds boundaries with the static
+    model, or the resource named `model_resource` (a model folder of `embedder.model`)."""
+    config = stages.config
+    attributes = stages.arguments(
         "candidate_embeddings",
-        stage="embed",
+        EMBEDDING_VERSION,
+        description=DESCRIPTION,
         kinds=("postgres", "onnx"),
-        code_version=code_version(EMBEDDING_VERSION, *parts.embedding),
-        automation_condition=automation_condition,
-        description="Every candidate with its L2-normalised embedding (in text-window mode also "
-        "the window ending at it), through the embedding cache.",
         checks=CHECKS,
     )
     attributes["deps"] = ["embedding_model"]

@@ -8,14 +8,11 @@ It lives in `assets/` (not `orchestration/`) because the assets need it and depe
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import dagster as dg
 
-from seams.assets.checks import batch_check_specs
-from seams.assets.display import asset_attributes
 from seams.storage.schema import BATCH_ASSETS, DEFAULT_COLLECTION
 
 document_batches = dg.DynamicPartitionsDefinition(name="document_batches")
@@ -96,33 +93,6 @@ class Lineage:
             "partitions_def": self.partitions,
             "group_name": self.group(stage_group),
         }
-
-    def stage_attributes(
-        self,
-        asset: str,
-        *,
-        stage: str,
-        code_version: str,
-        automation_condition: dg.AutomationCondition | None,
-        description: str,
-        kinds: tuple[str, ...] = ("postgres",),
-        checks: Mapping[str, str] | None = None,
-    ) -> dict[str, Any]:
-        """The `@dg.asset` arguments of one of its pipeline stages: the shared defaults, the UI's
-        attributes, and (with `checks`, name -> description) blocking checks per batch, so
-        every stage is declared the same way."""
-        attributes = {
-            **self.asset_defaults(),
-            **asset_attributes(asset, stage=stage, kinds=kinds),
-            "code_version": code_version,
-            "automation_condition": automation_condition,
-            "description": description,
-        }
-        if checks is not None:
-            attributes["check_specs"] = batch_check_specs(
-                self.key(asset), checks, self.partitions, blocking=True
-            )
-        return attributes
 
     def placed(self, asset: dg.AssetsDefinition) -> dg.AssetsDefinition:
         """`asset` (made with `asset_defaults`, so under this lineage's prefix) with the inputs

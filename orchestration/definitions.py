@@ -26,6 +26,7 @@ from seams.assets.model import build_model_asset
 from seams.assets.partitions import DEFAULT_LINEAGE, Lineage
 from seams.assets.retrieval import IndexModel, build_index_asset, index_mode
 from seams.assets.retrieval_eval import INDEX_KEY, EvalSetup, build_evaluation
+from seams.assets.stages import ChunkingStages
 from seams.assets.targets import build_targets
 from seams.assets.versions import StageParts
 from seams.environment import CELERY_BACKEND_ENV, CELERY_BROKER_ENV, SeamsEnvironment
@@ -114,18 +115,16 @@ def build_lineage(
     parts = StageParts.of(config, settings.embedder.variant, models.boundary_identity)
     retrieval = settings.retrieval
     automation = settings_changed_condition(settings.backfill.automatic)
+    stages = ChunkingStages(config, parts, automation, lineage)
     assets = [
         build_extraction_asset(settings.extraction_limits(), lineage, settings.inbox.endpoint_url),
-        build_candidates_asset(config, parts, automation_condition=automation, lineage=lineage),
+        build_candidates_asset(stages),
         build_embeddings_asset(
-            config,
-            parts,
-            automation_condition=automation,
+            stages,
             model_resource=BOUNDARY_EMBEDDER_KEY if models.boundary.folder is not None else None,
-            lineage=lineage,
         ),
-        build_boundaries_asset(config, parts, automation_condition=automation, lineage=lineage),
-        build_chunks_asset(config, parts, automation_condition=automation, lineage=lineage),
+        build_boundaries_asset(stages),
+        build_chunks_asset(stages),
         build_index_asset(
             config,
             parts,
