@@ -20,6 +20,7 @@ from seams.storage import tenant_roles, tenants
 from tests.storage.test_tenants import Tenancy
 from tests.storage.test_tenants import tenancy as tenancy  # the fixture, shared
 from tests.support.databases import database_name, fresh_database
+from tests.support.privileges import assert_refused
 
 
 def test_a_tenants_connections_stop_at_its_limit_while_another_still_connects(
@@ -66,11 +67,7 @@ def test_a_tenants_connections_stop_at_its_limit_while_another_still_connects(
 def test_sleep_large_objects_and_advisory_locks_are_refused_to_a_tenant(
     tenancy: Tenancy, statement: str
 ) -> None:
-    with (
-        psycopg.connect(tenancy.urls[tenancy.a]) as conn,
-        pytest.raises(psycopg.errors.InsufficientPrivilege, match="permission denied"),
-    ):
-        conn.execute(statement)
+    assert_refused(tenancy.urls[tenancy.a], statement)
 
 
 def test_the_writers_command_lock_is_the_owners_alone(tenancy: Tenancy) -> None:

@@ -28,6 +28,7 @@ from seams.storage import (
 )
 from tests.storage.test_tenants import Tenancy
 from tests.storage.test_tenants import tenancy as tenancy  # the fixture, shared
+from tests.support.privileges import assert_refused
 
 WAIT = "5s"
 """How long a writer may wait for a lock here: a lock a tenant holds fails it, not hangs it."""
@@ -128,11 +129,7 @@ def test_a_tenant_holding_every_advisory_key_stalls_no_writer(tenancy: Tenancy) 
 def test_a_tenant_can_neither_read_nor_lock_the_writers_locks(
     tenancy: Tenancy, statement: str
 ) -> None:
-    with (
-        psycopg.connect(tenancy.urls[tenancy.a]) as conn,
-        pytest.raises(psycopg.errors.InsufficientPrivilege, match="permission denied"),
-    ):
-        conn.execute(statement)
+    assert_refused(tenancy.urls[tenancy.a], statement)
 
 
 def test_a_session_lock_is_free_once_its_session_ends_and_names_its_holder(
