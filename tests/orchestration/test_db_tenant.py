@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import shutil
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import psycopg
@@ -46,24 +46,26 @@ def write_settings(folder: Path, assignments: dict[str, str | None]) -> Path:
     return settings
 
 
-def seams(
-    argv: list[str],
-    capsys: pytest.CaptureFixture[str],
-    monkeypatch: pytest.MonkeyPatch,
-    *,
-    settings: Path,
-    database_url: str | None,
-) -> tuple[int, str, str]:
-    """`seams ARGV` in-process with these settings and server; (status, stdout, stderr)."""
+Seams = Callable[..., tuple[int, str, str]]
+
+
+@pytest.fixture
+def seams(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> Seams:
+    """`seams(ARGV, settings=..., database_url=...)`: `seams ARGV` in-process with these
+    settings and server (None: the data dir's own); (status, stdout, stderr)."""
     keep_environment(monkeypatch)
-    monkeypatch.setenv("SEAMS_CONFIG", str(settings))
-    if database_url is None:
-        monkeypatch.delenv(database.URL_ENV, raising=False)
-    else:
-        monkeypatch.setenv(database.URL_ENV, database_url)
-    status = cli.main(argv)
-    out, err = capsys.readouterr()
-    return status, out, err
+
+    def run(argv: list[str], *, settings: Path, database_url: str | None) -> tuple[int, str, str]:
+        monkeypatch.setenv("SEAMS_CONFIG", str(settings))
+        if database_url is None:
+            monkeypatch.delenv(database.URL_ENV, raising=False)
+        else:
+            monkeypatch.setenv(database.URL_ENV, database_url)
+        status = cli.main(argv)
+        out, err = capsys.readouterr()
+        return status, out, err
+
+    return run
 
 
 @pytest.fixture
@@ -97,12 +99,10 @@ def server(pg_server_url: str, names: tuple[str, str]) -> Iterator[str]:
 # --- no database ------------------------------------------------------------------------------
 
 
-def test_an_unknown_tenant_is_one_line_naming_the_known_ones(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_an_unknown_tenant_is_one_line_naming_the_known_ones(tmp_path: Path, seams: Seams) -> None:
     settings = write_settings(tmp_path, {"handbook": "acme", "tickets": "beta", "misc": None})
     argv = ["db", "url", "--tenant", "nobody"]
-    status, out, err = seams(argv, capsys, monkeypatch, settings=settings, database_url=None)
+    status, out, err = seams(argv, settings=settings, database_url=None)
     assert status == cli.EXIT_ERROR and out == ""
     assert err == (
         f"seams: error: --tenant 'nobody': no collection names that tenant in {settings} "
@@ -110,7 +110,7 @@ def test_an_unknown_tenant_is_one_line_naming_the_known_ones(
     )
     (tmp_path / "bare").mkdir()
     bare = write_settings(tmp_path / "bare", {"misc": None})
-    status, out, err = seams(argv, capsys, monkeypatch, settings=bare, database_url=None)
+    status, out, err = seams(argv, settings=bare, database_url=None)
     assert status == cli.EXIT_ERROR and err.count("\n") == 1
     assert "it names none: give a collection `tenant: NAME` under `collections:`" in err
 
@@ -119,12 +119,11 @@ def test_an_unknown_tenant_is_one_line_naming_the_known_ones(
 def test_tenant_goes_with_url_only(
     action: str,
     tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
-    monkeypatch: pytest.MonkeyPatch,
+    seams: Seams,
 ) -> None:
     settings = write_settings(tmp_path, {"handbook": "acme"})
     argv = ["db", action, "--tenant", "acme"]
-    status, out, err = seams(argv, capsys, monkeypatch, settings=settings, database_url=None)
+    status, out, err = seams(argv, settings=settings, database_url=None)
     assert status == cli.EXIT_ERROR and out == ""
     assert err == (
         f"seams: error: --tenant goes with `seams db url` only, not `seams db {action}`: "
@@ -133,16 +132,16 @@ def test_tenant_goes_with_url_only(
 
 
 def test_a_broken_seams_yaml_stops_only_the_actions_that_read_it(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, seams: Seams, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     settings = tmp_path / "seams.yaml"
     settings.write_text("embedder: {variant: fp16}\n", encoding="utf-8")
     monkeypatch.setenv("SEAMS_DATA_DIR", str(tmp_path / "data"))  # no server there
     argv = ["db", "status"]
-    status, out, err = seams(argv, capsys, monkeypatch, settings=settings, database_url=None)
+    status, out, err = seams(argv, settings=settings, database_url=None)
     assert (status, err) == (1, "") and out.startswith("stopped: embedded PostgreSQL in ")
     argv = ["db", "url", "--tenant", "acme"]
-    status, out, err = seams(argv, capsys, monkeypatch, settings=settings, database_url=None)
+    status, out, err = seams(argv, settings=settings, database_url=None)
     assert status == cli.EXIT_ERROR and out == "" and err.count("\n") == 1
     assert err.startswith(f"seams: error: {settings}: ") and "embedder.variant" in err
 
@@ -154,15 +153,15 @@ def test_db_url_tenant_syncs_the_settings_and_prints_a_working_url(
     server: str,
     names: tuple[str, str],
     tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
+    seams: Seams,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     a, b = names
     settings = write_settings(tmp_path, {"alpha": a, "beta": b, "gamma": None})
     argv = ["db", "url", "--tenant", a]
-    status, first, err = seams(argv, capsys, monkeypatch, settings=settings, database_url=server)
+    status, first, err = seams(argv, settings=settings, database_url=server)
     assert status == 0 and err == "" and first.count("\n") == 1
-    status, second, _ = seams(argv, capsys, monkeypatch, settings=settings, database_url=server)
+    status, second, _ = seams(argv, settings=settings, database_url=server)
     assert status == 0
     url, again = first.strip(), second.strip()
     params = psycopg.conninfo.conninfo_to_dict(url)
@@ -178,7 +177,7 @@ def test_db_url_tenant_syncs_the_settings_and_prints_a_working_url(
         assert mine.execute("SELECT collection FROM seams.chunks").fetchall() == [("alpha",)]
     # The tenant's URL given to `seams` itself: one line saying whose URL it needs.
     monkeypatch.setenv(database.DAGSTER_URL_ENV, again)
-    status, _, err = seams(["check"], capsys, monkeypatch, settings=settings, database_url=again)
+    status, _, err = seams(["check"], settings=settings, database_url=again)
     assert status == cli.EXIT_ERROR and err.count("\n") == 1, err
     assert "refused this role what the command needs (permission denied" in err
     assert "a tenant's URL (`seams db url --tenant`) is for your application's reads" in err
@@ -188,8 +187,7 @@ def test_db_upgrade_follows_the_settings_and_says_so(
     server: str,
     names: tuple[str, str],
     tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
-    monkeypatch: pytest.MonkeyPatch,
+    seams: Seams,
 ) -> None:
     a, b = names
     role_a, role_b = tenants.tenant_role(a), tenants.tenant_role(b)
@@ -197,7 +195,7 @@ def test_db_upgrade_follows_the_settings_and_says_so(
     def upgrade(assignments: dict[str, str | None]) -> list[str]:
         settings = write_settings(tmp_path, assignments)
         argv = ["db", "upgrade"]
-        status, out, err = seams(argv, capsys, monkeypatch, settings=settings, database_url=server)
+        status, out, err = seams(argv, settings=settings, database_url=server)
         assert status == 0 and err == "", err
         return out.splitlines()
 
@@ -241,13 +239,12 @@ def test_db_upgrade_follows_the_settings_and_says_so(
 def test_db_upgrade_with_broken_settings_upgrades_the_schema_and_says_tenants_were_not_synced(
     server: str,
     tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
-    monkeypatch: pytest.MonkeyPatch,
+    seams: Seams,
 ) -> None:
     settings = tmp_path / "seams.yaml"
     settings.write_text("collections: {x: {source: x, tenant: Bad-Name}}\n", encoding="utf-8")
     argv = ["db", "upgrade"]
-    status, out, err = seams(argv, capsys, monkeypatch, settings=settings, database_url=server)
+    status, out, err = seams(argv, settings=settings, database_url=server)
     assert status == cli.EXIT_ERROR
     assert out.startswith("created the seams schema at ") and out.count("\n") == 1
     assert err.startswith(f"seams: error: tenants not synced with the settings: {settings}: ")
@@ -300,15 +297,14 @@ def test_check_names_the_settings_tenants_without_a_role_and_what_differs(
 def test_on_the_embedded_server_the_url_is_the_role_alone(
     names: tuple[str, str],
     tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
-    monkeypatch: pytest.MonkeyPatch,
+    seams: Seams,
 ) -> None:
     """The data dir's own embedded server (the session's): trust on its private socket, so the
     URL carries no password, and the role it names reads what a tenant may."""
     a, _ = names
     settings = write_settings(tmp_path, {"alpha": a})
     argv = ["db", "url", "--tenant", a]
-    status, out, err = seams(argv, capsys, monkeypatch, settings=settings, database_url=None)
+    status, out, err = seams(argv, settings=settings, database_url=None)
     assert status == 0 and err == "", err
     owner_url = resolve_owner_url()
     try:
@@ -339,7 +335,7 @@ the socket (the embedded server listens on no TCP port); the owner keeps trust."
 def test_on_a_server_that_demands_passwords_the_printed_one_logs_in_and_is_never_logged(
     names: tuple[str, str],
     tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
+    seams: Seams,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     a, _ = names
@@ -358,9 +354,7 @@ def test_on_a_server_that_demands_passwords_the_printed_one_logs_in_and_is_never
         argv = ["db", "url", "--tenant", a]
         printed = []
         for _ in range(2):
-            status, out, err = seams(
-                argv, capsys, monkeypatch, settings=settings, database_url=data_url
-            )
+            status, out, err = seams(argv, settings=settings, database_url=data_url)
             assert status == 0 and err == "", err
             printed.append(out.strip())
         old, new = printed
