@@ -33,24 +33,20 @@ import warnings
 from collections.abc import Callable
 from pathlib import Path
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
-for path in (str(ROOT), str(HERE)):
-    if path not in sys.path:
-        sys.path.insert(0, path)
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # run as a script: `benchmarks.*` from the repository root
+    sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
-from topic_shift import (  # noqa: E402
+
+from benchmarks.header import write_result  # noqa: E402
+from benchmarks.topic_shift import (  # noqa: E402  (it keeps the hub offline)
     langchain_chunker,
     load_minilm,
     load_passages,
     minilm_path,
     token_counter,
 )
-
-from benchmarks.header import write_result  # noqa: E402
 from seams.chunking import (  # noqa: E402
     ChunkingConfig,
     assemble_chunks,

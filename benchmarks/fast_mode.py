@@ -33,17 +33,15 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
-for path in (str(ROOT), str(HERE)):
-    if path not in sys.path:
-        sys.path.insert(0, path)
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # run as a script: `benchmarks.*` from the repository root
+    sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
-from chunking_speed import prose  # noqa: E402
-from topic_shift import (  # noqa: E402
+
+from benchmarks.chunking_speed import prose  # noqa: E402
+from benchmarks.header import write_result  # noqa: E402
+from benchmarks.topic_shift import (  # noqa: E402  (it keeps the hub offline)
     CachedEmbedder,
     _langchain_system,
     add_topic_shift_arguments,
@@ -54,8 +52,6 @@ from topic_shift import (  # noqa: E402
     ours,
     token_counter,
 )
-
-from benchmarks.header import write_result  # noqa: E402
 from seams.chunking import ChunkingConfig, chunk_text  # noqa: E402
 
 TARGET_SECONDS_PER_10K = 0.1
