@@ -311,8 +311,7 @@ def main(argv: list[str] | None = None) -> int:
         results["with_model"] = part_two(
             prose(args.model_copies), config, embed, args.rounds, label
         )
-    if args.json:
-        write_result(args.json, results, argv)
+    write_result(args.json, results, argv)
     return 0
 
 

@@ -199,8 +199,7 @@ def main(argv: list[str] | None = None) -> int:
         "embedding_speed": speed,
         "chunk_text_packaged_default": end_to_end(text, args.runs, args.reference),
     }
-    if args.json:
-        write_result(args.json, result)
+    write_result(args.json, result)
     return 0
 
 

@@ -100,8 +100,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{min(loads):.1f}-{max(loads):.1f}; same report every run: "
         f"{result['same_report_every_run']}"
     )
-    if args.json:
-        write_result(args.json, result, argv)
+    write_result(args.json, result, argv)
     return 0 if result["same_report_every_run"] else 1
 
 

@@ -266,8 +266,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.skip_quality:
         payload["quality"] = quality(static, args.docs, args.grid, args.cache_dir)
     print(f"\n({time.perf_counter() - started:.0f} s)")
-    if args.json:
-        write_result(args.json, payload, argv)
+    write_result(args.json, payload, argv)
     return 0
 
 

@@ -69,8 +69,12 @@ def with_header(payload: dict[str, Any], argv: Sequence[str] | None = None) -> d
     return {"header": run_header(argv), **payload}
 
 
-def write_result(path: Path, payload: dict[str, Any], argv: Sequence[str] | None = None) -> None:
+def write_result(
+    path: Path | None, payload: dict[str, Any], argv: Sequence[str] | None = None
+) -> None:
     """Write `payload` under its header to `path` as indented JSON (the folder made if needed):
-    the one shape of every result file."""
+    the one shape of every result file. No `path` (no `--json` given): nothing is written."""
+    if path is None:
+        return
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(with_header(payload, argv), indent=2) + "\n", encoding="utf-8")

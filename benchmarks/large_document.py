@@ -267,8 +267,7 @@ def main(argv: list[str] | None = None) -> int:
                     f"{stages['seconds'][stage]:7.1f}"
                 )
     print("\n".join(rows))
-    if args.json:
-        write_result(args.json, {"results": results}, argv)
+    write_result(args.json, {"results": results}, argv)
     return 0
 
 

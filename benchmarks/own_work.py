@@ -494,8 +494,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="write the results here")
     args = parser.parse_args(argv)
     results = measure(args)
-    if args.json:
-        write_result(args.json, results, argv)
+    write_result(args.json, results, argv)
     return 0
 
 

@@ -522,8 +522,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         seconds=round(time.perf_counter() - started, 1),
         argv=list(sys.argv[1:] if argv is None else argv),
     )
-    if args.json:
-        write_result(args.json, results, argv)
+    write_result(args.json, results, argv)
     print(f"{args.comparison}: {results['seconds']:.0f} s")
     return 0
 

@@ -682,6 +682,5 @@ def run_and_report(
     payload["date"] = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     payload["argv"] = list(sys.argv[1:] if argv is None else argv)
     report(payload)
-    if args.json:
-        write_result(args.json, payload, argv)
+    write_result(args.json, payload, argv)
     return 0

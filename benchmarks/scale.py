@@ -812,8 +812,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     for figures in run(args):
         results.append(figures)
         print(summary_row(figures), flush=True)
-        if args.json:  # after every size: a long run keeps what it measured
-            write_result(args.json, {"sizes": results, "setup": setup()}, argv)
+        # After every size: a long run keeps what it measured.
+        write_result(args.json, {"sizes": results, "setup": setup()}, argv)
     print("\n" + table(results))
     print(f"\nBM25 top-{args.k} against the exhaustive sum, by read\n")
     print(lexical_table([(f"{f['chunks']:,}", f["bm25_exactness"]) for f in results]))

@@ -352,8 +352,7 @@ def main(argv: Sequence[str] | None = None) -> int:
           "by read\n")  # fmt: skip
     print(lexical_table([(f"{current:,} chunks", exactness)]))
     print(f"\nchunk_index write with the BM25 index: {index_write_seconds:.0f} s for {rows:,} rows")
-    if args.json:
-        write_result(args.json, result, argv)
+    write_result(args.json, result, argv)
     return 0
 
 

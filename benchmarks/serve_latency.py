@@ -245,8 +245,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     results = list(run(args))
     print(table(results, args.clients))
-    if args.json:
-        write_result(args.json, {"results": results}, argv)
+    write_result(args.json, {"results": results}, argv)
     return 0
 
 

@@ -228,8 +228,7 @@ def main(argv: list[str] | None = None) -> int:
         server.stop()
         shutil.rmtree(root, ignore_errors=True)
         shutil.rmtree(folder, ignore_errors=True)
-    if args.json:
-        write_result(args.json, {"runs": args.runs, "results": results}, argv)
+    write_result(args.json, {"runs": args.runs, "results": results}, argv)
     return 0
 
 

@@ -139,8 +139,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         on, off = result[key]["bm25_on"], result[key]["bm25_off"]
         print(f"| {label} | {on:.3f} | {off:.3f} | {on / off:.2f} |")
     print(f"\nBM25 index share of a run: {100 * result['bm25_share_of_run']:.2f} %")
-    if args.json:
-        write_result(args.json, result, argv)
+    write_result(args.json, result, argv)
     return 0
 
 

@@ -270,8 +270,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     results = measure(args.repeats)
     print(table(results))
-    if args.json:
-        write_result(args.json, results, argv)
+    write_result(args.json, results, argv)
     return 0
 
 

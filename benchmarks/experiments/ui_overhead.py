@@ -169,8 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     times = measure(args.repeats)
     print(table(times))
-    if args.json:
-        write_result(args.json, times, argv)
+    write_result(args.json, times, argv)
     return 0
 
 
