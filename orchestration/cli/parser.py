@@ -262,7 +262,7 @@ def _add_export(sub: Any) -> None:
     export = sub.add_parser(
         "export",
         help="write the chunks (and optionally their vectors) to Parquet or JSON Lines",
-        description="Stream seams.chunks (every lineage column) into OUT, in bounded memory. "
+        description="Stream seams.chunks (every provenance column) into OUT, in bounded memory. "
         "The schema is documented in docs/library.md.",
     )
     export.add_argument("out", metavar="OUT", help="the file to write (replaced when complete)")
