@@ -7,7 +7,6 @@ CI's lane; tests/orchestration/test_your_model_pipeline.py runs a real model end
 
 from __future__ import annotations
 
-import json
 import shutil
 import sys
 from dataclasses import replace
@@ -34,7 +33,7 @@ from seams.models.model_store import (
 from seams.orchestration.cli.entry import main
 from seams.orchestration.definitions import build_assets, build_resources, built_index_mode
 from seams.settings import SeamsSettings
-from tests.support.tiny_models import wordpiece
+from tests.support.tiny_models import wordpiece, write_mean_pooling_layout
 from tests.test_docs import provide_models
 
 STAGES = (
@@ -48,20 +47,8 @@ STAGES = (
 
 def _folder(path: Path, weights: bytes = b"weights-0") -> Path:
     """The files of a sentence-transformers folder (what its identity is computed from)."""
-    (path / "1_Pooling").mkdir(parents=True)
-    modules = [
-        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
-        {
-            "idx": 1,
-            "name": "1",
-            "path": "1_Pooling",
-            "type": "sentence_transformers.models.Pooling",
-        },
-    ]
-    (path / "modules.json").write_text(json.dumps(modules))
-    (path / "1_Pooling" / "config.json").write_text('{"pooling_mode_mean_tokens": true}')
-    (path / "sentence_bert_config.json").write_text('{"max_seq_length": 128}')
-    (path / "config.json").write_text('{"model_type": "bert"}')
+    path.mkdir(parents=True, exist_ok=True)
+    write_mean_pooling_layout(path, max_seq_length=128, config='{"model_type": "bert"}')
     wordpiece().save(str(path / "tokenizer.json"))
     (path / "model.safetensors").write_bytes(weights)
     return path
@@ -325,22 +312,10 @@ def test_model_export_provisions_every_model_the_settings_name(
         versions={"model2vec": installed_version("model2vec")},
     ).write()
     mine = tmp_path / "mine"
-    (mine / "1_Pooling").mkdir(parents=True)
+    mine.mkdir()
     for name in ("model.onnx", "tokenizer.json"):
         shutil.copy(exported_model.directory / name, mine / name)
-    modules = [
-        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
-        {
-            "idx": 1,
-            "name": "1",
-            "path": "1_Pooling",
-            "type": "sentence_transformers.models.Pooling",
-        },
-    ]
-    (mine / "modules.json").write_text(json.dumps(modules))
-    (mine / "1_Pooling" / "config.json").write_text('{"pooling_mode_mean_tokens": true}')
-    (mine / "sentence_bert_config.json").write_text('{"max_seq_length": 256}')
-    (mine / "config.json").write_text('{"hidden_size": 384}')
+    write_mean_pooling_layout(mine, max_seq_length=256, config='{"hidden_size": 384}')
     (tmp_path / "seams.yaml").write_text("retrieval: {model: mine}\n", encoding="utf-8")
     for variable in ("SEAMS_CONFIG", "SEAMS_PROJECT_DIR"):  # the working folder's seams.yaml
         monkeypatch.delenv(variable, raising=False)

@@ -6,6 +6,7 @@ CLS and last-token pooling; a Dense layer to 96 dimensions; query/document promp
 
 from __future__ import annotations
 
+import json
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -178,3 +179,25 @@ MODELS: dict[str, Callable[[Path], Path]] = {
         f, tokenizer=bpe(), special=BPE_SPECIALS, kind="gpt2", pooling="lasttoken"
     ),
 }
+
+
+def write_mean_pooling_layout(folder: Path, *, max_seq_length: int, config: str) -> None:
+    """The files of a sentence-transformers folder around its weights: `modules.json` (a
+    Transformer, then mean pooling), the pooling config, `sentence_bert_config.json` and
+    `config.json` (`config`, as written)."""
+    (folder / "1_Pooling").mkdir(parents=True, exist_ok=True)
+    modules = [
+        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+        {
+            "idx": 1,
+            "name": "1",
+            "path": "1_Pooling",
+            "type": "sentence_transformers.models.Pooling",
+        },
+    ]
+    (folder / "modules.json").write_text(json.dumps(modules))
+    (folder / "1_Pooling" / "config.json").write_text('{"pooling_mode_mean_tokens": true}')
+    (folder / "sentence_bert_config.json").write_text(
+        json.dumps({"max_seq_length": max_seq_length})
+    )
+    (folder / "config.json").write_text(config)
