@@ -18,13 +18,14 @@ import copy
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from seams.errors import missing_extra
+
 try:
     from langchain_core.documents import Document
     from langchain_text_splitters import TextSplitter
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
-    raise ImportError(
-        'seams.integrations.langchain needs LangChain: pip install "seams-chunking[langchain]" '
-        "(langchain-text-splitters and langchain-core)"
+    raise missing_extra(
+        __name__, "LangChain", "langchain", "langchain-text-splitters and langchain-core"
     ) from exc
 
 from seams.chunking import Chunk, ChunkingConfig

@@ -16,17 +16,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from seams.errors import missing_extra
+
 try:
     from langchain_core.callbacks import CallbackManagerForRetrieverRun
     from langchain_core.documents import Document
     from langchain_core.retrievers import BaseRetriever
     from pydantic import ConfigDict, PrivateAttr
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
-    raise ImportError(
-        "seams.integrations.langchain_retriever needs LangChain: "
-        'pip install "seams-chunking[langchain]" '
-        "(langchain-core)"
-    ) from exc
+    raise missing_extra(__name__, "LangChain", "langchain", "langchain-core") from exc
 
 from seams.integrations.retrieval import SeamsSearch, hit_metadata, span_metadata
 from seams.settings import SeamsSettings
@@ -55,19 +53,16 @@ class SeamsRetriever(BaseRetriever):
     _search: SeamsSearch = PrivateAttr()
 
     def model_post_init(self, context: Any) -> None:
-        overrides = {
-            name: value
-            for name in ("search", "lexical_weight", "sentence_weight")
-            if (value := getattr(self, name)) is not None
-        }
         self._search = SeamsSearch.from_settings(
             self.settings,
             postgres=self.postgres,
             embedder=self.embedder,
             k=self.k,
+            search=self.search,
+            lexical_weight=self.lexical_weight,
+            sentence_weight=self.sentence_weight,
             budget=self.budget,
             collections=self.collections,
-            **overrides,
         )
 
     def _get_relevant_documents(

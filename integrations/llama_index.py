@@ -19,17 +19,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from seams.errors import missing_extra
+
 try:
     from llama_index.core.bridge.pydantic import Field, PrivateAttr
     from llama_index.core.node_parser import NodeParser
     from llama_index.core.schema import BaseNode, MetadataMode, NodeRelationship, TextNode
     from llama_index.core.utils import get_tqdm_iterable
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
-    raise ImportError(
-        "seams.integrations.llama_index needs LlamaIndex: "
-        'pip install "seams-chunking[llama-index]" '
-        "(llama-index-core)"
-    ) from exc
+    raise missing_extra(__name__, "LlamaIndex", "llama-index", "llama-index-core") from exc
 
 from seams.chunking import ChunkingConfig
 from seams.integrations.chunker import (

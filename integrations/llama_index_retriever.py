@@ -16,14 +16,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from seams.errors import missing_extra
+
 try:
     from llama_index.core.retrievers import BaseRetriever
     from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
-    raise ImportError(
-        "seams.integrations.llama_index_retriever needs LlamaIndex: "
-        'pip install "seams-chunking[llama-index]" (llama-index-core)'
-    ) from exc
+    raise missing_extra(__name__, "LlamaIndex", "llama-index", "llama-index-core") from exc
 
 from seams.integrations.retrieval import SeamsSearch, hit_metadata, span_metadata
 from seams.settings import SeamsSettings
@@ -52,23 +51,16 @@ class SeamsLlamaIndexRetriever(BaseRetriever):
         embedder: Any = None,
         **kwargs: Any,
     ) -> None:
-        overrides = {
-            name: value
-            for name, value in (
-                ("search", search),
-                ("lexical_weight", lexical_weight),
-                ("sentence_weight", sentence_weight),
-            )
-            if value is not None
-        }
         self._search = SeamsSearch.from_settings(
             settings,
             postgres=postgres,
             embedder=embedder,
             k=k,
+            search=search,
+            lexical_weight=lexical_weight,
+            sentence_weight=sentence_weight,
             budget=budget,
             collections=collections,
-            **overrides,
         )
         super().__init__(**kwargs)
 

@@ -56,6 +56,7 @@ class SeamsSearch:
     ) -> SeamsSearch:
         """Defaults from `settings` (seams.yaml when None) and the database `seams search` uses
         (`SEAMS_DATABASE_URL`, else the embedded server); `overrides` set k, search, budget...
+        (one given as None keeps the default).
 
         `collections`: only those collections' chunks, names the settings declare (an unknown
         one is an `InputError` naming the known ones); with one, that collection's own
@@ -90,7 +91,8 @@ class SeamsSearch:
             "lexical_weight": retrieval.lexical_weight,
             "sentence_weight": retrieval.sentence_weight,
         }
-        return cls(postgres, embedder, **{**defaults, **overrides, "collections": names})
+        given = {name: value for name, value in overrides.items() if value is not None}
+        return cls(postgres, embedder, **{**defaults, **given, "collections": names})
 
     def response(self, query: str) -> SearchResponse:
         return _search_response(

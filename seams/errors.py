@@ -122,3 +122,11 @@ def counted(count: int, noun: str, plural: str | None = None) -> str:
     if plural is None:
         plural = noun + ("es" if noun.endswith(("s", "sh", "ch", "x", "z")) else "s")
     return f"{count} {plural}"
+
+
+def missing_extra(module: str, library: str, extra: str, packages: str) -> ImportError:
+    """The error of an optional integration imported without its extra: which `module` needs
+    which `library`, and the one `pip install` that brings it (`packages`, named)."""
+    return ImportError(
+        f'{module} needs {library}: pip install "seams-chunking[{extra}]" ({packages})'
+    )
