@@ -31,6 +31,9 @@ from seams.settings import SeamsSettings
 
 __all__ = ["SeamsRetriever"]
 
+SEARCH_ARGUMENTS = ("k", "search", "lexical_weight", "sentence_weight", "budget", "collections")
+"""The retriever's fields that are `SeamsSearch` arguments."""
+
 
 class SeamsRetriever(BaseRetriever):
     """Top-`k` hits (or hits until `budget` tokens) of `seams search` as LangChain Documents.
@@ -53,16 +56,9 @@ class SeamsRetriever(BaseRetriever):
     _search: SeamsSearch = PrivateAttr()
 
     def model_post_init(self, context: Any) -> None:
+        arguments = self.model_dump(include=set(SEARCH_ARGUMENTS))
         self._search = SeamsSearch.from_settings(
-            self.settings,
-            postgres=self.postgres,
-            embedder=self.embedder,
-            k=self.k,
-            search=self.search,
-            lexical_weight=self.lexical_weight,
-            sentence_weight=self.sentence_weight,
-            budget=self.budget,
-            collections=self.collections,
+            self.settings, postgres=self.postgres, embedder=self.embedder, **arguments
         )
 
     def _get_relevant_documents(
