@@ -51,7 +51,6 @@ import argparse
 import contextlib
 import functools
 import os
-import shutil
 import statistics
 import time
 from collections.abc import Iterator, Sequence
@@ -64,10 +63,10 @@ import pandas as pd
 import psycopg
 from psycopg import sql
 
+from benchmarks.database import benchmark_server
 from benchmarks.header import write_result
 from seams.resources.database import DATA_DATABASE, EmbeddedPostgres, database_url_for
-from seams.resources.embedded_server import server_tempdir
-from seams.resources.postgres import PostgresResource, close_all_pools
+from seams.resources.postgres import PostgresResource
 from seams.settings import RetrievalSettings
 from seams.storage import schema, vector_indexes
 from seams.storage.partition_tables import write_table
@@ -739,14 +738,7 @@ def run(args: argparse.Namespace) -> Iterator[dict[str, Any]]:
     database lives in that folder and is kept: a later run there resumes the load (or measures
     again at a size it reached) instead of starting over."""
     corpus = Corpus()
-    if args.keep:
-        root = args.keep.resolve()
-        root.mkdir(parents=True, exist_ok=True)
-        root.chmod(0o711)  # the server's user passes through, as with `server_tempdir`
-    else:
-        root = server_tempdir("seams-scale-")
-    server = EmbeddedPostgres(root / "pgdata")
-    try:
+    with benchmark_server("seams-scale-", args.keep) as server:
         started = server.start()
         if args.postgres_defaults:
             started = use_postgres_defaults(server, started)
@@ -765,17 +757,12 @@ def run(args: argparse.Namespace) -> Iterator[dict[str, Any]]:
             figures["load_seconds_without_hnsw"] = round(load_seconds, 1)
             figures["server_settings"] = server_settings(url)
             figures["data_dir_mib"] = round(
-                sum(p.stat().st_size for p in (root / "pgdata").rglob("*") if p.is_file()) / 2**20
+                sum(p.stat().st_size for p in server.pgdata.rglob("*") if p.is_file()) / 2**20
             )
             loaded += args.batches
             if not (args.keep and size == args.sizes[-1]):
                 drop_hnsw(url)
             yield {"size": size, **figures}
-    finally:
-        close_all_pools()
-        server.stop()
-        if not args.keep:
-            shutil.rmtree(root, ignore_errors=True)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

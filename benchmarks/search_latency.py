@@ -35,7 +35,6 @@ from __future__ import annotations
 import argparse
 import os
 import random
-import shutil
 import statistics
 import sys
 import time
@@ -53,12 +52,12 @@ for path in (ROOT, ROOT / "benchmarks"):
 
 from retrieval_eval import build_corpus, build_questions  # noqa: E402
 
+from benchmarks.database import benchmark_server  # noqa: E402
 from benchmarks.header import write_result  # noqa: E402
 from benchmarks.scale import lexical_table, measure_lexical, timed_searches  # noqa: E402
 from seams.models.embedders import OnnxEmbedder  # noqa: E402
-from seams.resources.database import DATA_DATABASE, EmbeddedPostgres, database_url_for  # noqa: E402
-from seams.resources.embedded_server import server_tempdir  # noqa: E402
-from seams.resources.postgres import PostgresResource, close_all_pools  # noqa: E402
+from seams.resources.database import DATA_DATABASE, database_url_for  # noqa: E402
+from seams.resources.postgres import PostgresResource  # noqa: E402
 from seams.settings import RetrievalSettings  # noqa: E402
 from seams.storage import schema, vector_indexes  # noqa: E402
 from seams.storage.partition_tables import write_table  # noqa: E402
@@ -252,9 +251,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"embedded {len(sentences)} seed sentences in {time.perf_counter() - t0:.1f} s")
     frames, manifest = synthetic_rows(args.docs, args.chunks_per_doc, sentences, vectors, model_id)
     rows = len(frames["chunk_index"])
-    root = server_tempdir("seams-latency-")
-    server = EmbeddedPostgres(root / "pgdata")
-    try:
+    with benchmark_server("seams-latency-") as server:
         url = database_url_for(server.start(), DATA_DATABASE)
         postgres = PostgresResource(url=url, max_connections=1)  # one session: SETs stick
         t0 = time.perf_counter()
@@ -317,10 +314,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             "search_response_ms": kinds,
             "bm25_exactness": exactness,
         }
-    finally:
-        close_all_pools()
-        server.stop()
-        shutil.rmtree(root, ignore_errors=True)
 
     print(f"\nSearch latency, {current:,} current chunks ({rows:,} index rows, 10 % stale), "
           f"k={args.k}, {len(queries)} queries, one at a time\n")  # fmt: skip

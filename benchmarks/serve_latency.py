@@ -27,7 +27,6 @@ import contextlib
 import json
 import os
 import resource
-import shutil
 import statistics
 import subprocess
 import sys
@@ -41,13 +40,13 @@ from typing import Any
 import httpx
 
 from benchmarks import scale
+from benchmarks.database import benchmark_server
 from benchmarks.header import ROOT, write_result
 from seams.environment import SeamsEnvironment
 from seams.models.embedders import OnnxEmbedder
 from seams.models.model_store import default_model_dir, load_manifest
-from seams.resources.database import DATA_DATABASE, EmbeddedPostgres, database_url_for
-from seams.resources.embedded_server import server_tempdir
-from seams.resources.postgres_pool import PostgresPool, close_all_pools
+from seams.resources.database import DATA_DATABASE, database_url_for
+from seams.resources.postgres_pool import PostgresPool
 from seams.storage.search import search_response
 from tests.support.served import serving
 
@@ -177,14 +176,7 @@ def run(args: argparse.Namespace) -> Iterator[dict[str, Any]]:
     manifest = load_manifest(default_model_dir(environment))
     scale.MODEL_ID = manifest.model_id  # the rows carry the real model's id (see the doc)
     corpus = scale.Corpus()
-    if args.keep:
-        root = args.keep.resolve()
-        root.mkdir(parents=True, exist_ok=True)
-        root.chmod(0o711)  # the server's user passes through, as with `server_tempdir`
-    else:
-        root = server_tempdir("seams-serve-bench-")
-    server = EmbeddedPostgres(root / "pgdata")
-    try:
+    with benchmark_server("seams-serve-bench-", args.keep) as server:
         url = database_url_for(server.start(), DATA_DATABASE)
         postgres = PostgresPool(url=url, max_connections=2)
         postgres.ensure_schema()
@@ -193,7 +185,7 @@ def run(args: argparse.Namespace) -> Iterator[dict[str, Any]]:
             target = size // scale.CHUNKS_PER_BATCH
             if target < loaded:
                 raise SystemExit(
-                    f"--keep {root} holds {loaded:,} batches, more than {size:,} chunks"
+                    f"--keep {args.keep} holds {loaded:,} batches, more than {size:,} chunks"
                 )
             if target > loaded:
                 scale.drop_hnsw(url)  # a bulk load without it; built again below
@@ -204,11 +196,6 @@ def run(args: argparse.Namespace) -> Iterator[dict[str, Any]]:
             texts = [q.text for q in scale.queries(corpus, loaded, args.queries)]
             print(f"[{time.strftime('%H:%M:%S')}] measuring at {size:,} chunks", flush=True)
             yield {"size": size, **measure(url, environment.data_dir, texts, args)}
-    finally:
-        close_all_pools()
-        server.stop()
-        if not args.keep:
-            shutil.rmtree(root, ignore_errors=True)
 
 
 def table(results: list[dict[str, Any]], clients: int) -> str:

@@ -16,7 +16,6 @@ the top 10 against numpy's exact order is printed for both.
 from __future__ import annotations
 
 import argparse
-import shutil
 import statistics
 import sys
 import time
@@ -29,9 +28,9 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from seams.resources.database import DATA_DATABASE, EmbeddedPostgres, database_url_for  # noqa: E402
-from seams.resources.embedded_server import server_tempdir  # noqa: E402
-from seams.resources.postgres import PostgresResource, close_all_pools  # noqa: E402
+from benchmarks.database import benchmark_server  # noqa: E402
+from seams.resources.database import DATA_DATABASE, database_url_for  # noqa: E402
+from seams.resources.postgres import PostgresResource  # noqa: E402
 from seams.storage import schema, vector_indexes  # noqa: E402
 from seams.storage.search.dense import IndexTarget, configure_scan, nearest_vectors  # noqa: E402
 from tests.storage.test_collection_vector_indexes import publish_in  # noqa: E402
@@ -87,9 +86,7 @@ def main() -> int:
     queries = tenant[np.arange(args.queries) * 7 % own] + 0.5 * noise
     queries = (queries / np.linalg.norm(queries, axis=1, keepdims=True)).astype(np.float32)
 
-    root = server_tempdir("seams-collection-hnsw-")
-    server = EmbeddedPostgres(root / "pgdata")
-    try:
+    with benchmark_server("seams-collection-hnsw-") as server:
         url = database_url_for(server.start(), DATA_DATABASE)
         postgres = PostgresResource(url=url, max_connections=1)
         postgres.ensure_schema()
@@ -112,10 +109,6 @@ def main() -> int:
             assert name is not None
             conn.execute(sql.SQL("DROP INDEX {}").format(sql.Identifier(schema.SCHEMA, name)))
         without_ms, without_recall = timed(postgres, queries, tenant)
-    finally:
-        close_all_pools()
-        server.stop()
-        shutil.rmtree(root, ignore_errors=True)
     print(f"HNSW build: model's index {model_seconds:.1f} s, the collection's {own_seconds:.2f} s")
     print(f"one-collection probe (pool {POOL}, median of {args.queries}, recall@10 vs exact):")
     print(f"  collection's own index: {with_ms:.2f} ms (recall {with_recall:.3f})")

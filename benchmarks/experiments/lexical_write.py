@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import statistics
 import sys
 import time
@@ -33,12 +32,12 @@ import dagster as dg  # noqa: E402
 import psycopg  # noqa: E402
 from psycopg import sql  # noqa: E402
 
+from benchmarks.database import benchmark_server  # noqa: E402
 from benchmarks.header import write_result  # noqa: E402
 from seams.assets.partitions import document_batches  # noqa: E402
 from seams.orchestration.definitions import build_assets  # noqa: E402
 from seams.paths import sample_corpus  # noqa: E402
-from seams.resources.database import EmbeddedPostgres, database_url_for  # noqa: E402
-from seams.resources.embedded_server import server_tempdir  # noqa: E402
+from seams.resources.database import database_url_for  # noqa: E402
 from seams.resources.embedder import OnnxEmbedderResource  # noqa: E402
 from seams.resources.io_manager import PostgresIOManager  # noqa: E402
 from seams.resources.postgres import PostgresResource, close_pool  # noqa: E402
@@ -103,10 +102,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
-    root = server_tempdir("seams-lexwrite-")
-    server = EmbeddedPostgres(root / "pgdata")
     runs: dict[bool, list[tuple[float, float, int]]] = {True: [], False: []}
-    try:
+    with benchmark_server("seams-lexwrite-") as server:
         server_url = server.start()
         run_once(server_url, args.docs, lexical=True)  # warm-up: model load, imports
         for n in range(args.rounds):
@@ -114,9 +111,6 @@ def main(argv: Sequence[str] | None = None) -> int:
                 runs[lexical].append(run_once(server_url, args.docs, lexical=lexical))
                 print(f"round {n + 1} lexical={lexical}: run {runs[lexical][-1][0]:.1f} s, "
                       f"chunk_index write {runs[lexical][-1][1]:.3f} s", flush=True)  # fmt: skip
-    finally:
-        server.stop()
-        shutil.rmtree(root, ignore_errors=True)
 
     def med(lexical: bool, field: int) -> float:
         return statistics.median(r[field] for r in runs[lexical])
