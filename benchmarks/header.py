@@ -7,12 +7,13 @@ every script that writes a result JSON puts `run_header()` under the `"header"` 
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import platform
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -78,3 +79,23 @@ def write_result(
         return
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(with_header(payload, argv), indent=2) + "\n", encoding="utf-8")
+
+
+def repeated_study(
+    argv: Sequence[str] | None,
+    description: str,
+    measure: Callable[[int], Any],
+    table: Callable[[Any], str],
+    *,
+    repeats: str,
+) -> int:
+    """The `main` of a study measured `--repeats` times (`repeats` says of what): `measure`,
+    print its `table`, and with `--json` write every number."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--repeats", type=int, default=3, help=repeats)
+    parser.add_argument("--json", type=Path, help="also write every number here")
+    args = parser.parse_args(argv)
+    results = measure(args.repeats)
+    print(table(results))
+    write_result(args.json, results, argv)
+    return 0

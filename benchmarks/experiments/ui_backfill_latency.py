@@ -26,7 +26,6 @@ Usage: `python -m benchmarks.experiments.ui_backfill_latency [--repeats 3] [--js
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import statistics
@@ -37,7 +36,7 @@ from pathlib import Path
 
 from dagster_graphql import DagsterGraphQLClient, DagsterGraphQLClientError
 
-from benchmarks.header import write_result
+from benchmarks.header import repeated_study
 from tests.support.graphql import LAUNCH_BACKFILL
 from tests.support.processes import free_port, stop_group
 
@@ -264,14 +263,10 @@ def table(results: dict[str, dict[str, list[dict]]]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=3, help="backfills per variant and mode")
-    parser.add_argument("--json", type=Path, help="also write every number here")
-    args = parser.parse_args(argv)
-    results = measure(args.repeats)
-    print(table(results))
-    write_result(args.json, results, argv)
-    return 0
+    description = __doc__.splitlines()[0]
+    return repeated_study(
+        argv, description, measure, table, repeats="backfills per variant and mode"
+    )
 
 
 if __name__ == "__main__":

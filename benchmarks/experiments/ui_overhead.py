@@ -15,7 +15,6 @@ writes them. Usage: `python -m benchmarks.experiments.ui_overhead [--repeats 3] 
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import signal
@@ -26,7 +25,7 @@ import sys
 import time
 from pathlib import Path
 
-from benchmarks.header import write_result
+from benchmarks.header import repeated_study
 from tests.support.processes import stop_group
 
 SAMPLES = (("field_notes.md",), ("history_of_maps.txt", "kitchen_science.md"))
@@ -163,14 +162,10 @@ def table(times: dict[str, dict[str, list[float]]]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=3, help="runs per command and mode (3)")
-    parser.add_argument("--json", type=Path, help="also write the timings here")
-    args = parser.parse_args(argv)
-    times = measure(args.repeats)
-    print(table(times))
-    write_result(args.json, times, argv)
-    return 0
+    description = __doc__.splitlines()[0]
+    return repeated_study(
+        argv, description, measure, table, repeats="runs per command and mode (3)"
+    )
 
 
 if __name__ == "__main__":
