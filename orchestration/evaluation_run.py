@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import dagster as dg
 
 from seams.assets.retrieval_eval import EVAL_KEY, FLOOR_CHECK
-from seams.orchestration import launch, ownership
+from seams.orchestration import launch
 from seams.orchestration.dagster_internals import StaleStatus, stale_status_resolver
 from seams.orchestration.run_events import failure_reason
 
@@ -78,14 +78,7 @@ def refresh_retrieval_eval(
     figures in one line; None when the definitions have no such asset."""
     if not has_retrieval_eval(defs):
         return None
-    job = defs.resolve_implicit_global_asset_job_def()
-    result = job.execute_in_process(
-        instance=instance,
-        asset_selection=[EVAL_KEY],
-        run_config=launch.QUIET,
-        tags={**(tags or {}), **launch.started_by_tags(started_by), **ownership.owner_tags()},
-        raise_on_error=False,
-    )
+    result = launch.materialize_here(instance, defs, [EVAL_KEY], started_by=started_by, tags=tags)
     outcome = EvalOutcome(result.run_id, result.success)
     if not result.success:
         outcome.failure = failure_reason(result)

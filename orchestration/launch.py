@@ -91,6 +91,27 @@ def started_by_tags(started_by: str) -> dict[str, str]:
     return {STARTED_BY_TAG: started_by, LAUNCHED_BY_TAG: started_by}
 
 
+def materialize_here(
+    instance: dg.DagsterInstance,
+    defs: dg.Definitions,
+    keys: Sequence[dg.AssetKey],
+    *,
+    started_by: str,
+    tags: Mapping[str, str] | None = None,
+) -> dg.ExecuteInProcessResult:
+    """One quiet run, in this process, of the unpartitioned assets `keys` (and their checks),
+    tagged with who started it and owned by this process; a failure is in the result, not
+    raised."""
+    job = defs.resolve_implicit_global_asset_job_def()
+    return job.execute_in_process(
+        instance=instance,
+        asset_selection=list(keys),
+        run_config=QUIET,
+        tags={**(tags or {}), **started_by_tags(started_by), **owner_tags()},
+        raise_on_error=False,
+    )
+
+
 def create_backfill(
     instance: dg.DagsterInstance,
     defs: dg.Definitions,

@@ -141,14 +141,7 @@ def ensure_model(
         + (" and distilling its static model" if static else "")
         + " (once)..."
     )
-    job = defs.resolve_implicit_global_asset_job_def()
-    result = job.execute_in_process(
-        instance=instance,
-        asset_selection=[dg.AssetKey("embedding_model")],
-        run_config=QUIET,
-        tags={**launch.started_by_tags(started_by), **ownership.owner_tags()},
-        raise_on_error=False,
-    )
+    result = launch.materialize_here(instance, defs, [MODEL_KEY], started_by=started_by)
     if not result.success:
         raise SeamsError("exporting the embedding model failed: see the run in the Dagster UI")
 

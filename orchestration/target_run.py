@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 
 import dagster as dg
 
-from seams.orchestration import launch, ownership
+from seams.orchestration import launch
 from seams.orchestration.run_events import failure_reason
 
 Report = Callable[[str], None]
@@ -41,14 +41,7 @@ def refresh_targets(
     keys = target_keys(defs)
     if not keys:
         return None
-    job = defs.resolve_implicit_global_asset_job_def()
-    result = job.execute_in_process(
-        instance=instance,
-        asset_selection=keys,
-        run_config=launch.QUIET,
-        tags={**(tags or {}), **launch.started_by_tags(started_by), **ownership.owner_tags()},
-        raise_on_error=False,
-    )
+    result = launch.materialize_here(instance, defs, keys, started_by=started_by, tags=tags)
     done = set()
     for event in result.get_asset_materialization_events():
         materialization = event.step_materialization_data.materialization

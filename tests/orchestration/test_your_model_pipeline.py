@@ -140,7 +140,7 @@ def test_embedder_model_places_the_boundaries_and_pools_into_the_index(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """`embedder.model: <folder>`: the folder's model embeds the candidates (exported into the
-    data dir on first use), the chunks' lineage names it, and the index pools its vectors
+    data dir on first use), the chunks' provenance names it, and the index pools its vectors
     (`pooled`: the retrieval model is the embedder's); sizes stay the packaged tokenizer's."""
     settings_file = tmp_path / "seams.yaml"
     settings_file.write_text(f"embedder:\n  model: {model_folder}\n", encoding="utf-8")
