@@ -34,13 +34,13 @@ from seams.environment import keep_hub_offline
 from seams.errors import EmbeddingError
 from seams.models.model_store import (
     EMBEDDINGS_FILE,
-    MANIFEST_FILE,
     MODEL_NAME,
     SOURCE_PACKAGE,
     STATIC_MODEL_NAME,
     TOKENIZER_FILE,
     StaticManifest,
     default_static_dir,
+    existing_manifest,
     file_sha256,
     installed_version,
     load_static_manifest,
@@ -113,12 +113,8 @@ def _source_info(source: Path) -> dict[str, str]:
 
 
 def _reusable(target: Path, source_info: dict[str, str]) -> StaticManifest | None:
-    if not (target / MANIFEST_FILE).is_file():
-        return None
-    try:
-        manifest = load_static_manifest(target)
-    except EmbeddingError as exc:
-        log.warning("distilling again: %s", exc)
+    manifest = existing_manifest(target, load_static_manifest, "distilling again")
+    if manifest is None:
         return None
     wanted_m2v = installed_version("model2vec")
     if (

@@ -52,6 +52,7 @@ from seams.models.model_store import (
     ModelVariant,
     _verified_sha256,
     default_model_dir,
+    existing_manifest,
     file_sha256,
     installed_version,
     load_manifest,
@@ -248,12 +249,8 @@ def _reusable_export(
 ) -> ModelManifest | None:
     """The existing export if it is intact and answers this request (made from `source` at
     `version`), else None."""
-    if not (target / MANIFEST_FILE).is_file():
-        return None
-    try:
-        manifest = load_manifest(target)
-    except EmbeddingError as exc:
-        log.warning("re-exporting: %s", exc)
+    manifest = existing_manifest(target, load_manifest, "re-exporting")
+    if manifest is None:
         return None
     if manifest.source_version != version:
         log.info(

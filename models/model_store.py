@@ -15,6 +15,7 @@ import contextlib
 import hashlib
 import importlib.metadata
 import json
+import logging
 import os
 import threading
 from collections.abc import Callable
@@ -457,3 +458,15 @@ def installed_version(distribution: str) -> str:
         return importlib.metadata.version(distribution)
     except importlib.metadata.PackageNotFoundError:
         return "absent"
+
+
+def existing_manifest(target: Path, load: Callable[[Path], T], redo: str) -> T | None:
+    """What `load` reads from `target`'s manifest, or None when there is none or it does not
+    read (said as a warning that starts with `redo`, what is done instead)."""
+    if not (target / MANIFEST_FILE).is_file():
+        return None
+    try:
+        return load(target)
+    except EmbeddingError as exc:
+        logging.getLogger(__name__).warning("%s: %s", redo, exc)
+        return None
