@@ -34,6 +34,7 @@ from seams.errors import ConfigError
 from seams.models.chunk_vectors import RetrievalMode
 from seams.orchestration.jobs import build_backfill_unsynced_job, build_chunk_batches_job
 from seams.orchestration.lineages import lineages_metadata
+from seams.orchestration.priority import lowered
 from seams.orchestration.sensors import build_inbox_sensor, build_seal_schedule
 from seams.orchestration.sync import build_sync_check, build_sync_sensor
 from seams.resources.embedder import OnnxEmbedderResource, PipelineModels
@@ -163,9 +164,10 @@ def _with_backfill_policy(
 def build_executor(execution: ExecutionSettings) -> dg.ExecutorDefinition | None:
     """The executor `execution.executor` names, set on each of Seams' jobs (never on the
     definitions, where it would clash with a team's own when merged); None keeps Dagster's
-    default (multiprocess, or in-process when a run's config asks for it)."""
+    default (multiprocess, or in-process when a run's config asks for it). A launched run's
+    worker lowers itself to `execution.niceness` (`priority.lowered`)."""
     if execution.executor == "in_process":
-        return dg.in_process_executor
+        return lowered(dg.in_process_executor, execution.niceness)
     if execution.executor == "multiprocess":
         return None
     try:
@@ -176,10 +178,17 @@ def build_executor(execution: ExecutionSettings) -> dg.ExecutorDefinition | None
             "pip install 'seams-chunking[celery]'"
         ) from None
     # Resolved when a run starts, in the process that submits steps: no URL is frozen in here.
-    return celery_executor.configured(
-        celery_config(execution),
-        name="seams_celery",
+    return lowered(
+        celery_executor.configured(celery_config(execution), name="seams_celery"),
+        execution.niceness,
     )
+
+
+def default_executor(execution: ExecutionSettings) -> dg.ExecutorDefinition:
+    """The executor of Seams' own code location (what the UI launches outside Seams' jobs, and
+    Seams' jobs whose executor is Dagster's default): `build_executor`'s, or Dagster's default,
+    lowered all the same."""
+    return build_executor(execution) or lowered(dg.multi_or_in_process_executor, execution.niceness)
 
 
 def celery_config(execution: ExecutionSettings) -> dict[str, object]:

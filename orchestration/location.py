@@ -19,7 +19,7 @@ import dagster as dg
 
 from seams.environment import SeamsEnvironment
 from seams.errors import SeamsError
-from seams.orchestration.definitions import build_definitions, build_executor
+from seams.orchestration.definitions import build_definitions, default_executor
 from seams.settings import load_settings
 
 SETTINGS_METADATA = "seams/settings"
@@ -42,7 +42,7 @@ def location_definitions(environment: SeamsEnvironment) -> dg.Definitions:
             lambda metadata: {**metadata, SETTINGS_METADATA: described}
         )
     own = dg.Definitions(
-        metadata={SETTINGS_METADATA: described}, executor=build_executor(settings.execution)
+        metadata={SETTINGS_METADATA: described}, executor=default_executor(settings.execution)
     )
     return dg.Definitions.merge(named, own)
 

@@ -7,12 +7,18 @@ PostgreSQL backend to be scheduled. So the batch commands lower their own schedu
 (`execution.niceness`, like `nice -n 10`) and, on the embedded server, that of the PostgreSQL
 backends they open (`seams.resources.postgres`). A backfill then costs the same CPU and takes
 the same time when nothing else runs; while readers search, it takes the CPU they leave.
+
+Runs the daemon or the webserver launch (a UI materialization, a backfill, a sensor's run) are
+batch work too: their run worker lowers itself when its executor is created (`lowered`), before
+any step or resource starts; the webserver, daemon and code server stay at normal priority.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+
+import dagster as dg
 
 log = logging.getLogger(__name__)
 
@@ -33,3 +39,26 @@ def lower_priority(niceness: int) -> None:
                 os.setpriority(os.PRIO_PROCESS, thread, niceness)
         except OSError as exc:  # a thread that ended meanwhile, or a system that refuses
             log.debug("could not lower thread %s to niceness %s: %s", thread, niceness, exc)
+
+
+def lowered(executor: dg.ExecutorDefinition, niceness: int) -> dg.ExecutorDefinition:
+    """`executor` (same name, config and requirements) whose creation first lowers the process
+    to `niceness`: what a launched run's worker does before its steps, and so its backends
+    (`seams.resources.postgres`) and the step processes it starts inherit. `execute_in_process`
+    (`seams run`, `seams backfill`, which lower themselves) replaces a job's executor, so this
+    runs in launched runs only."""
+    create = executor.executor_creation_fn
+    if niceness <= 0 or create is None:
+        return executor
+
+    def creation(init_context: dg.InitExecutorContext) -> dg.Executor:
+        lower_priority(niceness)
+        return create(init_context)
+
+    return dg.ExecutorDefinition(
+        name=executor.name,
+        config_schema=executor.config_schema,
+        requirements=executor.get_requirements,
+        executor_creation_fn=creation,
+        description=executor.description,
+    )

@@ -164,9 +164,10 @@ class ExecutionSettings(Section):
 
     executor: Literal["in_process", "multiprocess", "celery"] = "in_process"
     celery_queue: str = Field("dagster", pattern=r"^[A-Za-z0-9_.-]{1,200}$")
-    # Scheduling priority of `seams run`, `seams backfill` and `seams worker` (and, on the
-    # embedded server, of their PostgreSQL backends), as `nice -n`: batch work yields the CPU to
-    # readers searching on the same machine. 0 keeps the normal priority.
+    # Scheduling priority of `seams run`, `seams backfill`, `seams worker` and the run workers of
+    # runs launched from the UI or the daemon (and, on the embedded server, of their PostgreSQL
+    # backends), as `nice -n`: batch work yields the CPU to readers searching on the same
+    # machine. 0 keeps the normal priority.
     niceness: int = Field(10, ge=0, le=19)
 
 

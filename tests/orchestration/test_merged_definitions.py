@@ -53,7 +53,9 @@ def test_seams_takes_no_key_and_no_executor_of_the_team() -> None:
     in_process = build_definitions(settings)
     assert in_process.executor is None
     for job in in_process.jobs or []:
-        assert in_process.resolve_job_def(job.name).executor_def is dg.in_process_executor
+        executor = in_process.resolve_job_def(job.name).executor_def
+        assert executor.name == dg.in_process_executor.name
+        assert executor.config_schema is dg.in_process_executor.config_schema
 
 
 def test_their_asset_keeps_their_io_manager_and_touches_nothing_of_seams(

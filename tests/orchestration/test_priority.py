@@ -116,7 +116,7 @@ BATCH_COMMAND = """
     from pathlib import Path
     from seams.orchestration.priority import lower_priority
     from seams.resources.database import DATA_DATABASE, EmbeddedPostgres, database_url_for
-    from seams.resources.postgres import _open_pool
+    from seams.resources.postgres_pool import _open_pool
 
     def niceness(pid):
         with open(f"/proc/{pid}/stat") as stat:  # field 19, after the command's parentheses
@@ -203,3 +203,70 @@ def test_a_batch_command_raises_a_niced_server_and_lowers_only_its_own_backends(
             assert _niceness(reader.info.backend_pid) == 0
     finally:
         os.setpriority(os.PRIO_PROCESS, postmaster, 0)
+
+
+LAUNCHED_RUN = """
+    import json, os, sys
+    import dagster as dg
+    from seams.orchestration.definitions import default_executor
+    from seams.resources.postgres_pool import _open_pool
+    from seams.settings import ExecutionSettings
+
+    def niceness(pid):
+        with open(f"/proc/{pid}/stat") as stat:
+            return int(stat.read().rsplit(")", 1)[1].split()[16])
+
+    @dg.op
+    def step(context) -> None:
+        pool = _open_pool(os.environ["SEAMS_TEST_URL"], 1, local_server=True)
+        with pool.connection() as conn:
+            seen = {"step": niceness("thread-self"), "backend": niceness(conn.info.backend_pid)}
+        pool.close()
+        context.instance.add_run_tags(context.run_id, {"seen": json.dumps(seen)})
+
+    def build():
+        execution = ExecutionSettings(niceness=int(os.environ["SEAMS_TEST_NICENESS"]))
+
+        @dg.job(executor_def=default_executor(execution))
+        def lowered() -> None:
+            step()
+
+        return lowered
+
+    if __name__ == "__main__":
+        with dg.instance_for_test() as instance:
+            found = {}
+            # As `seams run` executes (its process lowered itself): the job's executor is not used.
+            direct = build().execute_in_process(instance=instance)
+            found["in_process"] = json.loads(instance.get_run_by_id(direct.run_id).tags["seen"])
+            # As a run worker executes a launched run: through the job's executor.
+            with dg.execute_job(dg.reconstructable(build), instance) as run:
+                assert run.success
+                found["launched"] = json.loads(instance.get_run_by_id(run.run_id).tags["seen"])
+            found["own"] = niceness("self")
+        print(json.dumps(found))
+"""
+
+
+@pytest.mark.services
+def test_a_launched_runs_worker_and_its_backends_run_at_the_configured_niceness(
+    database_url: str, tmp_path: Path
+) -> None:
+    """A run the daemon or the webserver launches executes through its job's executor in a run
+    worker of its own: that worker, and the backends its pool opens on the embedded server, run
+    at `execution.niceness`, read from /proc. The same job executed in-process (`seams run`,
+    which lowers itself) is left as it is."""
+    base = os.getpriority(os.PRIO_PROCESS, 0)
+    target = min(19, base + 3)
+    script = tmp_path / "launched_run.py"
+    script.write_text(textwrap.dedent(LAUNCHED_RUN), encoding="utf-8")
+    env = {**os.environ, "SEAMS_TEST_URL": database_url, "SEAMS_TEST_NICENESS": str(target)}
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=300, env=env,
+        cwd=tmp_path, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen["in_process"]["step"] == base < target
+    assert seen["launched"] == {"step": target, "backend": target}
+    assert seen["own"] == target
