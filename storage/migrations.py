@@ -45,7 +45,7 @@ from psycopg.pq import TransactionStatus
 
 from seams.environment import DATABASE_URL_ENV
 from seams.errors import StorageError
-from seams.storage import schema, tenants, vector_indexes, writer_locks
+from seams.storage import lock_waits, schema, tenant_tables, tenants, vector_indexes, writer_locks
 from seams.storage.connections import (
     connect_direct,
     connection_lost,
@@ -295,8 +295,10 @@ def migrate(target: str | psycopg.Connection[Any], *, redacted_url: str | None =
     code's schema version; nothing but one SELECT when it is there already.
 
     The migration is one transaction under `DDL_LOCK` (a concurrent migrator waits, then finds
-    the work done), each lock wait bounded by `LOCK_TIMEOUT`; an abort (deadlock, lock timeout)
-    reruns it whole a few times, and past that is one line naming the abort. Afterwards every
+    the work done), each lock wait bounded by `LOCK_TIMEOUT`, and a tenant's session that
+    blocks it ended (`lock_waits.clearing_tenants`); an abort (deadlock, lock timeout) reruns it
+    whole a few times, and past that is one line naming the abort, or the session that held
+    the lock. Afterwards every
     declared table is checked against its declaration. `redacted_url` names the server in errors
     (default: host, port and database of `target`, never a password).
     """
@@ -321,12 +323,20 @@ def _migrate(conn: psycopg.Connection[Any], where: str) -> Migration:
                 check_declared_columns(conn, where)
             return Migration(before, applied=False)
         started = time.perf_counter()
-        done = retrying(
-            where,
-            doing,
-            lambda: _apply(conn),
-            also=(psycopg.errors.LockNotAvailable,),
-        )
+        with lock_waits.clearing_tenants(
+            conn, tenant_tables.GROUP, tenant_tables.ROLE_PREFIX, LOCK_TIMEOUT
+        ) as watch:
+            try:
+                done = retrying(
+                    where,
+                    doing,
+                    lambda: _apply(conn),
+                    also=(psycopg.errors.LockNotAvailable,),
+                )
+            except StorageError as exc:
+                if not isinstance(exc.__cause__, psycopg.errors.LockNotAvailable):
+                    raise
+                raise watch.error(where, doing, LOCK_TIMEOUT) from None
         check_declared_columns(conn, where)
     except (psycopg.errors.UndefinedFile, psycopg.errors.InsufficientPrivilege) as exc:
         raise StorageError(

@@ -27,56 +27,28 @@ from psycopg import sql
 from psycopg.pq import TransactionStatus
 
 from seams.errors import StorageError
-from seams.storage import schema, tenant_roles, writer_locks
+from seams.storage import lock_waits, schema, tenant_roles, writer_locks
 from seams.storage.connections import describe_connection, retrying
+from seams.storage.tenant_tables import (
+    COLLECTION,
+    COLLECTION_TENANTS,
+    COLLECTIONS_FUNCTION,
+    GROUP,
+    LOCKS,
+    POLICY,
+    PRIVATE,
+    PROTECTED,
+    ROLE_PREFIX,
+    SHARED,
+    TENANT_POLICY,
+    VIEWS,
+    missing,
+    statistics_ddl,
+)
 
-GROUP = "seams_tenants"
-"""The NOLOGIN group every tenant role belongs to: it holds the SELECT grants, and membership
-in it is what makes a role a tenant for the policies."""
-ROLE_PREFIX = "seams_tenant_"
-COLLECTION = schema.COLLECTION
-DEFAULT_COLLECTION = schema.DEFAULT_COLLECTION
-POLICY = "seams_tenant_rows"
-"""The permissive policy of every protected table: every role sees every row..."""
-TENANT_POLICY = "seams_tenant_only"
-"""...except a tenant, held by this restrictive one to its own collections' rows."""
 MIN_SERVER_VERSION = 160000
 """PostgreSQL 16: `GRANT ... WITH INHERIT TRUE, SET FALSE` (a member that cannot SET ROLE)."""
 _TENANT = re.compile(r"[a-z][a-z0-9_]{0,39}")
-
-COLLECTION_TENANTS = schema.COLLECTION_TENANTS
-"""Which tenant reads which collection: what the policies read (declared in the schema)."""
-
-PROTECTED: tuple[schema.Table, ...] = tuple(t for t in schema.TABLES if t.has_collection)
-"""Tables tenants read, each row tied to its collection by its own `collection` column (a
-batch belongs to one collection, so every row of a batch carries the batch's)."""
-PRIVATE: tuple[schema.Table, ...] = (
-    schema.SOURCE_FILES,
-    schema.EMBEDDING_CACHE,
-    schema.DOCUMENT_TOMBSTONES,
-    schema.EXTRACTION_ATTEMPTS,
-    schema.TARGET_STATES,
-    schema.TARGET_RECORDS,
-)
-"""Tables no tenant reads: shared across collections (the embedding cache, file bytes by
-hash) or operational (tombstones, extraction attempts, what each vector-store target holds:
-its records' chunk ids span collections). The BM25 statistics are kept per
-collection, so they are protected like the postings: a tenant's search scores with its own
-collections' document frequencies and lengths."""
-LOCKS: tuple[schema.Table, ...] = (schema.WRITER_LOCKS,)
-"""Tables no tenant is granted anything on, without a policy: writers hold row locks on them at
-any moment, and a policy's DDL (an ACCESS EXCLUSIVE lock) under the tenants' own writer lock
-would deadlock with every writer waiting for that lock. Row locks need the UPDATE privilege,
-which no role but the owner has, a policy or not (`seams.storage.writer_locks`)."""
-SHARED: tuple[schema.Table, ...] = (schema.SCHEMA_VERSION,)
-"""Tables every tenant reads whole: they hold no document data (a reader checks the version)."""
-VIEWS: tuple[str, ...] = (
-    schema.CURRENT_VERSIONS_VIEW,
-    schema.CURRENT_CHUNKS_VIEW,
-    schema.PUBLISHED_CHUNKS_VIEW,
-    schema.CHUNK_PARENTS_VIEW,
-)
-"""The views tenants read, all `security_invoker`: RLS of their tables applies to the reader."""
 
 
 def tenant_role(tenant: str) -> str:
@@ -99,9 +71,6 @@ def is_tenant_sql() -> sql.Composable:
     return sql.SQL(
         "(SELECT coalesce(pg_has_role(current_user, to_regrole({group})::oid, 'USAGE'), false))"
     ).format(group=sql.Literal(GROUP))
-
-
-COLLECTIONS_FUNCTION = "tenant_collections"
 
 
 def tenant_collections_sql() -> sql.Composable:
@@ -214,62 +183,6 @@ def apply_ddl(conn: psycopg.Connection[Any]) -> None:
             conn.execute(statement)
 
 
-KEEP_STATISTICS = frozenset(
-    {
-        "collection",
-        "batch_key",
-        "document_id",
-        "chunk_id",
-        "model_id",
-        "mode",
-        "text_search_config",
-        "source_sha256",
-        "state",
-        "kind",
-    }
-)
-"""Text columns of protected tables whose planner statistics stay: keys the pipeline's joins
-and filters estimate with. Every other text-like column (document text, sections, file names,
-lexemes, metadata) has none once tenants exist: see `statistics_ddl`."""
-_CONTENT_TYPES = frozenset({"text", "tsvector", "jsonb", "text[]"})
-CLEAR_STATISTICS_VERSION = 180000
-"""PostgreSQL 18: `pg_clear_attribute_stats`, which the table owner may call."""
-
-
-def content_columns() -> list[tuple[schema.Table, str]]:
-    """(table, column) of every protected column that holds content, not keys."""
-    return [
-        (table, column.name)
-        for table in PROTECTED
-        for column in table.columns
-        if column.base_type in _CONTENT_TYPES and column.name not in KEEP_STATISTICS
-    ]
-
-
-def statistics_ddl(server_version: int) -> list[sql.Composable]:
-    """No planner statistics on content columns. Row-level security hides `pg_stats` from a
-    tenant, but the planner still estimates a tenant's `WHERE text = '...'` (a leakproof
-    operator) from the most common values of every row: `EXPLAIN` would tell a tenant whether
-    another tenant's exact text or lexeme is frequent. With statistics target 0 ANALYZE keeps
-    none; those already gathered are cleared (PostgreSQL 18+; on older servers they stay until
-    a table rewrite: `VACUUM FULL`). Applied once tenants exist (`ensure_group`): projects
-    without tenants keep their statistics."""
-    statements: list[sql.Composable] = []
-    for table, column in content_columns():
-        statements.append(
-            sql.SQL("ALTER TABLE {} ALTER COLUMN {} SET STATISTICS 0").format(
-                table.identifier(), sql.Identifier(column)
-            )
-        )
-        if server_version >= CLEAR_STATISTICS_VERSION:
-            statements.append(
-                sql.SQL("SELECT pg_clear_attribute_stats({}, {}, {}, false)").format(
-                    sql.Literal(schema.SCHEMA), sql.Literal(table.name), sql.Literal(column)
-                )
-            )
-    return statements
-
-
 # --- roles (need CREATEROLE, or a superuser) ---------------------------------------------------
 
 
@@ -308,15 +221,28 @@ def _lock(conn: psycopg.Connection[Any]) -> None:
 
 
 def ensure_group(conn: psycopg.Connection[Any]) -> None:
-    """The group `seams_tenants`, its grants in this database, and no planner statistics on
-    content columns (`statistics_ddl`); idempotent. Outside a transaction, rerun whole when
-    PostgreSQL aborts it: the statistics statements lock each table and its catalog rows, which
-    autovacuum's ANALYZE of the same table can deadlock with."""
+    """The group `seams_tenants`, its grants in this database, the tenants' policies, and no
+    planner statistics on content columns (`statistics_ddl`); idempotent. What is in place
+    already (`missing`, read from the catalogs) is not applied again: a sync that changes
+    nothing takes no lock a tenant's reads could conflict with. What is applied runs under
+    `lock_waits.clearing_tenants` (a tenant's open transaction is ended, never waited for).
+    Outside a transaction, rerun whole when PostgreSQL aborts it: the statistics statements lock
+    each table and its catalog rows, which autovacuum's ANALYZE of the same table can deadlock
+    with."""
     _check_server(conn)
-    if conn.info.transaction_status == TransactionStatus.IDLE:
-        retrying(describe_connection(conn), "setting up tenant grants", lambda: _group(conn))
-    else:
-        _group(conn)
+    if not missing(conn):
+        tenant_roles.restrict_functions(conn, GROUP)
+        return
+    where = describe_connection(conn)
+    doing = "setting up tenant grants"
+    with lock_waits.clearing_tenants(conn, GROUP, ROLE_PREFIX) as watch:
+        try:
+            if conn.info.transaction_status == TransactionStatus.IDLE:
+                retrying(where, doing, lambda: _group(conn))
+            else:
+                _group(conn)
+        except psycopg.errors.LockNotAvailable:
+            raise watch.error(where, doing) from None
 
 
 def _group(conn: psycopg.Connection[Any]) -> None:
@@ -334,7 +260,13 @@ def _group(conn: psycopg.Connection[Any]) -> None:
                     sql.Identifier(database[0]), sql.Identifier(GROUP)
                 )
             )
-        for statement in [*ddl(), *_grants(), *statistics_ddl(conn.info.server_version)]:
+        need = missing(conn)  # again, under the lock: another writer may have done it
+        statements = [*ddl()] if "policies" in need else []
+        if "grants" in need:
+            statements += _grants()
+        if "statistics" in need:
+            statements += statistics_ddl(conn.info.server_version)
+        for statement in statements:
             conn.execute(statement)
         tenant_roles.restrict_functions(conn, GROUP)
 

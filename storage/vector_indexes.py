@@ -24,7 +24,9 @@ import psycopg.errors
 from psycopg import sql
 from psycopg.pq import TransactionStatus
 
-from seams.storage import schema, writer_locks
+from seams.storage import lock_waits, schema, writer_locks
+from seams.storage.connections import describe_connection
+from seams.storage.tenant_tables import GROUP, ROLE_PREFIX
 
 log = logging.getLogger(__name__)
 
@@ -212,7 +214,13 @@ def _ensure(
         if existing is not None and existing.valid:
             return False
         if existing is not None:  # an invalid leftover of an interrupted concurrent drop
-            conn.execute(sql.SQL("DROP INDEX {}").format(sql.Identifier(schema.SCHEMA, name)))
+            with lock_waits.clearing_tenants(conn, GROUP, ROLE_PREFIX) as watch:
+                try:
+                    conn.execute(
+                        sql.SQL("DROP INDEX {}").format(sql.Identifier(schema.SCHEMA, name))
+                    )
+                except psycopg.errors.LockNotAvailable:
+                    raise watch.error(describe_connection(conn), f"dropping {name}") from None
         _create(conn, model_id, dimension, key)
     log.info(
         "created HNSW index %s for model %s (%d dimensions)%s",
@@ -264,9 +272,10 @@ def drop_model_indexes(conn: psycopg.Connection[Any], model_id: str) -> list[str
 
     On an autocommit connection outside a transaction (the Postgres resource's) the drop is
     `DROP INDEX CONCURRENTLY`: searches and writers never wait for it. Elsewhere it is a plain
-    `DROP INDEX` in the caller's transaction, which waits for running searches. A lock wait past
-    `DROP_LOCK_TIMEOUT` leaves the index for the next call (logged), never an error: the index
-    only costs its space until then.
+    `DROP INDEX` in the caller's transaction, which waits for running searches. A tenant's
+    session that blocks either is ended (`lock_waits.clearing_tenants`); a wait for any other
+    past `DROP_LOCK_TIMEOUT` leaves the index for the next call (logged), never an error: the
+    index only costs its space until then.
     """
     indexes = [i for i in model_indexes(conn) if i.model_id == model_id]
     if not indexes or has_vectors(conn, model_id):
@@ -290,18 +299,12 @@ def _drop(conn: psycopg.Connection[Any], index: ModelIndex) -> bool:
     name = sql.Identifier(schema.SCHEMA, index.name)
     concurrently = conn.autocommit and conn.info.transaction_status == TransactionStatus.IDLE
     try:
-        if concurrently:
-            conn.execute(sql.SQL("SET lock_timeout = {}").format(sql.Literal(DROP_LOCK_TIMEOUT)))
-            try:
+        with lock_waits.clearing_tenants(conn, GROUP, ROLE_PREFIX, DROP_LOCK_TIMEOUT):
+            if concurrently:
                 conn.execute(sql.SQL("DROP INDEX CONCURRENTLY IF EXISTS {}").format(name))
-            finally:
-                conn.execute("RESET lock_timeout")
-        else:
-            with conn.transaction():
-                conn.execute(
-                    sql.SQL("SET LOCAL lock_timeout = {}").format(sql.Literal(DROP_LOCK_TIMEOUT))
-                )
-                conn.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(name))
+            else:
+                with conn.transaction():
+                    conn.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(name))
     except psycopg.errors.LockNotAvailable:
         log.warning(
             "HNSW index %s of model %s: kept for now (table busy)", index.name, index.model_id[:12]

@@ -1,5 +1,6 @@
-"""What a tenant's role may spend and call, and its removal: real roles on the test server
-(a superuser owner, as the embedded server's), on the tenancy of `test_tenants`."""
+"""What a tenant's role may spend and call, that it never stalls a writer, and its removal:
+real roles on the test server (a superuser owner, as the embedded server's), on the tenancy
+of `test_tenants`."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from seams.orchestration.cli import check
 from seams.orchestration.command_lock import LOCK_NAME, command_lock
 from seams.resources import database
 from seams.resources.postgres import PostgresResource, close_pool
-from seams.storage import tenant_roles, tenants
+from seams.storage import lock_waits, migrations, tenant_roles, tenants
 from tests.storage.test_tenants import Tenancy
 from tests.storage.test_tenants import tenancy as tenancy  # the fixture, shared
 from tests.support.databases import database_name, fresh_database
@@ -211,3 +212,85 @@ def test_a_tenant_cannot_connect_to_the_dagster_database(
                 assert owner.execute("SELECT 1").fetchone() == (1,)
     with psycopg.connect(tenancy.urls[tenancy.a]) as conn:
         assert conn.execute("SELECT count(*) FROM seams.chunks").fetchone() == (2,)
+
+
+def _wanted(tenancy: Tenancy) -> dict[str, str | None]:
+    return {"alpha": tenancy.a, "alpha2": tenancy.a, "beta": tenancy.b, "gamma": None}
+
+
+@contextlib.contextmanager
+def _idle_reader(url: str, application: str = "report") -> Any:
+    """A session in an open transaction that read a table and a view, then sits idle (its
+    idle timeout off, as a tenant may set it)."""
+    conn = psycopg.connect(url, application_name=application)
+    try:
+        conn.execute("SET idle_in_transaction_session_timeout = 0")
+        conn.execute("SELECT 1 FROM seams.chunks LIMIT 1").fetchall()
+        conn.execute("SELECT 1 FROM seams.published_chunks LIMIT 1").fetchall()
+        yield conn
+    finally:
+        conn.close()
+
+
+def _ended(conn: psycopg.Connection[Any]) -> bool:
+    try:
+        conn.execute("SELECT 1")
+    except psycopg.OperationalError:
+        return True
+    return False
+
+
+def test_a_sync_with_everything_in_place_takes_no_lock_a_tenants_reads_hold(
+    tenancy: Tenancy,
+) -> None:
+    with psycopg.connect(tenancy.owner_url, autocommit=True) as owner:
+        assert tenants.missing(owner) == set()
+        with _idle_reader(tenancy.urls[tenancy.a]) as reader:
+            changes = tenants.sync_project(owner, _wanted(tenancy))
+            assert changes.reads == {tenancy.a: ("alpha", "alpha2"), tenancy.b: ("beta",)}
+            # Its transaction never conflicted: still open, and reading.
+            assert reader.execute("SELECT count(*) FROM seams.chunks").fetchone() == (2,)
+
+
+def test_the_tenants_ddl_ends_a_tenant_session_that_blocks_it(tenancy: Tenancy) -> None:
+    with psycopg.connect(tenancy.owner_url, autocommit=True) as owner:
+        owner.execute("ALTER TABLE seams.source_files DISABLE ROW LEVEL SECURITY")
+        assert tenants.missing(owner) == {"policies"}
+        with _idle_reader(tenancy.urls[tenancy.a]) as reader:
+            tenants.sync_project(owner, _wanted(tenancy))
+            assert _ended(reader)
+        assert tenants.missing(owner) == set()
+        rls = owner.execute(
+            "SELECT relrowsecurity FROM pg_class WHERE oid = 'seams.source_files'::regclass"
+        ).fetchone()
+        assert rls == (True,)
+
+
+def test_an_upgrade_ends_a_tenant_session_that_blocks_it(tenancy: Tenancy) -> None:
+    with psycopg.connect(tenancy.owner_url, autocommit=True) as owner:
+        owner.execute("UPDATE seams.schema_version SET ddl_sha256 = 'older'")
+        with _idle_reader(tenancy.urls[tenancy.b]) as reader:
+            assert migrations.migrate(owner).applied
+            assert _ended(reader)
+        assert migrations.read_state(owner).current
+
+
+def test_a_writer_blocked_by_a_session_that_is_no_tenants_names_it(
+    tenancy: Tenancy, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only tenants' sessions are ended: any other is waited for, up to the lock timeout, then
+    named in one line (its role and application)."""
+    monkeypatch.setattr(lock_waits, "LOCK_TIMEOUT", "1s")
+    with psycopg.connect(tenancy.owner_url, autocommit=True) as owner:
+        owner.execute("ALTER TABLE seams.source_files DISABLE ROW LEVEL SECURITY")
+        try:
+            with _idle_reader(tenancy.owner_url, "nightly-report") as other:
+                with pytest.raises(lock_waits.LockError) as caught:
+                    tenants.sync_project(owner, _wanted(tenancy))
+                assert not _ended(other)
+            line = str(caught.value)
+            assert "\n" not in line and "'nightly-report'" in line and owner.info.user in line
+            assert line.startswith("waited 1s at ") and "pg_terminate_backend" in line
+        finally:
+            tenants.sync_project(owner, _wanted(tenancy))
+        assert tenants.missing(owner) == set()
