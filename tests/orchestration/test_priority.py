@@ -234,7 +234,7 @@ LAUNCHED_RUN = """
         return lowered
 
     if __name__ == "__main__":
-        with dg.instance_for_test() as instance:
+        with dg.DagsterInstance.ephemeral() as instance:
             found = {}
             # As `seams run` executes (its process lowered itself): the job's executor is not used.
             direct = build().execute_in_process(instance=instance)
