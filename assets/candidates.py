@@ -15,7 +15,7 @@ from seams.chunking import segment
 from seams.chunking.pages import PageIndex
 from seams.resources.embedder import OnnxEmbedderResource
 
-SEGMENTATION_VERSION = "2"
+SEGMENTATION_VERSION = "3"  # 3: English sentence rules read web text (lower-case starts, smileys)
 
 
 def build_candidates_asset(stages: ChunkingStages) -> dg.AssetsDefinition:

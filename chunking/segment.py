@@ -9,8 +9,9 @@ One block-level regex finds the Markdown structure (code, headings, tables, list
 the prose between goes through one sentence-end regex, and Python looks only at potential ends.
 
 Sentence rules: a sentence ends at `.`, `!`, `?` (plus closing quotes/brackets) followed by
-whitespace and a word that does not start in lower case (any word when the terminator stands
-apart, as in tokenised text: "end . next"), or at CJK `。！？` (no space needed).
+whitespace and the next word (in lower case only where the rules allow it, as English does for
+web text; any word when the terminator stands apart, as in tokenised text: "end . next"), at a
+smiley standing as a word, or at CJK `。！？` (no space needed).
 Not at abbreviations (Dr., e.g., U.S., No. 5), single-letter initials, ellipses, inside brackets
 or quotes that close soon after, nor at `.` without following whitespace (decimals, versions,
 URLs, e-mail addresses). A single line break is not a sentence end (hard-wrapped text); a blank
@@ -34,8 +35,9 @@ from seams.chunking.config import ChunkingConfig
 from seams.chunking.pieces import PieceSplitter, Span, TokenCounterFn, skip_space, trim
 from seams.chunking.sentence_rules import (
     DOTTED_ABBREVIATION,
-    LOOKAHEAD_CHARS,
+    EMOTICON,
     SentenceRules,
+    inside_enclosure,
     sentence_rules,
 )
 from seams.chunking.tokens import count_tokens, resolve_token_counter
@@ -397,7 +399,7 @@ class _Segmenter:
                 paragraph += 1
                 paragraph_first = len(raws)
                 continue
-            if group == "cjk":
+            if group == "cjk" or group == "emo":
                 cut = match.end()
                 if cut - sentence_start >= min_len:
                     close(cut, skip_space(text, cut, stop))
@@ -440,6 +442,8 @@ class _Segmenter:
         while j < stop and text[j] in openers:
             j += 1
         following = text[j] if j < stop else ""
+        if following in ":;" and EMOTICON.match(text, j, stop):
+            return False  # "I love her. :) I have" ends after the smiley
         if ellipsis:
             # Before a capital, unless it marks an elision: "[…]", "(...)".
             before = text[start - 1] if start > 0 else ""
@@ -448,7 +452,8 @@ class _Segmenter:
         # A terminator set off by whitespace ("end . next", tokenised text) ends the sentence
         # whatever follows; attached to a word, a lower-case continuation means it does not.
         detached = start > sentence_start and text[start - 1].isspace()
-        if following.islower() and not detached:
+        before_lower = following.islower() and not detached
+        if before_lower and not (rules.lower_starts and cut == match.end(self.term_group)):
             return False
         if punct == "." and not (
             text[cut - 1] == ")" and rules.bracket_ends_abbreviation and following.isupper()
@@ -469,6 +474,8 @@ class _Segmenter:
                 return following.isupper()
             if lower in rules.number_abbreviations and following.isdigit():
                 return False
+            if before_lower and rules.abbreviation_before_lower(lower):
+                return False
             if len(word) == 1 and word.isalpha():
                 return False  # an initial: "J. R. R. Tolkien"
             if "." in word and DOTTED_ABBREVIATION.fullmatch(word):
@@ -481,15 +488,7 @@ class _Segmenter:
         # Inside brackets or quotes that close soon after: not the end of the outer sentence.
         if rules.opening.search(text, sentence_start, cut) is None:
             return True
-        segment = text[sentence_start:cut]
-        horizon = min(stop, cut + LOOKAHEAD_CHARS)
-        for opener, closer in rules.brackets:
-            if (
-                segment.count(opener) > segment.count(closer)
-                and text.find(closer, cut, horizon) >= 0
-            ):
-                return False
-        return not (segment.count('"') % 2 == 1 and text.find('"', cut, horizon) >= 0)
+        return not inside_enclosure(rules, text, sentence_start, cut, stop)
 
     def _is_ordinal(self, number: str, number_start: int, next_word: int, following: str) -> bool:
         """Whether "<number>." is an ordinal: "am 1. Januar", "im 19. Jahrhundert", "der 2.

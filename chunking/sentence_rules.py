@@ -19,6 +19,11 @@ English abbreviations that are not ordinary words of the language:
   elision marks "[…]" and "(...)"; so does an abbreviation closed by a bracket before a capital
   ("(Gruau par ex.) Ainsi").
 
+English reads web text too: a sentence may start in lower case ("call them. they haven't")
+unless the period follows an abbreviation; an ellipsis before a capital ends one; a smiley ends
+its sentence ("I love her. :) I have"); a quotation of several sentences is split at their ends
+unless the outer sentence goes on after it ('He said "Stop. Now." and left').
+
 `language="auto"` picks the rules per text by the function words ("der", "und", "le", "el",
 "il", ...) in its first 1,000 characters: deterministic, one pass, and English when the evidence
 is thin (fewer than 4 different function words) or tied.
@@ -32,23 +37,28 @@ from functools import cache
 
 LANGUAGES = ("en", "de", "fr", "es", "it")
 
-# --- English (the default; these values define today's candidates: do not change them) ------
+# --- English (the default) ------------------------------------------------------------------
 # The pattern starts with a character class (the first character of every alternative) so that
 # the regex engine skips to the next possible end in C instead of trying the whole pattern at every
 # position; each alternative then checks by a lookbehind which character that was. So `term`
 # holds the terminator's characters after its first (the terminator is
 # `text[match.start():match.end("term")]`), `para` and `cjk` theirs after the first. Matches are
 # those of the plain alternation `(?P<para>\n[^\S\n]*\n\s*)|(?P<term>\.{2,}|…+|[.!?‼⁇⁈⁉]+)...`,
-# alternative for alternative and in the same order of backtracking.
+# alternative for alternative and in the same order of backtracking. `emo` is a smiley standing
+# as a word after whitespace (":)", ":-(", ";D"): it ends its sentence as a terminator would.
+_EMOTICON_END = r"(?<=\s[:;])(?P<emo>-?[()DPp]+(?=\s|\Z))"
 _SENTENCE_END = re.compile(
-    r"""
-    [\n.!?…‼⁇⁈⁉。！？｡]
+    rf"""
+    [\n.!?…‼⁇⁈⁉。！？｡:;]
     (?:(?<=\n)(?P<para>[^\S\n]*\n\s*)
-    |(?P<term>(?<=\.)\.+|(?<=…)…*|(?<=[.!?‼⁇⁈⁉])[.!?‼⁇⁈⁉]*)(?P<close>["'”’»)\]}›]*)(?P<ws>\s+)
-    |(?<=[。！？｡])(?P<cjk>[。！？｡]*[」』”’）】〕〉》"']*))
+    |(?P<term>(?<=\.)\.+|(?<=…)…*|(?<=[.!?‼⁇⁈⁉])[.!?‼⁇⁈⁉]*)(?P<close>["'”’»)\]}}›]*)(?P<ws>\s+)
+    |(?<=[。！？｡])(?P<cjk>[。！？｡]*[」』”’）】〕〉》"']*)
+    |{_EMOTICON_END})
     """,
     re.VERBOSE,
 )
+#: A smiley (see `emo` above) where the next word would start: it belongs to the sentence before.
+EMOTICON = re.compile(r"[:;]-?[()DPp]+(?=\s|\Z)")
 _OPENERS = "\"'“‘([{«¿¡‹"
 _ABBREVIATIONS_WORDS = """
 mr mrs ms mx dr prof sr jr st mt ft gen col lt maj sgt capt cmdr adm gov rev hon pres
@@ -58,12 +68,21 @@ eds trans jan feb mar apr jun jul aug sep sept oct nov dec
 _ABBREVIATIONS = frozenset(_ABBREVIATIONS_WORDS.split())
 # Abbreviations that are ordinary words unless a number follows ("No. 5", "p. 12", "Fig. 3").
 _NUMBER_ABBREVIATIONS_WORDS = """
-no nos nr fig figs p pp vol vols ch sec eq art op ref
+no nos nr fig figs p pp vol vols ch sec eq art op ref max min
 """
 _NUMBER_ABBREVIATIONS = frozenset(_NUMBER_ABBREVIATIONS_WORDS.split())
+# Abbreviations that are ordinary words before a capital ("I paid in min. The") but not before
+# a lower-case word ("approx. three", "5 min. later", "Bacillus sp. strain").
+_LOWER_ABBREVIATIONS_WORDS = """
+incl excl esp min mins max avg govt univ assn natl intl mgmt misc yr yrs hr hrs sec secs
+lb lbs oz tbsp tsp sq mi cu pt qt gal wt ht resp ibid cit abbr orig repr var subsp spp sp
+ssp fl approx dept ref refs suppl vs ave blvd rd ext tel
+"""
+_LOWER_ABBREVIATIONS = frozenset(_LOWER_ABBREVIATIONS_WORDS.split())
 _BRACKETS = (("(", ")"), ("[", "]"), ("“", "”"), ("«", "»"))
 _OPENING = re.compile(r'[(\[“«"]')
 
+_QUOTATION_MARKS = '"”»“'
 #: Dotted abbreviations of any language: "e.g", "U.S", "Ph.D", "a.m", "z.B", "S.p.A".
 DOTTED_ABBREVIATION = re.compile(r"(?:[^\W\d_]{1,3}\.)+[^\W\d_]{1,3}")
 #: How far ahead a quotation mark or bracket may close to keep a terminator inside it.
@@ -78,7 +97,10 @@ class SentenceRules:
     before a capital; `number_abbreviations` do not end one before a digit. `ordinal_next` and
     `ordinal_after` make "<number>. Word" an ordinal (by the word after, by the word before);
     with `number_labels` a number opening its sentence is a label; `spaced_closers` may close a
-    quotation after a space («… »); with `elision` "l'art." is read as "art.".
+    quotation after a space («… »); with `elision` "l'art." is read as "art.". With
+    `lower_starts` a sentence may begin in lower case (web text): a terminator attached to a word
+    ends one before a lower-case word too, unless it closes a quotation or bracket, follows an
+    ellipsis, or the word is an abbreviation (`abbreviation_before_lower`).
     """
 
     language: str
@@ -96,6 +118,52 @@ class SentenceRules:
     bracket_ends_abbreviation: bool = False
     spaced_closers: str = ""
     elision: bool = False
+    lower_starts: bool = False
+    lower_abbreviations: frozenset[str] = frozenset()
+    quoted_sentences: bool = False
+
+    def abbreviation_before_lower(self, word: str) -> bool:
+        """Whether `word` (lower case, its period removed) before a lower-case word is an
+        abbreviation, not a sentence that ends: any of the lists, or no letter in it."""
+        return (
+            word in self.number_abbreviations
+            or word in self.lower_abbreviations
+            or word in self.end_before_capital
+            or not any(c.isalpha() for c in word)
+            or "/" in word  # a link cut by a space: "https://www.ncbi. nlm.nih.gov"
+        )
+
+
+def inside_enclosure(rules: SentenceRules, text: str, start: int, cut: int, stop: int) -> bool:
+    """Whether the sentence end at `cut` lies inside brackets or a quotation opened in
+    `text[start:cut]` that closes within `LOOKAHEAD_CHARS`: then it ends no outer sentence. With
+    `rules.quoted_sentences`, a quotation keeps it only when the outer sentence goes on after the
+    closing mark ('He said "Stop. Now." and left'), not when the quotation ends it (a quoted
+    letter of several sentences)."""
+    segment = text[start:cut]
+    horizon = min(stop, cut + LOOKAHEAD_CHARS)
+    enclosures = [*rules.brackets, ('"', '"')]
+    for opener, closer in enclosures:
+        if opener == closer:
+            opened = segment.count(opener) % 2 == 1
+        else:
+            opened = segment.count(opener) > segment.count(closer)
+        close = text.find(closer, cut, horizon) if opened else -1
+        if close < 0:
+            continue
+        if not (rules.quoted_sentences and closer in _QUOTATION_MARKS):
+            return True
+        if not text[cut:close].strip() or _goes_on(text, close + 1, stop):
+            return True  # it closes right here ('"Stop. "'), or the outer sentence goes on
+    return False
+
+
+def _goes_on(text: str, position: int, stop: int) -> bool:
+    """Whether a sentence continues at `position`: its next character (past whitespace and
+    closing marks) is lower case or punctuation inside a sentence."""
+    while position < stop and (text[position].isspace() or text[position] in _CLOSERS):
+        position += 1
+    return position < stop and (text[position].islower() or text[position] in ",;:-–—")
 
 
 ENGLISH = SentenceRules(
@@ -107,6 +175,10 @@ ENGLISH = SentenceRules(
     end_before_capital=frozenset({"etc"}),
     brackets=_BRACKETS,
     opening=_OPENING,
+    ellipsis_ends=True,
+    lower_starts=True,
+    lower_abbreviations=_LOWER_ABBREVIATIONS,
+    quoted_sentences=True,
 )
 
 # --- German, French, Spanish, Italian --------------------------------------------------------
@@ -120,11 +192,12 @@ def _sentence_end(spaced_closers: str) -> re.Pattern[str]:
     spaced = f"(?:[^\\S\\n](?P<spaced>[{spaced_closers}])(?=\\s))?" if spaced_closers else ""
     return re.compile(
         rf"""
-        [\n.!?…‼⁇⁈⁉。！？｡]
+        [\n.!?…‼⁇⁈⁉。！？｡:;]
         (?:(?<=\n)(?P<para>[^\S\n]*\n\s*)
         |(?P<term>(?<=\.)\.+|(?<=…)…*|(?<=[.!?‼⁇⁈⁉])[.!?‼⁇⁈⁉]*)
          (?P<close>[{_CLOSERS}]*{spaced})(?P<ws>\s+)
-        |(?<=[。！？｡])(?P<cjk>[。！？｡]*[」』”’）】〕〉》"']*))
+        |(?<=[。！？｡])(?P<cjk>[。！？｡]*[」』”’）】〕〉》"']*)
+        |{_EMOTICON_END})
         """,
         re.VERBOSE,
     )
@@ -144,9 +217,9 @@ _LANGUAGE_DATA: dict[str, dict[str, str]] = {
             mo di mi do sa abt abg akad anl ausg bearb beil betr bes dgl dr dres entspr erg erw
             gegr gez hl hptst jhs lfd lkr mind mtl nachf od ord orig pfd pkt priv prof rel reg
             resp röm schr sen sr stellv stv tägl verf verw vorm vors wg wiss zb zit zus zzt
-            ggfs
+            ggfs stk stck insg insges durchschn anh lfg whg gew pers hausnr rdnr ztr
         """,
-        "number_abbreviations": "art kap abb tab fn rn bd nr max",
+        "number_abbreviations": "art kap abb tab fn rn bd nr max jg kl gr bj rz pos zi bl hs",
         "end_before_capital": "etc usw uvm",
         "ordinal_next": _MONTHS_DE
         + """
