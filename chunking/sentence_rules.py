@@ -1,9 +1,9 @@
 """Where sentences end, per language: abbreviations, ordinal numbers, quotation marks.
 
 `segment` asks one `SentenceRules` object (chosen by `ChunkingConfig.language`) whether a
-terminator ends a sentence. English is the default (a configuration without `language` gives the
-candidates and fingerprint it always gave). German, French, Spanish and Italian add, on top of the
-English abbreviations that are not ordinary words of the language:
+terminator ends a sentence. English is the default (a configuration without `language` keeps the
+fingerprint it always had). German, French, Spanish and Italian add, on top of the English
+abbreviations that are not ordinary words of the language:
 
 - their own abbreviations ("Abs.", "Nr.", "Mio.", "bzw.", "p. ex.", "env.", "Sra.", "pág.",
   "Dott.", "ecc."), and number abbreviations that are words elsewhere ("Art. 5" but "auf diese
@@ -15,7 +15,9 @@ English abbreviations that are not ordinary words of the language:
 - their quotation marks: „…“ and »…« in German, « … » with spaces in French, «…» in Spanish and
   Italian: a closing mark after the terminator stays with its sentence, an opening one before the
   next word is skipped when reading that word;
-- an ellipsis followed by a capital ends a sentence (English keeps "..." inside), except the
+- Italian, as English, lets a sentence start in lower case after a word that is no
+  abbreviation (its newspaper text does: "l'arte della vendetta. messo in ginocchio");
+- an ellipsis followed by a capital ends a sentence (English too), except the
   elision marks "[…]" and "(...)"; so does an abbreviation closed by a bracket before a capital
   ("(Gruau par ex.) Ainsi").
 
@@ -281,6 +283,9 @@ _BRACKETS_BY_LANGUAGE: dict[str, tuple[tuple[str, str], ...]] = {
 _SPACED_CLOSERS = {"fr": '»›”"'}
 #: Languages that elide articles onto the next word: the abbreviation of "l'art." is "art".
 _ELISION = ("fr", "it")
+#: Languages whose texts start sentences in lower case often enough to split there (Italian
+#: newspaper text: "Tudjman, l'arte della vendetta. messo in ginocchio dai serbi").
+_LOWER_STARTS = ("it",)
 
 
 @cache
@@ -315,6 +320,7 @@ def rules_for_language(language: str) -> SentenceRules:
         bracket_ends_abbreviation=True,
         spaced_closers=spaced,
         elision=language in _ELISION,
+        lower_starts=language in _LOWER_STARTS,
     )
 
 

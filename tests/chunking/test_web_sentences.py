@@ -1,6 +1,6 @@
-"""English sentence rules for web text: lower-case starts, ellipses, smileys, quoted letters;
-German unit abbreviations before numbers. One case per rule, plus exact offsets on generated
-text made of the pieces these rules look at."""
+"""English sentence rules for web text: lower-case starts (Italian's too), ellipses, smileys,
+quoted letters; German unit abbreviations before numbers. One case per rule, plus exact offsets
+on generated text made of the pieces these rules look at."""
 
 from __future__ import annotations
 
@@ -66,10 +66,16 @@ def test_a_quotation_that_closes_with_its_sentence_keeps_the_closing_mark():
     assert sentences(text, "fr") == ["Il a dit : « Je viens demain. »", "Puis il est parti."]
 
 
-def test_other_languages_keep_a_lower_case_word_in_the_sentence():
+def test_lower_case_starts_are_english_and_italian_only():
     text = "Er kam um 5 Uhr. danach ging er."
     assert sentences(text, "de") == [text]
     assert sentences(text) == ["Er kam um 5 Uhr.", "danach ging er."]
+    italian = "Tudjman, l'arte della vendetta. messo in ginocchio dai serbi."
+    assert sentences(italian, "it") == [
+        "Tudjman, l'arte della vendetta.",
+        "messo in ginocchio dai serbi.",
+    ]
+    assert sentences("Frutta, verdura ecc. e altro.", "it") == ["Frutta, verdura ecc. e altro."]
 
 
 @pytest.mark.parametrize(
