@@ -143,6 +143,29 @@ def test_a_record_deleted_or_altered_by_hand_is_found_and_repaired(
             store.close()
 
 
+def test_a_sync_lists_the_stores_ids_only_when_its_count_is_not_the_ledgers(
+    postgres: PostgresResource, pg_server_url: str, tmp_path, monkeypatch
+) -> None:
+    for batch, documents in first_corpus().items():
+        corpus.publish_batch(postgres, batch, documents, MODEL_A, DIM_A)
+    with store_settings("pgvector", pg_server_url, tmp_path, monkeypatch) as settings:
+        store = opener(settings)()
+        listed: list[str] = []
+        ids = store.ids
+        store.ids = lambda obj: listed.append(obj) or ids(obj)  # type: ignore[method-assign]
+        try:
+            assert sync_target(postgres, "docs", store, COLLECTIONS).written == 12
+            assert sync_target(postgres, "docs", store, COLLECTIONS).written == 0
+            assert listed == []  # the store held as many records as the ledger listed
+            live = store.live()
+            store.delete(live, [sorted(ids(live))[0]])  # by hand
+            assert sync_target(postgres, "docs", store, COLLECTIONS).written == 1
+            assert listed == [live]
+            assert check_target(postgres, "docs", store, COLLECTIONS).exact
+        finally:
+            store.close()
+
+
 @pytest.mark.slow
 def test_a_milvus_lite_file_opened_again_is_read_and_synced(
     postgres: PostgresResource, pg_server_url: str, tmp_path, monkeypatch
