@@ -78,7 +78,8 @@ _NUMBER_ABBREVIATIONS = frozenset(_NUMBER_ABBREVIATIONS_WORDS.split())
 _LOWER_ABBREVIATIONS_WORDS = """
 incl excl esp min mins max avg govt univ assn natl intl mgmt misc yr yrs hr hrs sec secs
 lb lbs oz tbsp tsp sq mi cu pt qt gal wt ht resp ibid cit abbr orig repr var subsp spp sp
-ssp fl approx dept ref refs suppl vs ave blvd rd ext tel
+ssp fl approx dept ref refs suppl vs ave blvd rd ext tel assoc acad proc wk wks mos pg pgs ex
+illus eqs chap sect para paras kg
 """
 _LOWER_ABBREVIATIONS = frozenset(_LOWER_ABBREVIATIONS_WORDS.split())
 _BRACKETS = (("(", ")"), ("[", "]"), ("“", "”"), ("«", "»"))

@@ -47,6 +47,7 @@ def test_english_web_text_splits_here(expected):
         "Bring fruit, e.g. apples, i.e. something sweet, etc. and more.",
         "Count the no. of cells in vol. two of the report.",
         "Isolate Bacillus sp. strain 7 on plates.",
+        "Read chap. two, sect. four and pg. ten of the guide.",
         "See https://www.ncbi. nlm.nih.gov/geo for the data.",
         "It was good... maybe too good.",
         '"Why?" he asked.',
