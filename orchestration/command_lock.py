@@ -10,8 +10,10 @@ holder's session ends, however it ends (a clean exit, Ctrl-C, `kill -9`, a lost 
 server notices), so a crash never leaves the data locked.
 
 The holder is named in the lock's row (`seams run /data/in (pid 4242 on host-a)`, and since
-when): a waiter on another host knows who holds it. Its connection's `application_name` says
-the same (within PostgreSQL's 63 bytes) to whoever reads `pg_stat_activity`.
+when), which only the owner reads: a waiter on another host knows who holds it. Its
+connection's `application_name` says the command without its arguments (`seams run (pid 4242 on
+host-a)`): every role, a tenant too, reads `pg_stat_activity`'s application names, and a folder
+or a `--collection` would name a collection there.
 
 Runs that Dagster's daemon or UI launch do not take the lock: partition locks, one open build
 per batch and publication keep their data consistent; the lock is what keeps two commands from
@@ -78,21 +80,17 @@ def full_name(command: str, *, pid: int | None = None, host: str | None = None) 
 
 
 def holder_name(command: str, *, pid: int | None = None, host: str | None = None) -> str:
-    """The application_name naming `command` run by this process: ASCII, within PostgreSQL's 63
-    bytes (a long folder keeps its end, the part that tells folders apart)."""
+    """The application_name of `command` run by this process: its first two words (`seams
+    run`), never its arguments (folders, collections: every role reads application names), with
+    the pid and host, ASCII, within PostgreSQL's 63 bytes."""
+    verb = " ".join(command.split()[:2]).encode("ascii", "replace").decode()
+    verb = "".join(c if c.isprintable() else "?" for c in verb)
     suffix = f" (pid {pid or os.getpid()} on {host or socket.gethostname()})"
-    suffix = suffix.encode("ascii", "replace").decode()[:40]
-    if not suffix.endswith(")"):
-        suffix = suffix[:-1] + ")"
-    text = command.encode("ascii", "replace").decode()
-    text = "".join(c if c.isprintable() else "?" for c in text)
-    room = APPLICATION_NAME_BYTES - len(suffix)
-    if len(text) > room:
-        verb = " ".join(text.split(" ")[:2])  # `seams run`
-        tail = text[len(verb) :]
-        keep = max(room - len(verb) - 4, 0)
-        text = f"{verb} ...{tail[len(tail) - keep :]}" if keep else text[:room]
-    return text + suffix
+    suffix = suffix.encode("ascii", "replace").decode()
+    name = verb[:20] + suffix
+    if len(name) > APPLICATION_NAME_BYTES:
+        name = name[: APPLICATION_NAME_BYTES - 1] + ")"
+    return name
 
 
 def holder(conn: psycopg.Connection[Any]) -> Holder | None:

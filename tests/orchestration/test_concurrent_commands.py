@@ -83,14 +83,17 @@ def test_a_second_command_names_the_holder_waits_and_gets_the_lock_when_it_is_ki
     assert held_locks(database_url) == []
 
 
-def test_the_holders_name_fits_postgres_and_keeps_the_folders_end() -> None:
+def test_the_holders_application_name_fits_postgres_and_names_no_folder() -> None:
+    """Every role, a tenant too, reads application names: the command's arguments (a folder, a
+    collection) stay in the lock's row, which only the owner reads."""
     name = holder_name("seams run /srv/" + "deep/" * 30 + "inbox-2024", pid=4242, host="host-a")
-    assert len(name.encode()) <= command_lock.APPLICATION_NAME_BYTES
-    assert name.startswith("seams run ...") and name.endswith("/inbox-2024 (pid 4242 on host-a)")
-    assert (
-        holder_name("seams run /d\u00e4t\x1b[2J", pid=1, host="h")
-        == "seams run /d?t?[2J (pid 1 on h)"
+    assert name == "seams run (pid 4242 on host-a)"
+    assert holder_name("seams backfill --collection handbook", pid=1, host="h") == (
+        "seams backfill (pid 1 on h)"
     )
+    assert holder_name("seams r\u00e4n\x1b[2J /x", pid=1, host="h") == "seams r?n?[2J (pid 1 on h)"
+    long = holder_name("seams run", pid=4242, host="h" * 80)
+    assert len(long.encode()) == command_lock.APPLICATION_NAME_BYTES and long.endswith(")")
 
 
 @pytest.mark.slow
