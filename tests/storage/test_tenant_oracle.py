@@ -21,8 +21,8 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from seams.storage import schema, tenants
-from tests.storage.test_tenants import COLLECTIONS, Tenancy
+from seams.storage import schema, tenants, vector_indexes
+from tests.storage.test_tenants import COLLECTIONS, SERVING_MODEL, Tenancy
 from tests.storage.test_tenants import tenancy as tenancy  # the fixture, shared
 
 COUNTERS = (
@@ -208,3 +208,55 @@ def test_a_plan_cached_before_a_collection_is_taken_away_no_longer_reads_it(
         finally:
             tenants.sync_tenants(owner, {**before, "gamma": None, "default": None})
         assert mine.execute(query).fetchone() == (2,)
+
+
+def _nearest_plan(conn: psycopg.Connection[Any], where: str, *params: Any) -> dict[str, Any]:
+    """The HNSW scan node of a tenant's nearest-neighbour query over `seams.chunk_index`."""
+    (raw,) = conn.execute(
+        "EXPLAIN (ANALYZE, FORMAT JSON, COSTS OFF, TIMING OFF, SUMMARY OFF) SELECT 1 FROM"
+        f" seams.chunk_index WHERE model_id = %s AND {where}"
+        " ORDER BY embedding::vector(3) <=> '[1,0,0]'::vector(3) LIMIT 5",
+        (SERVING_MODEL, *params),
+    ).fetchone()
+    plan = (raw if isinstance(raw, list) else json.loads(raw))[0]["Plan"]
+    while plan.get("Node Type") != "Index Scan":
+        plan = plan["Plans"][0]
+    return plan
+
+
+def test_another_collections_index_tells_a_tenant_how_many_vectors_it_holds(
+    tenancy: Tenancy,
+) -> None:
+    """The known limit docs/collections.md states: a query stating another collection's number
+    walks that collection's HNSW index, whose rows the tenant's condition all removes, and
+    `EXPLAIN ANALYZE` counts them; a search of the tenant's own collection walks its own index
+    and removes none."""
+    columns = [c.name for c in schema.CHUNK_INDEX.columns]
+    copied = ", ".join(
+        "c.chunk_id || '-copy' || g" if name == "chunk_id" else f"c.{name}" for name in columns
+    )
+    with psycopg.connect(tenancy.owner_url, autocommit=True) as owner:
+        for collection in COLLECTIONS:
+            vector_indexes.ensure_model_index(owner, SERVING_MODEL, 3, collection=collection)
+        owner.execute(
+            f"INSERT INTO seams.chunk_index ({', '.join(columns)}) SELECT {copied}"
+            " FROM seams.chunk_index AS c, generate_series(1, 6) AS g"
+            " WHERE c.collection = 'beta'"
+        )
+        keys = dict(owner.execute("SELECT collection, key FROM seams.collection_keys"))
+        try:
+            with psycopg.connect(tenancy.urls[tenancy.a]) as mine:
+                mine.execute("SET enable_seqscan = off")
+                foreign = _nearest_plan(mine, "seams.collection_key(collection) = %s", keys["beta"])
+                assert foreign["Index Name"].endswith(f"_c{keys['beta']}")
+                assert foreign["Actual Rows"] == 0
+                assert foreign["Rows Removed by Filter"] == 7  # beta's 1 + 6 vectors
+                own = _nearest_plan(
+                    mine,
+                    "collection = 'alpha' AND seams.collection_key(collection) = %s",
+                    keys["alpha"],
+                )
+                assert own["Index Name"].endswith(f"_c{keys['alpha']}")
+                assert own["Actual Rows"] == 1 and own.get("Rows Removed by Filter", 0) == 0
+        finally:
+            owner.execute("DELETE FROM seams.chunk_index WHERE chunk_id LIKE '%-copy%'")
