@@ -56,7 +56,7 @@ from seams.resources.embedder import OnnxEmbedderResource
 from seams.resources.keys import EMBEDDER_KEY, POSTGRES_KEY
 from seams.resources.postgres import PostgresResource
 from seams.storage.embedding_cache import EmbeddingCache
-from seams.storage.search import DEFAULT_TEXT_SEARCH_CONFIG, check_config
+from seams.storage.search import DEFAULT_TEXT_SEARCH_CONFIG, validate_text_search_config
 from seams.storage.vector_indexes import drop_unused_model_indexes, ensure_model_index
 
 INDEX_VERSION = "2"
@@ -142,7 +142,7 @@ def build_index_asset(
         started = time.perf_counter()
         chunks = chunks.reset_index(drop=True)  # positions below index the vectors' rows
         with postgres.connection() as conn:  # a clear error before any model work
-            check_config(conn, text_search_config)
+            validate_text_search_config(conn, text_search_config)
         try:
             model_id = embedder.model_id
         except EmbeddingError as exc:

@@ -32,7 +32,7 @@ Systems, all on all-MiniLM-L6-v2 (one disk cache of embeddings by text, never ch
 - Seams through the product path: each set's documents written as .txt files and chunked by the
   real pipeline (`seams run`'s `register_path` + `materialize_batches`, the project's seams.yaml)
   into a throwaway embedded PostgreSQL, then every question asked through the search API
-  (`seams.storage.search`: the k-5 candidate pool in `ranked_candidates` order, which is what
+  (`seams.storage.search`: the k-5 candidate pool in `ranked_entries` order, which is what
   `search_response` returns and packs a `--budget` from, checked against it) once per
   `retrieval.search` mode, in a subprocess per set (its own SEAMS_DATA_DIR).
 
@@ -331,14 +331,16 @@ def _search_all(
     chunks: list[list[Any]],
 ) -> dict[str, Any]:
     """Every question through the product's search, per `retrieval.search` kind, as `seams
-    search -k 5 [--budget N]` ranks: the candidate pool of k 5 (`candidates`, `pool_size(5)` per
-    side) in the order of `ranked_candidates` (the settings' `lexical_weight` and
+    search -k 5 [--budget N]` ranks: the candidate pool of k 5 (`candidate_pool`, `pool_size(5)`
+    per side) in the order of `ranked_entries` (the settings' `lexical_weight` and
     `sentence_weight`), which is the order `search_response` returns and packs a budget from.
     For the first questions, `search_response`'s own top k is checked against it.
 
     Per mode and question: [chunk position, ranking score, dense score, BM25 score] per
     candidate, best first; the hybrid pools (both scores exact) also feed the fusion study."""
-    from seams.storage.search import candidates, pool_size, ranked_candidates, search_response
+    from seams.storage.search import pool_size, search_response
+    from seams.storage.search.pool import ranked_entries
+    from tests.support.search_probes import candidate_pool
 
     retrieval = settings.retrieval
     position = {row[4]: i for i, row in enumerate(chunks)}
@@ -348,11 +350,11 @@ def _search_all(
         ranked_per_question, ms = [], []
         for number, question in enumerate(questions):
             started = time.perf_counter()
-            pool = candidates(
+            pool = candidate_pool(
                 postgres, embedder, question, pool=pool_size(K), search=kind,
                 sentence_weight=retrieval.sentence_weight,
             )  # fmt: skip
-            ranked = ranked_candidates(pool, retrieval.lexical_weight)
+            ranked = ranked_entries(pool, retrieval.lexical_weight)
             ms.append((time.perf_counter() - started) * 1000)
             ranked_per_question.append(
                 [[position[c.chunk_id], s, c.dense_score, c.lexical_score] for c, s in ranked]
@@ -514,7 +516,7 @@ def product_fusion(product: Path | None) -> Callable[..., np.ndarray]:
 def fuse(
     pool: Sequence[Candidate], lexical_weight: float, fuse_scores: Callable[..., np.ndarray]
 ) -> list[Hit]:
-    """The pool in hybrid order at `lexical_weight`, as `seams.storage.search.ranked_candidates`
+    """The pool in hybrid order at `lexical_weight`, as `seams.storage.search.pool.ranked_entries`
     orders it: fused score descending, then chunk_id."""
     if not pool:
         return []

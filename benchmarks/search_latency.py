@@ -13,7 +13,7 @@ vectors (330k rows at the default size), as the pipeline stores its candidates, 
 step (`retrieval.sentence_weight`) scores the pooled chunks by their best sentence over real rows.
 
 Reported: query embedding time (OnnxEmbedder, one query at a time) and search time
-(`resources.search.search_vector`: ANN over-fetch + join to current chunks, parent and
+(`tests.support.search_probes.search_vector`: ANN over-fetch + join to current chunks, parent and
 neighbours, and the sentence step's grouped query), p50/p95 over
 `--queries` queries after a warm-up; the same search with the step off (`sentence_weight` 0),
 run in alternating order with it; the same search forced to an exact scan (index off, step on)
@@ -61,7 +61,8 @@ from seams.resources.postgres import PostgresResource  # noqa: E402
 from seams.settings import RetrievalSettings  # noqa: E402
 from seams.storage import schema, vector_indexes  # noqa: E402
 from seams.storage.partition_tables import write_table  # noqa: E402
-from seams.storage.search import SENTENCE_WEIGHT, search_vector  # noqa: E402
+from seams.storage.search import SENTENCE_WEIGHT  # noqa: E402
+from tests.support.search_probes import search_vector  # noqa: E402
 
 RETRIEVAL_MODE = RetrievalSettings().mode
 """The mode the benchmark indexes in: the settings' default."""

@@ -1,6 +1,11 @@
 """Search over the current chunks: dense (pgvector), lexical (BM25 inside PostgreSQL) or both
 fused, each hit with its parent and neighbours, optionally packed into a reader's token budget.
 
+A search runs in one direction: `request` (the options, validated once) -> `pool` (every
+signal's best chunks, each scored by every signal, read complete in one snapshot) -> ranked
+once (`pool.ranked_entries`) -> `reading` (the hit rows and sentences of the entries the answer
+needs) -> `engine` (the answer, each hit built once, packed into a budget when asked).
+
 One job per module; each imports only modules above it in this list:
 
 - `query`: a query's text checked and capped, the kinds of search, the query embedder's shape;
@@ -10,51 +15,51 @@ One job per module; each imports only modules above it in this list:
 - `lexical`: BM25 queries; `lexical_index`: the BM25 index, updated in the publishing transaction;
 - `dense`: the index's mode and model, the nearest current chunk vectors, exact distances and
   the best-sentence re-score, in SQL;
-- `hit_context`: ranked chunk keys to hits with their parent and neighbours, in SQL;
-- `pool`: a query's candidate pool, both sides scored, and the order that ranks it;
-- `engine`: the entry points (`search_response`, `search`, `candidates`, `search_vector`), and
-  a search's two steps apart: `read_search` (what it reads) and `ranked_response` (the answer
-  from that reading at a fusion weight and a budget).
+- `snapshot`: the one read-only snapshot an answer reads in;
+- `request`: a search's options as one validated, immutable `SearchRequest`;
+- `signals`: the shape of a ranking signal; `signal_dense` and `signal_lexical` the two
+  signals. **A new ranking signal** is a module `signal_<name>.py` beside them with that shape
+  (its own top chunks, then a score for every pooled chunk), a score field on
+  `pool.PoolEntry` and its term in `pool.ranked_entries`;
+- `pool`: a query's candidate pool, read complete, and the order that ranks it;
+- `hit_context`: ranked chunk keys to typed hit rows (parent, neighbours) and sentences, in SQL;
+- `reading`: what a search reads beside its pool;
+- `engine`: the readers' entry points (`search_response`; `read_search`, then
+  `ranked_response` or `packed_contexts` to answer one reading at many weights and budgets).
 """
 
 from seams.storage.search.context_budget import ContextSpan
 from seams.storage.search.engine import (
-    SearchReading,
-    candidates,
+    packed_contexts,
     ranked_response,
     read_search,
-    search,
     search_response,
-    search_vector,
 )
 from seams.storage.search.fusion import LEXICAL_WEIGHT, fuse_scores
 from seams.storage.search.hits import SearchHit, SearchResponse
-from seams.storage.search.lexical import DEFAULT_TEXT_SEARCH_CONFIG, check_config
-from seams.storage.search.pool import CandidatePool, PoolEntry, pool_size, ranked_candidates
+from seams.storage.search.lexical import DEFAULT_TEXT_SEARCH_CONFIG, validate_text_search_config
 from seams.storage.search.query import MAX_QUERY_CHARS, QueryEmbedder, SearchKind
+from seams.storage.search.reading import SearchReading
+from seams.storage.search.request import MAX_K, pool_size
 from seams.storage.search.sentence_rerank import SENTENCE_WEIGHT
 
 __all__ = [
     "DEFAULT_TEXT_SEARCH_CONFIG",
     "LEXICAL_WEIGHT",
+    "MAX_K",
     "MAX_QUERY_CHARS",
     "SENTENCE_WEIGHT",
-    "CandidatePool",
     "ContextSpan",
-    "PoolEntry",
     "QueryEmbedder",
     "SearchHit",
     "SearchKind",
     "SearchReading",
     "SearchResponse",
-    "candidates",
-    "check_config",
     "fuse_scores",
+    "packed_contexts",
     "pool_size",
-    "ranked_candidates",
     "ranked_response",
     "read_search",
-    "search",
     "search_response",
-    "search_vector",
+    "validate_text_search_config",
 ]

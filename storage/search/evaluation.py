@@ -36,8 +36,9 @@ from seams.storage.search.budget_recall import (
     matching_paths,
 )
 from seams.storage.search.context_budget import TokenCounter
-from seams.storage.search.engine import SearchReading, packed_contexts, read_search
+from seams.storage.search.engine import packed_contexts, read_search
 from seams.storage.search.query import QueryEmbedder, SearchKind
+from seams.storage.search.reading import SearchReading
 from seams.storage.search.snapshot import published_snapshot
 
 EVAL_K = 5
@@ -243,7 +244,7 @@ def evaluate(
                     sentence_weight=sentence_weight,
                 )  # fmt: skip
                 _same_publication(result.published_seq, reading.pool.published_seq)
-                hybrid = reading if reading.pool.search == "hybrid" else None
+                hybrid = reading if reading.pool.kind == "hybrid" else None
             if hybrid is not None:
                 reading = narrowed(hybrid, kind)
             for weight in weights if kind == "hybrid" else (lexical_weight,):
@@ -273,21 +274,21 @@ def narrowed(reading: SearchReading, kind: SearchKind) -> SearchReading:
     if kind == "hybrid":
         return reading
     pool = reading.pool
-    if pool.search != "hybrid":
-        raise ValueError(f"a {pool.search} reading holds no {kind} reading")
+    if pool.kind != "hybrid":
+        raise ValueError(f"a {pool.kind} reading holds no {kind} reading")
     dense = kind == "dense"
     entries = [
         replace(e, lexical_score=None, matched_terms=(), lexical_rank=None, lexical_group=None)
         if dense
         else replace(e, dense_score=None, dense_rank=None)
-        for e in pool.candidates
+        for e in pool.entries
         if (e.dense_rank if dense else e.lexical_rank) is not None
     ]
     keys = {(e.batch_key, e.document_id, e.chunk_id) for e in entries}
     narrow = replace(
         pool,
-        search=kind,
-        candidates=entries,
+        kind=kind,
+        entries=tuple(entries),
         lexemes=() if dense else pool.lexemes,
         terms=() if dense else pool.terms,
         scanned=pool.scanned if dense else 0,

@@ -1,7 +1,7 @@
 """Hybrid ranking: one score from a dense (cosine) and a lexical (BM25) score per candidate.
 
 `seams search` takes, per query, the union of the nearest chunks by vector and the best chunks by
-BM25, scores every candidate by both (`seams.storage.search.candidates`), and ranks by
+BM25, scores every candidate by both (`seams.storage.search.pool`), and ranks by
 
     fused = (1 - lexical_weight) * norm(dense) + lexical_weight * norm(bm25)
     norm(x) = (x - min x) / (max x - min x)   over the query's candidate pool
@@ -31,7 +31,7 @@ disagree, so fusing at all matters far more than the weight (the figures:
 docs/benchmarks-retrieval.md, "Fusion weight")."""
 
 
-def checked_lexical_weight(weight: float) -> float:
+def validate_lexical_weight(weight: float) -> float:
     """`weight` as a float when it lies within [0, 1], else an `InputError`."""
     if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not 0 <= weight <= 1:
         raise InputError(
@@ -58,5 +58,5 @@ def fuse_scores(
     lexical_weight: float = LEXICAL_WEIGHT,
 ) -> np.ndarray:
     """The hybrid score of every candidate of one query's pool (see the module doc)."""
-    weight = checked_lexical_weight(lexical_weight)
+    weight = validate_lexical_weight(lexical_weight)
     return (1.0 - weight) * normalised(dense) + weight * normalised(lexical)

@@ -1,4 +1,4 @@
-"""Ranked chunk keys to hits, in SQL: the visible ones among them (their document's published
+"""Ranked chunk keys to hit rows, in SQL: the visible ones among them (their document's published
 current version, at its build's generation) joined with their document,
 their parent (section or whole document, its text capped and centred on the hit) and their
 neighbours, with the source text from the previous chunk's start to the next chunk's end
@@ -7,32 +7,34 @@ neighbours, with the source text from the previous chunk's start to the next chu
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, NamedTuple
 
 import psycopg
 from psycopg import sql
 
 from seams.storage import schema
 from seams.storage.search.hits import HitContext, Neighbour, ParentContext, SearchHit
+from seams.storage.search.signals import ChunkKey
 
 HITS = """
-WITH nearest AS (
+WITH ranked AS (
     SELECT * FROM unnest(%(batches)s::text[], %(docs)s::text[], %(ids)s::text[],
-                         %(distances)s::float8[]) AS n(batch_key, document_id, chunk_id, distance)
+                         %(ranks)s::int[]) AS n(batch_key, document_id, chunk_id, rank)
 ), hits AS (
-    SELECT n.distance, c.batch_key, c.document_id, c.chunk_id, c.chunk_index, c.total_chunks,
+    SELECT n.rank, c.batch_key, c.document_id, c.chunk_id, c.chunk_index, c.total_chunks,
            c.text, c.start_char, c.end_char, c.page_start, c.page_end, c.section, c.source_sha256,
            c.generation, cur.generation AS published_generation, c.collection
-    FROM nearest AS n
+    FROM ranked AS n
     -- Visible: the document's published current version is in this batch, and each table is
     -- read at the one generation that build sees (never a build still being written).
     JOIN {current} AS cur ON cur.document_id = n.document_id AND cur.batch_key = n.batch_key
     JOIN {chunks} AS c ON c.batch_key = n.batch_key AND c.document_id = n.document_id
                       AND c.chunk_id = n.chunk_id AND c.generation <= cur.generation
-    ORDER BY n.distance, c.document_id, c.chunk_index
+    ORDER BY n.rank, c.document_id, c.chunk_index
     LIMIT %(k)s
 )
-SELECT h.distance, h.batch_key, h.document_id, h.chunk_id, h.chunk_index, h.total_chunks,
+SELECT h.rank, h.batch_key, h.document_id, h.chunk_id, h.chunk_index, h.total_chunks,
        h.text, h.start_char, h.end_char, h.page_start, h.page_end, h.section,
        d.source_uri, e.title,
        p.parent_kind, p.start_char, p.end_char, p.first_chunk_index, p.last_chunk_index,
@@ -74,106 +76,135 @@ LEFT JOIN {chunks} AS prev ON prev.batch_key = h.batch_key AND prev.generation =
 LEFT JOIN {chunks} AS nxt ON nxt.batch_key = h.batch_key AND nxt.generation = h.generation
                          AND nxt.document_id = h.document_id
                          AND nxt.chunk_index = h.chunk_index + 1
-ORDER BY h.distance, h.document_id, h.chunk_index
+ORDER BY h.rank, h.document_id, h.chunk_index
 """
 
 
+class HitRow(NamedTuple):
+    """A visible chunk with its document, parent and neighbours, as `hit_rows` reads it."""
+
+    rank: int
+    """The rank it was asked for at (its order among the rows)."""
+    batch_key: str
+    document_id: str
+    chunk_id: str
+    chunk_index: int
+    total_chunks: int
+    text: str
+    start_char: int
+    end_char: int
+    page_start: int | None
+    page_end: int | None
+    section: str
+    source_uri: str
+    title: str | None
+    parent_kind: str
+    parent_start: int
+    parent_end: int
+    parent_first_chunk: int
+    parent_last_chunk: int
+    parent_chunk_count: int
+    parent_text_start: int
+    parent_text_end: int
+    parent_text: str | None
+    previous_chunk_id: str | None
+    previous_chunk_index: int | None
+    previous_start: int | None
+    previous_end: int | None
+    previous_text: str | None
+    next_chunk_id: str | None
+    next_chunk_index: int | None
+    next_start: int | None
+    next_end: int | None
+    next_text: str | None
+    window_start: int
+    window_end: int
+    window_text: str | None
+    generation: int
+    """The published build of its batch that it is read from."""
+    collection: str
+
+    @property
+    def key(self) -> ChunkKey:
+        return (self.batch_key, self.document_id, self.chunk_id)
+
+
 def hit_rows(
-    conn: psycopg.Connection[Any], nearest: list[tuple[str, str, str, float]], k: int, cap: int
-) -> list[tuple[Any, ...]]:
-    """The k best of `nearest` that are visible (published, current), joined with their
-    document, parent and neighbours (one statement, one round trip)."""
+    conn: psycopg.Connection[Any],
+    keys: Sequence[ChunkKey],
+    ranks: Sequence[int],
+    k: int,
+    cap: int,
+) -> list[HitRow]:
+    """The first `k` of `keys` by `ranks` (ties: document, then chunk order) that are visible
+    (published, current), joined with their document, parent and neighbours; `cap` bounds each
+    parent's text. One statement, one round trip."""
     query = sql.SQL(HITS).format(
         current=schema.CURRENT_DOCUMENTS.identifier(),
         documents=schema.BATCH_DOCUMENTS.identifier(),
         extracted=schema.EXTRACTED_TEXT.identifier(),
         chunks=schema.CHUNKS.identifier(),
     )
-    batches, docs, ids, distances = (list(col) for col in zip(*nearest, strict=True))
     params = {
-        "batches": batches,
-        "docs": docs,
-        "ids": ids,
-        "distances": distances,
+        "batches": [key[0] for key in keys],
+        "docs": [key[1] for key in keys],
+        "ids": [key[2] for key in keys],
+        "ranks": list(ranks),
         "k": k,
         "cap": max(1, cap),
     }
     # Prepared: planning this join costs more than running it.
-    return conn.execute(query, params, prepare=True).fetchall()
+    return [HitRow(*row) for row in conn.execute(query, params, prepare=True).fetchall()]
 
 
-def _neighbour(values: tuple[Any, ...]) -> Neighbour | None:
-    return None if values[0] is None else Neighbour(*values)
+_SAME_NAMES = (
+    *("chunk_id", "document_id", "batch_key", "chunk_index", "total_chunks", "source_uri"),
+    *("title", "section", "start_char", "end_char", "text"),
+)
+"""The fields a hit takes from its row as they are."""
 
 
-def hit_from_row(rank: int, row: tuple[Any, ...]) -> SearchHit:
-    (
-        distance,
-        batch_key,
-        document_id,
-        chunk_id,
-        chunk_index,
-        total_chunks,
-        text,
-        start,
-        end,
-        page_start,
-        page_end,
-        section,
-        source_uri,
-        title,
-        parent_kind,
-        p_start,
-        p_end,
-        p_first,
-        p_last,
-        p_count,
-        text_start,
-        text_end,
-        parent_text,
-    ) = row[:23]
-    previous, following = _neighbour(row[23:28]), _neighbour(row[28:33])
-    window_start, window_end, window_text = row[33:36]
-    generation = int(row[36])
-    collection = str(row[37])
-    if parent_kind == "section":
-        parent_title = section.rsplit(" > ", 1)[-1]
+def _neighbour(chunk_id: str | None, *fields: Any) -> Neighbour | None:
+    return None if chunk_id is None else Neighbour(chunk_id, *fields)
+
+
+def hit_from_row(rank: int, row: HitRow, score: float, **scores: Any) -> SearchHit:
+    """The hit at `rank` for `row`, with the `score` that ranked it and the other scores and
+    passage fields of `SearchHit` given by name."""
+    previous = _neighbour(row.previous_chunk_id, row.previous_chunk_index, row.previous_start,
+                          row.previous_end, row.previous_text)  # fmt: skip
+    following = _neighbour(row.next_chunk_id, row.next_chunk_index, row.next_start, row.next_end,
+                           row.next_text)  # fmt: skip
+    if row.parent_kind == "section":
+        parent_title = row.section.rsplit(" > ", 1)[-1]
     else:
-        parent_title = title or source_uri.rsplit("/", 1)[-1]
+        parent_title = row.title or row.source_uri.rsplit("/", 1)[-1]
     parent = ParentContext(
-        kind=parent_kind,
-        section=section,
+        kind=row.parent_kind,
+        section=row.section,
         title=parent_title,
-        start_char=p_start,
-        end_char=p_end,
-        first_chunk_index=p_first,
-        last_chunk_index=p_last,
-        chunk_count=int(p_count),
-        text_start=text_start,
-        text_end=text_end,
-        text=parent_text or "",
+        start_char=row.parent_start,
+        end_char=row.parent_end,
+        first_chunk_index=row.parent_first_chunk,
+        last_chunk_index=row.parent_last_chunk,
+        chunk_count=int(row.parent_chunk_count),
+        text_start=row.parent_text_start,
+        text_end=row.parent_text_end,
+        text=row.parent_text or "",
     )
-    pages = (page_start, page_end) if page_start is not None else None
+    pages = (row.page_start, row.page_end) if row.page_start is not None else None
+    same = {name: getattr(row, name) for name in _SAME_NAMES}
     return SearchHit(
         rank=rank,
-        score=1.0 - float(distance),
-        chunk_id=chunk_id,
-        document_id=document_id,
-        batch_key=batch_key,
-        chunk_index=chunk_index,
-        total_chunks=total_chunks,
-        source_uri=source_uri,
-        title=title,
+        score=score,
         pages=pages,
-        section=section,
-        start_char=start,
-        end_char=end,
-        text=text,
         context=HitContext(
-            parent, previous, following, window_start, window_end, window_text or ""
+            parent, previous, following, row.window_start, row.window_end, row.window_text or ""
         ),
-        generation=generation,
-        collection=collection,
+        generation=int(row.generation),
+        collection=str(row.collection),
+        **same,
+        **scores,
     )
 
 
@@ -207,21 +238,35 @@ ORDER BY h.pos, s.start_char, (s.model_id = %(model)s) DESC
 """
 
 
+class SentenceRow(NamedTuple):
+    """A sentence of a hit, as `sentence_rows` reads it."""
+
+    start: int
+    end: int
+    cosine: float | None
+    """Its cosine with the query; None without a vector of the query's model (or no query
+    vector)."""
+    idf: float
+    """The summed IDF of the query lexemes it holds."""
+    kind: str
+    """Its candidate kind (`chunking.segment`)."""
+
+
 def sentence_rows(
     conn: psycopg.Connection[Any],
-    hits: list[SearchHit],
+    hits: Sequence[HitRow],
     *,
     vector: Any,
     model_id: str,
     config: str | None,
     lexemes: tuple[str, ...] = (),
     idf: tuple[float, ...] = (),
-) -> list[list[tuple[int, int, float | None, float, str]]]:
+) -> list[list[SentenceRow]]:
     """Per hit, its sentences (the candidates `semantic_boundaries` holds inside its span, of the
     build it was read from) in order, each as (start, end, cosine with the query or None, sum of
     the IDF of the query lexemes it contains, the candidate's kind). One statement: pgvector and
     `to_tsvector` score next to the rows, so no vector and no sentence text travels."""
-    out: list[list[tuple[int, int, float | None, float, str]]] = [[] for _ in hits]
+    out: list[list[SentenceRow]] = [[] for _ in hits]
     if not hits:
         return out
     statement = sql.SQL(SENTENCES).format(boundaries=schema.SEMANTIC_BOUNDARIES.identifier())
@@ -239,5 +284,5 @@ def sentence_rows(
     }
     for pos, start, end, dense, lexical, kind in conn.execute(statement, params).fetchall():
         dense = None if dense is None else float(dense)
-        out[pos - 1].append((start, end, dense, float(lexical), kind))
+        out[pos - 1].append(SentenceRow(start, end, dense, float(lexical), kind))
     return out

@@ -147,7 +147,8 @@ class SearchResponse:
     notes: list[str] = field(default_factory=list)
     embed_ms: float = 0.0
     search_ms: float = 0.0
-    candidates_scanned: int = 0
+    pool_scanned: int = 0
+    """How many nearest vectors the dense signal read for the pool."""
     search: str = "dense"
     lexemes: tuple[str, ...] = ()
     """The query's lexemes under the index's text search configuration."""

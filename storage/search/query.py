@@ -1,8 +1,8 @@
 """What a query is before it reaches the index: its text checked and capped, the kind of search
 that ranks it, and the embedder that turns it into a vector.
 
-`prepare_query` is the one gate query text passes: every text search builds its pool through
-`seams.storage.search.engine.candidates`, whose first step is this check.
+`prepare_query` is the one gate query text passes: every text search is built as a
+`seams.storage.search.request.SearchRequest`, whose constructor ends with this check.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ class PreparedQuery:
     notes: tuple[str, ...] = ()
 
 
-def check_kind(search: object) -> None:
+def validate_kind(search: object) -> None:
     """An `InputError` unless `search` names one of `SEARCH_KINDS`."""
     if search not in SEARCH_KINDS:
         raise InputError(f"retrieval.search={search!r}: must be one of {', '.join(SEARCH_KINDS)}")
@@ -89,7 +89,7 @@ def prepare_query(query: object, max_chars: int = MAX_QUERY_CHARS) -> PreparedQu
     return PreparedQuery(text, original, tuple(notes))
 
 
-def checked_collections(collections: object) -> tuple[str, ...] | None:
+def validate_collections(collections: object) -> tuple[str, ...] | None:
     """The collections a search reads, sorted and without repeats; None (every collection the
     connection may read) stays None. An `InputError` for an empty list (which would search
     nothing) or a name that is not a string."""
@@ -113,11 +113,11 @@ def known_collections(
     option: str,
     stored: Callable[[], Iterable[str]] | None = None,
 ) -> tuple[str, ...]:
-    """`requested` checked (`checked_collections`) against the collections the settings
+    """`requested` checked (`validate_collections`) against the collections the settings
     declare and, for a name they do not, those the data holds (`stored`: a collection removed
     from the settings stays searchable, so it can be named): an `InputError` naming the first
     unknown one and the known ones."""
-    names = checked_collections(requested) or ()
+    names = validate_collections(requested) or ()
     declared = list(known)
     held: list[str] | None = None
     for name in names:

@@ -23,6 +23,7 @@ import psycopg
 from psycopg import sql
 
 from seams.storage import schema
+from seams.storage.connections import ConnectionSource, connection_lost
 
 
 @dataclass(frozen=True)
@@ -46,3 +47,15 @@ def published_snapshot(conn: psycopg.Connection[Any]) -> Iterator[Snapshot]:
         ).fetchone()
         seq = None if row is None or row[0] is None else int(row[0])
         yield Snapshot(conn, seq)
+
+
+@contextmanager
+def search_snapshot(postgres: ConnectionSource) -> Iterator[Snapshot]:
+    """A connection of `postgres` in a `published_snapshot`: where every search reads. A
+    database failure, here or in the reads it holds (a lost connection, an aborted transaction),
+    is one `StorageError` naming the database (`connection_lost`)."""
+    try:
+        with postgres.connection() as conn, published_snapshot(conn) as snapshot:
+            yield snapshot
+    except psycopg.OperationalError as exc:
+        raise connection_lost(postgres.redacted_url, "searching the chunk index", exc) from exc

@@ -16,10 +16,11 @@ from seams.models.model_store import ModelManifest
 from seams.orchestration import cli
 from seams.resources import database
 from seams.settings import SeamsSettings
-from seams.storage.search import LEXICAL_WEIGHT, candidates, fuse_scores, search_response
+from seams.storage.search import LEXICAL_WEIGHT, fuse_scores, search_response
 from tests.support.instances import keep_environment
 from tests.support.samples import copy_samples
 from tests.support.search_index import Indexed, indexed_database
+from tests.support.search_probes import candidate_pool
 from tests.test_docs import DOCS, run_python_blocks
 
 SETTINGS = SeamsSettings()
@@ -45,12 +46,12 @@ def indexed(
 
 def test_hybrid_hits_carry_both_scores_and_follow_the_documented_fusion(indexed: Indexed) -> None:
     for query in QUERIES:
-        pool = candidates(indexed.postgres, indexed.embedder, query, pool=40)
+        pool = candidate_pool(indexed.postgres, indexed.embedder, query, pool=40)
         response = search_response(indexed.postgres, indexed.embedder, query, k=5)
         assert response.search == "hybrid" and len(response.hits) == 5
-        fused = fuse_scores([c.dense_score for c in pool.candidates],
-                            [c.lexical_score for c in pool.candidates], LEXICAL_WEIGHT)  # fmt: skip
-        want = sorted(zip(fused, pool.candidates, strict=True),
+        fused = fuse_scores([c.dense_score for c in pool.entries],
+                            [c.lexical_score for c in pool.entries], LEXICAL_WEIGHT)  # fmt: skip
+        want = sorted(zip(fused, pool.entries, strict=True),
                       key=lambda x: (-x[0], x[1].chunk_id))[:5]  # fmt: skip
         assert [h.chunk_id for h in response.hits] == [c.chunk_id for _, c in want]
         assert [h.score for h in response.hits] == pytest.approx([f for f, _ in want])

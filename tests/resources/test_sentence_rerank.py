@@ -58,14 +58,14 @@ def test_search_refuses_a_bad_weight_with_an_input_error_before_touching_the_dat
     weight: float,
 ) -> None:
     from seams.errors import InputError
-    from seams.storage.search import search_vector
+    from seams.storage.search import search_response
 
     class NoDatabase:  # any connection attempt would fail the test with AttributeError
         pass
 
     with pytest.raises(InputError, match=r"retrieval\.sentence_weight="):
-        search_vector(
+        search_response(
             NoDatabase(),  # type: ignore[arg-type]
-            np.zeros(384, dtype=np.float32), 5, model_id="m", mode="pooled",
-            sentence_weight=weight,
+            NoDatabase(),  # type: ignore[arg-type]
+            "queen bee", 5, sentence_weight=weight,
         )  # fmt: skip

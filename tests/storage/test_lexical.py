@@ -253,7 +253,7 @@ def test_each_text_search_configuration_keeps_its_own_statistics(
         with pytest.raises(ConfigError, match="no_such_config"):
             lexical.query_terms(conn, "no_such_config", "x")
         with pytest.raises(ConfigError, match="pg_ts_config"):
-            lexical.check_config(conn, "no_such_config")
+            lexical.validate_text_search_config(conn, "no_such_config")
 
 
 # --- the exact read: a corpus whose common lexemes exceed the first round's depth -------------
@@ -503,7 +503,7 @@ def test_a_query_of_more_words_than_are_read_at_once_still_finds_its_best(
 
 
 def test_search_proves_at_least_its_k_of_the_pool_exact() -> None:
-    from seams.storage.search.pool import exact_size, pool_size
+    from seams.storage.search.request import exact_size, pool_size
 
     for k in range(1, 300):
         assert k <= exact_size(pool_size(k)) <= max(k, 10)

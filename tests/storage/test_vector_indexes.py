@@ -21,7 +21,6 @@ from seams.resources.postgres import PostgresResource, close_pool
 from seams.storage import publication, schema, vector_indexes
 from seams.storage.migrations import migrate
 from seams.storage.partition_tables import write_table
-from seams.storage.search import search_vector
 from seams.storage.search.dense import (
     IndexTarget,
     configure_scan,
@@ -29,6 +28,7 @@ from seams.storage.search.dense import (
     nearest_statement,
     nearest_vectors,
 )
+from tests.support.search_probes import search_vector
 
 MODE = "text"
 PACKAGED = "minilm-like"  # a 384-d model, as the packaged one

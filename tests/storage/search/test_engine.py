@@ -21,7 +21,7 @@ from seams.models.model_store import ModelManifest
 from seams.resources.embedder import OnnxEmbedderResource
 from seams.resources.postgres import PostgresResource
 from seams.settings import ChunkingSettings
-from seams.storage.search import MAX_QUERY_CHARS, search, search_response
+from seams.storage.search import MAX_QUERY_CHARS, SearchHit, search_response
 from tests.support.databases import rows
 from tests.support.search_index import (
     GARDEN,
@@ -56,6 +56,11 @@ INDEX_SNAPSHOT = (
     "SELECT batch_key, document_id, chunk_id, mode, model_id, embedding::text"
     " FROM seams.chunk_index ORDER BY batch_key, document_id, chunk_id"
 )
+
+
+def top_hits(*args: object, **options: object) -> list[SearchHit]:
+    """The hits of `search_response`: what most of these tests look at."""
+    return search_response(*args, **options).hits  # type: ignore[arg-type]
 
 
 def _index_metadata(result: dg.ExecuteInProcessResult) -> dict[str, object]:
@@ -122,7 +127,7 @@ def test_every_mode_finds_planted_queries(mode: str, shared: Indexed) -> None:
 
 def test_hits_carry_parent_section_neighbours_and_the_exact_source(shared: Indexed) -> None:
     postgres, embedder = shared.postgres, shared.embedder
-    (hit,) = search(postgres, embedder, "turning the compost heap with a fork", k=1)  # type: ignore[arg-type]
+    (hit,) = top_hits(postgres, embedder, "turning the compost heap with a fork", k=1)  # type: ignore[arg-type]
     assert hit.source_uri.endswith("garden.md") and hit.title
     assert GARDEN[hit.start_char : hit.end_char] == hit.text
     parent = hit.context.parent
@@ -139,14 +144,14 @@ def test_hits_carry_parent_section_neighbours_and_the_exact_source(shared: Index
     assert window == GARDEN[previous.start_char : following.end_char]
     assert hit.to_dict()["context"]["parent"]["truncated"] is False
 
-    (doc_hit,) = search(postgres, embedder, "granite lighthouse built in 1841", k=1)  # type: ignore[arg-type]
+    (doc_hit,) = top_hits(postgres, embedder, "granite lighthouse built in 1841", k=1)  # type: ignore[arg-type]
     assert doc_hit.source_uri.endswith("harbour.txt")
     whole = doc_hit.context.parent
     assert whole.kind == "document" and whole.section == ""
     assert whole.chunk_count == doc_hit.total_chunks
     assert HARBOUR_V1[whole.text_start : whole.text_end] == whole.text
 
-    capped = search(postgres, embedder, "granite lighthouse", k=1, parent_chars=50)[0]  # type: ignore[arg-type]
+    capped = top_hits(postgres, embedder, "granite lighthouse", k=1, parent_chars=50)[0]  # type: ignore[arg-type]
     assert capped.context.parent.truncated and len(capped.context.parent.text) <= 50
 
 
@@ -157,7 +162,7 @@ def test_stale_versions_are_never_returned(database_url: str, exported_model: Mo
     postgres, embedder = fresh.postgres, fresh.embedder
     corpus = fresh.folder
     old_query = "keepers climbed steps to light the paraffin lamp in the granite lighthouse"
-    assert search(postgres, embedder, old_query, k=1)[0].batch_key == old_key  # type: ignore[arg-type]
+    assert top_hits(postgres, embedder, old_query, k=1)[0].batch_key == old_key  # type: ignore[arg-type]
 
     (corpus / "harbour.txt").write_text(HARBOUR_V2, encoding="utf-8")
     new_key = register_folder(postgres, corpus)  # type: ignore[arg-type]
@@ -170,11 +175,11 @@ def test_stale_versions_are_never_returned(database_url: str, exported_model: Mo
     }  # fmt: skip
     assert stale  # the old version's rows are still stored (and indexed) ...
     for query in (old_query, "fog horn every thirty seconds", "radar tower tracks container ships"):
-        hits = search(postgres, embedder, query, k=10)  # type: ignore[arg-type]
+        hits = top_hits(postgres, embedder, query, k=10)  # type: ignore[arg-type]
         assert hits and not stale & {h.chunk_id for h in hits}  # ... but never returned
         harbour = [h for h in hits if h.source_uri.endswith("harbour.txt")]
         assert harbour and all(h.batch_key == new_key for h in harbour)
-    best = search(postgres, embedder, "radar tower tracks container ships", k=1)[0]  # type: ignore[arg-type]
+    best = top_hits(postgres, embedder, "radar tower tracks container ships", k=1)[0]  # type: ignore[arg-type]
     assert best.batch_key == new_key and "radar" in best.text
 
 
@@ -182,14 +187,14 @@ def test_bad_queries_get_clear_errors_or_notes_never_crashes(shared: Indexed) ->
     postgres, embedder = shared.postgres, shared.embedder
     for empty in ("", "   \n\t ", "\x01\x02"):
         with pytest.raises(InputError, match="empty"):
-            search(postgres, embedder, empty)  # type: ignore[arg-type]
+            top_hits(postgres, embedder, empty)  # type: ignore[arg-type]
     with pytest.raises(InputError, match="NUL"):
-        search(postgres, embedder, "\x00\x01")
+        top_hits(postgres, embedder, "\x00\x01")
     for bad_k in (0, -1, 101, True, 2.5):
         with pytest.raises(InputError, match="k must be"):
-            search(postgres, embedder, "compost", k=bad_k)  # type: ignore[arg-type]
+            top_hits(postgres, embedder, "compost", k=bad_k)  # type: ignore[arg-type]
     with pytest.raises(InputError, match="string"):
-        search(postgres, embedder, b"compost")  # type: ignore[arg-type]
+        top_hits(postgres, embedder, b"compost")  # type: ignore[arg-type]
 
     huge = ("compost heap smells of ammonia, turn it with a fork. " * 20_000)[: 1 << 20]
     response = search_response(postgres, embedder, huge, k=2)  # type: ignore[arg-type]
@@ -199,7 +204,7 @@ def test_bad_queries_get_clear_errors_or_notes_never_crashes(shared: Indexed) ->
 
     for odd in ("東京の港の灯台 🙂", "naïve café ☕ with compost", "\ud800 lone surrogate fog",
                 "RTL: מגדלור", "emoji only 🌊🌊🌊"):  # fmt: skip
-        hits = search(postgres, embedder, odd, k=2)  # type: ignore[arg-type]
+        hits = top_hits(postgres, embedder, odd, k=2)  # type: ignore[arg-type]
         assert 1 <= len(hits) <= 2
 
 
@@ -237,7 +242,7 @@ def test_search_scores_each_chunk_by_its_vector_and_its_best_sentence(shared: In
     weight = SETTINGS.retrieval.sentence_weight
     assert 0 < weight < 1
     for w in (weight, 0.0):
-        hits = search(postgres, embedder, query, k=4, search="dense", sentence_weight=w)  # type: ignore[arg-type]
+        hits = top_hits(postgres, embedder, query, k=4, search="dense", sentence_weight=w)  # type: ignore[arg-type]
         assert len(hits) == 4
         expected = [  # the default preset has no overlap: a chunk's core is its span
             _expected_score(shared.url, q, w, hit.batch_key, hit.chunk_id,
@@ -282,7 +287,7 @@ def test_a_sentence_in_an_overlap_counts_for_the_chunk_whose_core_holds_it(
     sentence = in_overlap[0][0]
     embedder: OnnxEmbedderResource = resources["seams_embedder"]  # type: ignore[assignment]
     q = embedder.embed([sentence])[0].astype(np.float64)
-    hits = {h.chunk_id: h for h in search(postgres, embedder, sentence, k=10)}  # type: ignore[arg-type]
+    hits = {h.chunk_id: h for h in top_hits(postgres, embedder, sentence, k=10)}  # type: ignore[arg-type]
     assert chunk_id in hits
     w = SETTINGS.retrieval.sentence_weight
     expected = _expected_score(database_url, q, w, key, chunk_id, (document_id, core, end))

@@ -19,7 +19,6 @@ from seams.storage.search import (
     SearchKind,
     SearchReading,
     SearchResponse,
-    candidates,
     ranked_response,
     read_search,
     search_response,
@@ -34,6 +33,7 @@ from tests.storage.test_vector_indexes import (
     publish,
     unit_vectors,
 )
+from tests.support.search_probes import candidate_pool
 
 BATCHES = {PACKAGED: "b1", SMALL: "b2"}  # b2 registered last: the newest batch
 
@@ -91,10 +91,10 @@ def test_a_search_pinned_to_a_model_answers_with_that_models_chunks_only(
     cosines = two_models[model_id].astype(np.float64) @ QUERIES[model_id].astype(np.float64)
     assert np.allclose([h.dense_score for h in response.hits], cosines[expected[:10]], atol=1e-6)
 
-    pool = candidates(postgres, embedder, "what is nearest", search="dense", model_id=model_id)
+    pool = candidate_pool(postgres, embedder, "what is nearest", search="dense", model_id=model_id)
     assert pool.target is not None and pool.target.model_id == model_id
-    assert {e.batch_key for e in pool.candidates} == {BATCHES[model_id]}
-    assert len(pool.candidates) == 40
+    assert {e.batch_key for e in pool.entries} == {BATCHES[model_id]}
+    assert len(pool.entries) == 40
 
 
 def test_without_a_model_the_newest_batchs_model_answers_as_before(
@@ -176,7 +176,7 @@ def test_one_reading_answers_every_weight_and_budget_as_search_response_does(
     query = "chunk 7 of b1-doc-1"  # BM25 finds b1's chunks, the vectors b2's: both sides count
     for model_id in (None, PACKAGED):
         reading = read_search(postgres, embedder, query, 5, search=search, model_id=model_id)
-        assert len(reading.rows) == len(reading.pool.candidates) > 5
+        assert len(reading.rows) == len(reading.pool.entries) > 5
         for weight in (0.0, 0.5, 1.0):
             for budget in (None, 12, 40):
                 options = {"lexical_weight": weight, "budget": budget, "count_tokens": words}

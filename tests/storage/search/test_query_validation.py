@@ -21,8 +21,7 @@ class Untouchable:
 
 ENTRY_POINTS: dict[str, Callable[..., Any]] = {
     "search_response": search_module.search_response,
-    "search": search_module.search,
-    "candidates": search_module.candidates,
+    "read_search": search_module.read_search,
 }
 
 
