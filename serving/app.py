@@ -36,8 +36,7 @@ from seams.serving.tenant_pools import TenantPool, allow_set_role
 from seams.settings import SeamsSettings
 from seams.storage.document_view import document_view
 from seams.storage.publication import published_seqs
-from seams.storage.search import MAX_QUERY_CHARS
-from seams.storage.search.engine import MAX_K
+from seams.storage.search import MAX_K, MAX_QUERY_CHARS
 from seams.storage.tenants import assignments
 
 log = logging.getLogger("seams.serve")
