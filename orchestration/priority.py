@@ -20,6 +20,8 @@ import os
 
 import dagster as dg
 
+from seams.resources.postgres_pool import renew_connections
+
 log = logging.getLogger(__name__)
 
 
@@ -53,6 +55,7 @@ def lowered(executor: dg.ExecutorDefinition, niceness: int) -> dg.ExecutorDefini
 
     def creation(init_context: dg.InitExecutorContext) -> dg.Executor:
         lower_priority(niceness)
+        renew_connections()  # any opened while the definitions loaded
         return create(init_context)
 
     return dg.ExecutorDefinition(

@@ -29,13 +29,15 @@ from pathlib import Path
 from typing import Any, Self
 
 import psycopg
+import psycopg.conninfo
 from psycopg_pool import ConnectionPool, PoolTimeout
 from pydantic import BaseModel, Field
 
 from seams.environment import SeamsEnvironment
-from seams.errors import StorageError
+from seams.errors import SeamsError, StorageError
 from seams.resources.database import (
     CONNECT_TIMEOUT_S,
+    EmbeddedPostgres,
     redact,
     resolve_data_url,
 )
@@ -133,7 +135,7 @@ class PostgresPool(BaseModel):
             if pool is None or pool.closed:
                 if key not in _SCHEMA_CHECKED:
                     _SCHEMA_CHECKED[key] = _check_schema(url)
-                local = self._environment().database_url is None  # the embedded server
+                local = embedded_server(self._environment(), url)
                 pool = _POOLS[key] = _open_pool(url, self.max_connections, local_server=local)
         return pool
 
@@ -281,6 +283,16 @@ def close_pool(url: str) -> None:
         pool.close()
 
 
+def renew_connections() -> None:
+    """Replace the idle connections of this process's pools (in-use ones as they come back):
+    after the process lowered its priority, the backends opened from then on are lowered too
+    (`_configure_local`), not only those opened after the pool was."""
+    with _LOCK:
+        pools = [p for (pid, _), p in _POOLS.items() if pid == os.getpid() and not p.closed]
+    for pool in pools:
+        pool.drain()
+
+
 def close_all_pools() -> None:
     with _LOCK:
         pools = [p for (pid, _), p in _POOLS.items() if pid == os.getpid()]
@@ -296,6 +308,22 @@ def create_schema(url: str) -> Migration:
     transaction under the DDL lock, and only when the recorded version is not the
     code's. Errors name the redacted URL."""
     return migrate(url, redacted_url=redact(url))
+
+
+def embedded_server(environment: SeamsEnvironment, url: str) -> bool:
+    """Whether `url` is on the embedded server of `environment`'s data dir, whose backends run
+    on this machine: no `SEAMS_DATABASE_URL`, or one naming that running server (as `seams dev`
+    hands its children, the run workers of launched runs among them)."""
+    if environment.database_url is None:
+        return True
+    try:
+        running = EmbeddedPostgres.for_environment(environment).url()
+        if running is None:
+            return False
+        ours, theirs = (psycopg.conninfo.conninfo_to_dict(u) for u in (url, running))
+    except (SeamsError, OSError, psycopg.ProgrammingError):
+        return False
+    return all(ours.get(k) == theirs.get(k) for k in ("host", "port")) and bool(ours.get("host"))
 
 
 def _open_pool(url: str, max_size: int, *, local_server: bool = False) -> ConnectionPool:

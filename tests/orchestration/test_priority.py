@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from seams.resources.postgres import PostgresResource
 from seams.resources.postgres_pool import _open_pool
 from seams.settings import SeamsSettings
 
@@ -116,7 +117,8 @@ BATCH_COMMAND = """
     from pathlib import Path
     from seams.orchestration.priority import lower_priority
     from seams.resources.database import DATA_DATABASE, EmbeddedPostgres, database_url_for
-    from seams.resources.postgres_pool import _open_pool
+    from seams.resources.postgres import PostgresResource
+from seams.resources.postgres_pool import _open_pool
 
     def niceness(pid):
         with open(f"/proc/{pid}/stat") as stat:  # field 19, after the command's parentheses
@@ -209,7 +211,7 @@ LAUNCHED_RUN = """
     import json, os, sys
     import dagster as dg
     from seams.orchestration.definitions import default_executor
-    from seams.resources.postgres_pool import _open_pool
+    from seams.resources.postgres import PostgresResource
     from seams.settings import ExecutionSettings
 
     def niceness(pid):
@@ -218,10 +220,9 @@ LAUNCHED_RUN = """
 
     @dg.op
     def step(context) -> None:
-        pool = _open_pool(os.environ["SEAMS_TEST_URL"], 1, local_server=True)
-        with pool.connection() as conn:
+        # As `seams dev` runs it: SEAMS_DATABASE_URL names the data dir's embedded server.
+        with PostgresResource().connection() as conn:
             seen = {"step": niceness("thread-self"), "backend": niceness(conn.info.backend_pid)}
-        pool.close()
         context.instance.add_run_tags(context.run_id, {"seen": json.dumps(seen)})
 
     def build():
@@ -236,7 +237,8 @@ LAUNCHED_RUN = """
     if __name__ == "__main__":
         with dg.DagsterInstance.ephemeral() as instance:
             found = {}
-            # As `seams run` executes (its process lowered itself): the job's executor is not used.
+            # As `seams run` executes (its process lowered itself): the job's executor is not
+            # used. Its pool stays open, as one opened while a run worker loads definitions.
             direct = build().execute_in_process(instance=instance)
             found["in_process"] = json.loads(instance.get_run_by_id(direct.run_id).tags["seen"])
             # As a run worker executes a launched run: through the job's executor.
@@ -250,23 +252,35 @@ LAUNCHED_RUN = """
 
 @pytest.mark.services
 def test_a_launched_runs_worker_and_its_backends_run_at_the_configured_niceness(
-    database_url: str, tmp_path: Path
+    postgres: PostgresResource, tmp_path: Path
 ) -> None:
     """A run the daemon or the webserver launches executes through its job's executor in a run
-    worker of its own: that worker, and the backends its pool opens on the embedded server, run
-    at `execution.niceness`, read from /proc. The same job executed in-process (`seams run`,
-    which lowers itself) is left as it is."""
+    worker of its own, which `seams dev` hands the embedded server's URL: that worker, and the
+    backends the Postgres resource opens for it, run at `execution.niceness`, read from /proc
+    (connections its pool opened before included). The same job executed in-process (`seams
+    run`, which lowers itself) is left as it is."""
     base = os.getpriority(os.PRIO_PROCESS, 0)
     target = min(19, base + 3)
+    url = postgres.resolved_url()
+    with postgres.connection() as conn:
+        pgdata = conn.execute("SHOW data_directory").fetchone()[0]
+    data_dir = tmp_path / "data"  # a data dir whose embedded server is the test server
+    data_dir.mkdir()
+    (data_dir / "postgres.location").write_text(pgdata, encoding="utf-8")
     script = tmp_path / "launched_run.py"
     script.write_text(textwrap.dedent(LAUNCHED_RUN), encoding="utf-8")
-    env = {**os.environ, "SEAMS_TEST_URL": database_url, "SEAMS_TEST_NICENESS": str(target)}
+    env = {
+        **os.environ,
+        "SEAMS_DATABASE_URL": url,
+        "SEAMS_DATA_DIR": str(data_dir),
+        "SEAMS_TEST_NICENESS": str(target),
+    }
     done = subprocess.run(
         [sys.executable, str(script)], capture_output=True, text=True, timeout=300, env=env,
         cwd=tmp_path, check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     seen = json.loads(done.stdout.strip().splitlines()[-1])
-    assert seen["in_process"]["step"] == base < target
+    assert seen["in_process"] == {"step": base, "backend": base} and base < target
     assert seen["launched"] == {"step": target, "backend": target}
     assert seen["own"] == target
