@@ -17,7 +17,7 @@ from seams.orchestration.dagster_internals import (
     ASSET_PARTITION_RANGE_END_TAG,
     ASSET_PARTITION_RANGE_START_TAG,
 )
-from tests.support.samples import register_sample_batches
+from tests.support.samples import PIPELINE_ASSETS, register_sample_batches
 
 batches = dg.DynamicPartitionsDefinition(name="test_batches")
 
@@ -54,14 +54,7 @@ def test_each_batch_of_a_ranged_run_gets_its_own_numbers(tmp_path: Path) -> None
 
 # --- the whole pipeline over two batches in one run ----------------------------------------------
 
-ASSETS = (
-    "extracted_text",
-    "sentence_candidates",
-    "candidate_embeddings",
-    "semantic_boundaries",
-    "chunks",
-    "chunk_index",
-)
+ASSETS = PIPELINE_ASSETS
 CHECKED = {
     "candidate_embeddings": ("one_row_per_candidate", "finite_unit_vectors"),
     "chunks": ("exact_slices", "nothing_lost", "sizes_within_bounds", "unique_chunk_ids"),

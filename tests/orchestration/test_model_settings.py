@@ -33,16 +33,11 @@ from seams.models.model_store import (
 from seams.orchestration.cli.entry import main
 from seams.orchestration.definitions import build_assets, build_resources, built_index_mode
 from seams.settings import SeamsSettings
+from tests.support.samples import PIPELINE_ASSETS
 from tests.support.tiny_models import wordpiece, write_mean_pooling_layout
 from tests.test_docs import provide_models
 
-STAGES = (
-    "sentence_candidates",
-    "candidate_embeddings",
-    "semantic_boundaries",
-    "chunks",
-    "chunk_index",
-)
+STAGES = PIPELINE_ASSETS[1:]
 
 
 def _folder(path: Path, weights: bytes = b"weights-0") -> Path:

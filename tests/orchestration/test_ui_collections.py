@@ -13,15 +13,9 @@ import pytest
 
 from seams.orchestration import runner
 from tests.support.processes import dagster_services
+from tests.support.samples import PIPELINE_ASSETS
 
-STAGES = (
-    "extracted_text",
-    "sentence_candidates",
-    "candidate_embeddings",
-    "semantic_boundaries",
-    "chunks",
-    "chunk_index",
-)
+STAGES = PIPELINE_ASSETS
 """The per-batch assets every collection's lineage has, in pipeline order."""
 
 ASSET_GROUPS = """

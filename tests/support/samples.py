@@ -13,6 +13,17 @@ import dagster as dg
 from seams.chunking import ChunkingConfig
 from seams.orchestration import runner
 
+PIPELINE_ASSETS = (
+    "extracted_text",
+    "sentence_candidates",
+    "candidate_embeddings",
+    "semantic_boundaries",
+    "chunks",
+    "chunk_index",
+)
+"""The per-batch assets of every collection, in pipeline order, written out here: a test of
+them must not read them from the code it tests."""
+
 SAMPLE_CORPUS = runner.SAMPLE_CORPUS
 """The bundled sample corpus (package data, as `seams run` reads it)."""
 SAMPLE_NAMES = sorted(p.name for p in SAMPLE_CORPUS.iterdir() if p.name != "README.md")
