@@ -141,7 +141,15 @@ def indexed(
         yield built
 
 
-def _env(indexed: Indexed, manifest: ModelManifest, config: Path) -> dict[str, str]:
+HYBRID = "retrieval:\n  search: hybrid\n"
+
+
+def _env(
+    indexed: Indexed, manifest: ModelManifest, config: Path, settings: str = HYBRID
+) -> dict[str, str]:
+    """`seams eval`'s environment over the indexed database, with `settings` written as its
+    seams.yaml at `config`."""
+    config.write_text(settings, encoding="utf-8")
     return seams_env(
         SEAMS_DATABASE_URL=indexed.url,
         SEAMS_DATA_DIR=str(manifest.directory.parents[1]),  # where the exported model is
@@ -165,8 +173,8 @@ def test_eval_figures_are_those_of_search_with_a_budget_and_apply_writes_setting
     # BM25 finds the exact names (LEDGER_WORKERS, v2.4.1, pg_dump) that dense search misses:
     # starting from dense alone, cross-validation should move the weight.
     packaged = packaged_default("seams.yaml").read_text(encoding="utf-8")
-    config.write_text(packaged.replace("lexical_weight: 0.75", "lexical_weight: 0.0 "), "utf-8")
-    env = _env(indexed, exported_model, config)
+    dense = packaged.replace("lexical_weight: 0.75", "lexical_weight: 0.0 ")
+    env = _env(indexed, exported_model, config, dense)
     budgets, weights = ",".join(map(str, BUDGETS)), ",".join(map(str, WEIGHTS))
     done = run_seams(
         "eval", str(questions), "--json", "--budgets", budgets, "--weights", weights, env=env
@@ -251,7 +259,6 @@ def test_eval_names_a_source_that_is_not_indexed_and_spans_outside_one(
     indexed: Indexed, exported_model: ModelManifest, tmp_path: Path
 ) -> None:
     config = tmp_path / "seams.yaml"
-    config.write_text("retrieval:\n  search: hybrid\n", encoding="utf-8")
     env = _env(indexed, exported_model, config)
     good = _questions()[0]
     missing = _write_questions(
@@ -320,7 +327,6 @@ def test_eval_takes_answer_quotes_and_names_the_questions_it_missed(
     indexed: Indexed, exported_model: ModelManifest, tmp_path: Path
 ) -> None:
     config = tmp_path / "seams.yaml"
-    config.write_text("retrieval:\n  search: hybrid\n", encoding="utf-8")
     env = _env(indexed, exported_model, config)
     quoted = [{"question": q, "source": name, "answer": a} for name, q, a in QUESTIONS]
     answers = _write_questions(tmp_path / "answers.jsonl", quoted)
