@@ -73,7 +73,7 @@ def start_dev(env: dict[str, str], root: Path) -> tuple[subprocess.Popen, object
     """`seams dev` on a free port; returns it and a GraphQL client once the UI answers."""
     import socket
 
-    from dagster_graphql import DagsterGraphQLClient, DagsterGraphQLClientError
+    from tests.support.processes import answering_client
 
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -83,16 +83,13 @@ def start_dev(env: dict[str, str], root: Path) -> tuple[subprocess.Popen, object
         [sys.executable, "-m", "seams", "dev", "--port", str(port)],
         stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True,
     )  # fmt: skip
-    client = DagsterGraphQLClient("127.0.0.1", port_number=port, timeout=60)
-    deadline = time.monotonic() + 300
-    while True:
-        try:
-            client._execute("{ version }")
-            return dev, client
-        except DagsterGraphQLClientError:
-            if dev.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit((root / "seams-dev.log").read_text()[-3000:]) from None
-            time.sleep(0.5)
+    try:
+        client = answering_client(
+            port, dev, root / "seams-dev.log", timeout_s=300, what="seams dev"
+        )
+    except AssertionError as exc:
+        raise SystemExit(str(exc)) from None
+    return dev, client
 
 
 def main() -> None:

@@ -34,11 +34,11 @@ import sys
 import time
 from pathlib import Path
 
-from dagster_graphql import DagsterGraphQLClient, DagsterGraphQLClientError
+from dagster_graphql import DagsterGraphQLClient
 
 from benchmarks.header import repeated_study
 from tests.support.graphql import LAUNCH_BACKFILL
-from tests.support.processes import free_port, stop_group
+from tests.support.processes import answering_client, free_port, stop_group
 
 SAMPLES = (("field_notes.md",), ("history_of_maps.txt", "kitchen_science.md"))
 MODES = ("asset graph", "job page")
@@ -103,17 +103,13 @@ def _start(home: Path, env: dict[str, str]) -> tuple[list[subprocess.Popen], Dag
         procs.append(subprocess.Popen(command, cwd=home, env=env, stdout=log,
                                       stderr=subprocess.STDOUT,
                                       start_new_session=True))  # fmt: skip
-    client = DagsterGraphQLClient("127.0.0.1", port_number=port, timeout=120)
-    deadline = time.monotonic() + 300
-    while True:
-        try:
-            client._execute("{ version }")
-            break
-        except DagsterGraphQLClientError:
-            if time.monotonic() > deadline or procs[0].poll() is not None:
-                stop_group(*procs)
-                raise RuntimeError((home / "webserver.log").read_text()[-3000:]) from None
-            time.sleep(1)
+    try:
+        client = answering_client(
+            port, procs[0], home / "webserver.log", timeout_s=300, client_timeout=120
+        )
+    except AssertionError as exc:
+        stop_group(*procs)
+        raise RuntimeError(str(exc)) from None
     time.sleep(20)  # past the start-up burst: the daemon's first looks, the code server warm
     return procs, client
 

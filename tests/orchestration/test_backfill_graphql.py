@@ -20,14 +20,14 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
-from dagster_graphql import DagsterGraphQLClient, DagsterGraphQLClientError
+from dagster_graphql import DagsterGraphQLClient
 
 from seams.assets.partitions import DEFAULT_LINEAGE
 from seams.orchestration import launch, ownership, runner
 from seams.orchestration.dagster_internals import BulkActionsFilter, BulkActionStatus
 from tests.orchestration.test_backfill import _stored_per_batch
 from tests.support.graphql import LAUNCH_BACKFILL
-from tests.support.processes import free_port
+from tests.support.processes import answering_client, free_port
 from tests.support.samples import register_sample_batches
 
 BACKFILLS = """
@@ -106,16 +106,8 @@ def _start_dev(logs: Path, port: int) -> tuple[subprocess.Popen, DagsterGraphQLC
         [sys.executable, "-m", "seams", "dev", "--port", str(port)],
         stdout=log, stderr=subprocess.STDOUT, env=os.environ.copy(), start_new_session=True,
     )  # fmt: skip
-    client = DagsterGraphQLClient("127.0.0.1", port_number=port, timeout=60)
-    deadline = time.monotonic() + 240
-    while True:
-        try:
-            client._execute("{ version }")
-            return dev, client
-        except DagsterGraphQLClientError:
-            assert dev.poll() is None, (logs / "seams-dev.log").read_text()[-3000:]
-            assert time.monotonic() < deadline, "seams dev never answered"
-            time.sleep(0.5)
+    client = answering_client(port, dev, logs / "seams-dev.log", timeout_s=240, what="seams dev")
+    return dev, client
 
 
 @pytest.mark.slow

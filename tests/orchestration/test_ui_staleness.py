@@ -24,7 +24,7 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
-from dagster_graphql import DagsterGraphQLClient, DagsterGraphQLClientError
+from dagster_graphql import DagsterGraphQLClient
 
 from seams.assets.partitions import document_batches
 from seams.models.model_store import ModelManifest
@@ -33,7 +33,7 @@ from seams.orchestration.definitions import build_definitions
 from seams.orchestration.sync import SYNC_CHECK
 from seams.settings import load_settings
 from seams.storage.schema import BATCH_ASSETS
-from tests.support.processes import free_port, stop_group
+from tests.support.processes import answering_client, free_port, stop_group
 
 STALE_BY_PARTITION = """
 query Stale($key: AssetKeyInput!, $partitions: [String!]) {
@@ -138,16 +138,7 @@ def _dagster_dev(folder: Path) -> Iterator[DagsterGraphQLClient]:
             cwd=os.environ["DAGSTER_HOME"],
         )  # fmt: skip
     try:
-        client = DagsterGraphQLClient("127.0.0.1", port_number=port, timeout=60)
-        deadline = time.monotonic() + 180
-        while True:
-            try:
-                client._execute("{ version }")
-                break
-            except DagsterGraphQLClientError:
-                assert dev.poll() is None, log_path.read_text()[-3000:]
-                assert time.monotonic() < deadline, "dagster dev never answered"
-                time.sleep(0.5)
+        client = answering_client(port, dev, log_path, timeout_s=180, what="dagster dev")
         sensor = client._execute(SENSOR_INTERVAL)["sensorOrError"]
         assert sensor.get("minIntervalSeconds") == SENSOR_INTERVAL_S, sensor  # that location
         yield client

@@ -158,6 +158,30 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def answering_client(
+    port: int,
+    server: subprocess.Popen,
+    log: Path,
+    *,
+    timeout_s: float,
+    what: str = "the webserver",
+    client_timeout: int = 60,
+) -> DagsterGraphQLClient:
+    """A GraphQL client of the Dagster UI `server` serves on `port`, once it answers; an
+    `AssertionError` with the end of `log` if the server exits first, or saying `what` never
+    answered within `timeout_s`."""
+    client = DagsterGraphQLClient("127.0.0.1", port_number=port, timeout=client_timeout)
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            client._execute("{ version }")
+            return client
+        except DagsterGraphQLClientError:
+            assert server.poll() is None, log.read_text()[-3000:]
+            assert time.monotonic() < deadline, f"{what} never answered"
+            time.sleep(0.5)
+
+
 @contextlib.contextmanager
 def dagster_services(
     logs: Path, *, timeout_s: float = 180, workspace: Path | None = None
@@ -181,17 +205,8 @@ def dagster_services(
             command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=os.environ
         )
     try:
-        client = DagsterGraphQLClient("127.0.0.1", port_number=port, timeout=60)
-        webserver_log = logs / "webserver.log"
-        deadline = time.monotonic() + timeout_s
-        while True:
-            try:
-                client._execute("{ version }")
-                break
-            except DagsterGraphQLClientError:
-                assert procs["webserver"].poll() is None, webserver_log.read_text()[-3000:]
-                assert time.monotonic() < deadline, "the webserver never answered"
-                time.sleep(0.5)
-        yield client
+        yield answering_client(
+            port, procs["webserver"], logs / "webserver.log", timeout_s=timeout_s
+        )
     finally:
         stop_group(*procs.values(), grace_s=30)
