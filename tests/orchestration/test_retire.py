@@ -15,12 +15,13 @@ import pytest
 
 from seams.assets.partitions import document_batches
 from seams.environment import SeamsEnvironment
-from seams.models.model_store import ModelManifest
 from seams.orchestration import runner
 from seams.orchestration.cli.search import format_response
 from seams.storage.batches import document_id_for
 from seams.storage.search import search_response
 from tests.support.samples import copy_samples
+
+pytestmark = pytest.mark.usefixtures("exported_model")  # every test runs the packaged model
 
 SAMPLES = ("field_notes.md", "city_notes.txt")
 
@@ -69,7 +70,6 @@ def test_a_removed_file_drops_out_of_current_chunks_on_the_next_run(
     defs: dg.Definitions,
     inbox: Path,
     database_url: str,
-    exported_model: ModelManifest,
 ) -> None:
     _seams_run(instance, inbox, defs=defs)
     gone, kept = (document_id_for((inbox / name).absolute().as_uri()) for name in SAMPLES)
@@ -117,7 +117,6 @@ def test_seams_run_file_chunks_that_one_file_and_retires_nothing(
     defs: dg.Definitions,
     inbox: Path,
     database_url: str,
-    exported_model: ModelManifest,
 ) -> None:
     _seams_run(instance, inbox, defs=defs)
     new = inbox / "kitchen_science.md"
@@ -139,7 +138,6 @@ def test_the_printed_python_one_liner_lists_current_chunks(
     defs: dg.Definitions,
     inbox: Path,
     database_url: str,
-    exported_model: ModelManifest,
 ) -> None:
     _seams_run(instance, inbox, defs=defs)
     summary = runner.format_summary(runner.RunSummary(), home=_home())

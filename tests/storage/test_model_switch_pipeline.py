@@ -21,7 +21,6 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from seams.models.model_store import ModelManifest
 from seams.orchestration import runner
 from seams.paths import sample_corpus
 from seams.storage.search import SearchResponse, search_response
@@ -31,7 +30,7 @@ from tests.support.tiny_models import BERT_SPECIALS, PROMPTS, build_model, wordp
 
 # Two whole runs through Dagster and a backfill of three runs: the slow lane;
 # tests/storage/test_model_switch.py checks the same promise at the storage level in CI's lane.
-pytestmark = [pytest.mark.export, pytest.mark.slow]
+pytestmark = [pytest.mark.export, pytest.mark.slow, pytest.mark.usefixtures("exported_model")]
 FOLDERS = {  # one batch each
     "bees": ("field_notes.md",),
     "kitchen": ("kitchen_science.md",),
@@ -74,7 +73,6 @@ def chunk_rows(url: str) -> list[tuple]:
 def test_a_switch_back_is_one_backfill_that_readers_never_see_half_done(
     instance: dg.DagsterInstance,
     database_url: str,
-    exported_model: ModelManifest,
     model_folder: Path,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
