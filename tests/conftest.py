@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import dagster as dg
@@ -255,3 +255,17 @@ def plain_bucket(s3_endpoint: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Pa
     """A fresh bucket that keeps no versions (a changed object's old bytes are gone)."""
     use_s3_environment(monkeypatch, tmp_path)
     return make_bucket(s3_endpoint, versioned=False)
+
+
+@pytest.fixture
+def seams_yaml(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[[str], Path]:
+    """`seams_yaml(text)`: `text` written as the test's seams.yaml (in `tmp_path`), with
+    SEAMS_CONFIG pointing at it; returns its path. Called again, it changes the settings."""
+    path = tmp_path / "seams.yaml"
+
+    def write(text: str) -> Path:
+        path.write_text(text, encoding="utf-8")
+        monkeypatch.setenv("SEAMS_CONFIG", str(path))
+        return path
+
+    return write

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -35,13 +36,10 @@ def test_every_command_reads_the_settings_or_is_db() -> None:
 def test_a_broken_seams_yaml_is_one_line_for_every_command(
     argv: list[str],
     text: str,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
+    seams_yaml: Callable[[str], Path],
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    settings = tmp_path / "seams.yaml"
-    settings.write_text(text, encoding="utf-8")
-    monkeypatch.setenv("SEAMS_CONFIG", str(settings))
+    settings = seams_yaml(text)
     assert cli.main(argv) == cli.EXIT_ERROR
     out, err = capsys.readouterr()
     field, allowed = BROKEN[text]

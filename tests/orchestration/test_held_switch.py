@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import dagster as dg
@@ -62,11 +63,9 @@ def test_a_switch_held_for_an_undeclared_collection_is_finished_by_backfill(
     database_url: str,
     model_folder: Path,
     tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
+    seams_yaml: Callable[[str], Path],
 ) -> None:
-    settings_file = tmp_path / "seams.yaml"
-    monkeypatch.setenv("SEAMS_CONFIG", str(settings_file))
-    settings_file.write_text("retrieval:\n  mode: text\n", "utf-8")
+    settings_file = seams_yaml("retrieval:\n  mode: text\n")
     (old_batch,) = run(instance, folder_with(tmp_path, "first", "README.md"))
 
     notes = folder_with(tmp_path, "notes", "field_notes.md")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import dagster as dg
@@ -58,16 +59,13 @@ def test_a_target_mirrors_every_step_of_the_pipeline(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
+    seams_yaml: Callable[[str], Path],
 ) -> None:
-    settings_file = tmp_path / "seams.yaml"
-
     def configure(overrides: str = "", model: str = "") -> dg.Definitions:
         named = TARGETS[kind].format(collection=target.collection) if kind == "chroma" else None
-        text = SETTINGS.format(overrides=overrides, model=model, target=named or TARGETS[kind])
-        settings_file.write_text(text, encoding="utf-8")
+        seams_yaml(SETTINGS.format(overrides=overrides, model=model, target=named or TARGETS[kind]))
         return current_definitions()
 
-    monkeypatch.setenv("SEAMS_CONFIG", str(settings_file))
     folder = tmp_path / "docs"
     folder.mkdir()
     files = sorted(p.name for p in sample_corpus().iterdir() if p.suffix == ".md")[:3]

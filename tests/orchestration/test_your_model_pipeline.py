@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import dagster as dg
@@ -70,16 +71,14 @@ def test_retrieval_model_builds_the_index_and_answers_search(
     exported_model: ModelManifest,
     model_folder: Path,
     tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
+    seams_yaml: Callable[[str], Path],
 ) -> None:
     from sentence_transformers import SentenceTransformer
 
     # A relative path counts from the settings file's folder.
     (tmp_path / "models").mkdir()
     (tmp_path / "models" / "mine").symlink_to(model_folder, target_is_directory=True)
-    settings_file = tmp_path / "seams.yaml"
-    settings_file.write_text("retrieval:\n  model: models/mine\n", encoding="utf-8")
-    monkeypatch.setenv("SEAMS_CONFIG", str(settings_file))
+    seams_yaml("retrieval:\n  model: models/mine\n")
     defs = current_definitions()
     default_defs = build_definitions(SeamsSettings())
     for key in ("candidate_embeddings", "chunks"):  # the chunks stay; only the index moves
@@ -137,14 +136,12 @@ def test_embedder_model_places_the_boundaries_and_pools_into_the_index(
     exported_model: ModelManifest,
     model_folder: Path,
     tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
+    seams_yaml: Callable[[str], Path],
 ) -> None:
     """`embedder.model: <folder>`: the folder's model embeds the candidates (exported into the
     data dir on first use), the chunks' provenance names it, and the index pools its vectors
     (`pooled`: the retrieval model is the embedder's); sizes stay the packaged tokenizer's."""
-    settings_file = tmp_path / "seams.yaml"
-    settings_file.write_text(f"embedder:\n  model: {model_folder}\n", encoding="utf-8")
-    monkeypatch.setenv("SEAMS_CONFIG", str(settings_file))
+    seams_yaml(f"embedder:\n  model: {model_folder}\n")
     defs = current_definitions()
     corpus = tmp_path / "corpus"
     corpus.mkdir()

@@ -16,6 +16,7 @@ import itertools
 import os
 import shutil
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import dagster as dg
@@ -75,11 +76,9 @@ def test_a_switch_back_is_one_backfill_that_readers_never_see_half_done(
     database_url: str,
     model_folder: Path,
     tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
+    seams_yaml: Callable[[str], Path],
 ) -> None:
-    settings_file = tmp_path / "seams.yaml"
-    settings_file.write_text(SETTINGS.format(model=f"  model: {model_folder}\n"), "utf-8")
-    monkeypatch.setenv("SEAMS_CONFIG", str(settings_file))
+    settings_file = seams_yaml(SETTINGS.format(model=f"  model: {model_folder}\n"))
     defs = current_definitions()
     keys = []
     for name, files in FOLDERS.items():
