@@ -12,7 +12,6 @@ model, over both collections' documents.
 
 from __future__ import annotations
 
-import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -27,7 +26,10 @@ from seams.storage import publication
 from seams.storage.search import search_response
 from tests.support.databases import rows
 from tests.support.instances import current_definitions
-from tests.support.tiny_models import BERT_SPECIALS, PROMPTS, build_model, wordpiece
+from tests.support.tiny_models import (
+    PROMPTS,
+    tiny_bert_folder,
+)
 
 # Three pipeline runs through Dagster (about a minute here): the slow lane; the lean lane checks
 # the same promise at the storage level (tests/storage/test_held_switch.py).
@@ -36,10 +38,7 @@ pytestmark = [pytest.mark.export, pytest.mark.slow]
 
 @pytest.fixture(scope="module")
 def model_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    pytest.importorskip("sentence_transformers")
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    folder = tmp_path_factory.mktemp("held-switch") / "mean-prompts-128"
-    return build_model(folder, tokenizer=wordpiece(), special=BERT_SPECIALS, prompts=PROMPTS)
+    return tiny_bert_folder(tmp_path_factory, "held-switch", "mean-prompts-128", prompts=PROMPTS)
 
 
 def folder_with(tmp_path: Path, name: str, file: str) -> Path:

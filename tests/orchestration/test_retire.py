@@ -134,10 +134,7 @@ def test_seams_run_file_chunks_that_one_file_and_retires_nothing(
 
 @pytest.mark.slow
 def test_the_printed_python_one_liner_lists_current_chunks(
-    instance: dg.DagsterInstance,
-    defs: dg.Definitions,
-    inbox: Path,
-    database_url: str,
+    instance: dg.DagsterInstance, defs: dg.Definitions, inbox: Path
 ) -> None:
     _seams_run(instance, inbox, defs=defs)
     summary = runner.format_summary(runner.RunSummary(), home=_home())

@@ -9,7 +9,6 @@ they published)."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -24,7 +23,7 @@ from seams.resources.postgres import PostgresResource
 from tests.storage.targets import corpus
 from tests.storage.targets.stores import assert_mirrors, opener, store_settings
 from tests.support.instances import current_definitions
-from tests.support.tiny_models import BERT_SPECIALS, build_model, wordpiece
+from tests.support.tiny_models import tiny_bert_folder
 
 pytestmark = [pytest.mark.export, pytest.mark.slow]
 
@@ -42,10 +41,7 @@ TARGETS = {
 
 @pytest.fixture(scope="module")
 def model_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    pytest.importorskip("sentence_transformers")
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    folder = tmp_path_factory.mktemp("tiny-model") / "tiny"
-    return build_model(folder, tokenizer=wordpiece(), special=BERT_SPECIALS, window=128)
+    return tiny_bert_folder(tmp_path_factory, "tiny-model", "tiny", window=128)
 
 
 @pytest.mark.parametrize("kind", list(TARGETS))

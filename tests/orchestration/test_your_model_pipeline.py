@@ -10,7 +10,6 @@ model's; and `seams search`'s dense side must rank by those vectors.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -25,7 +24,10 @@ from seams.settings import SeamsSettings
 from seams.storage.search import search_response
 from tests.support.databases import rows
 from tests.support.instances import current_definitions
-from tests.support.tiny_models import BERT_SPECIALS, PROMPTS, build_model, wordpiece
+from tests.support.tiny_models import (
+    PROMPTS,
+    tiny_bert_folder,
+)
 
 # A whole run through Dagster (~25 s here): the slow lane; tests/orchestration's
 # test_model_settings.py checks the resolution and code versions in CI's lane.
@@ -46,11 +48,8 @@ QUERIES = ("the river bank in spring", "the model writes an embedding", "the ban
 
 @pytest.fixture(scope="module")
 def model_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    pytest.importorskip("sentence_transformers")
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    folder = tmp_path_factory.mktemp("your-model") / "mean-prompts-512"
-    return build_model(
-        folder, tokenizer=wordpiece(), special=BERT_SPECIALS, window=512, prompts=PROMPTS
+    return tiny_bert_folder(
+        tmp_path_factory, "your-model", "mean-prompts-512", window=512, prompts=PROMPTS
     )
 
 

@@ -13,7 +13,6 @@ model's vectors are gone after it.
 from __future__ import annotations
 
 import itertools
-import os
 import shutil
 import threading
 from collections.abc import Callable
@@ -27,7 +26,10 @@ from seams.paths import sample_corpus
 from seams.storage.search import SearchResponse, search_response
 from tests.support.databases import rows
 from tests.support.instances import current_definitions
-from tests.support.tiny_models import BERT_SPECIALS, PROMPTS, build_model, wordpiece
+from tests.support.tiny_models import (
+    PROMPTS,
+    tiny_bert_folder,
+)
 
 # Two whole runs through Dagster and a backfill of three runs: the slow lane;
 # tests/storage/test_model_switch.py checks the same promise at the storage level in CI's lane.
@@ -46,10 +48,7 @@ SETTINGS = "retrieval:\n  mode: text\n{model}backfill:\n  max_batches_per_run: 1
 
 @pytest.fixture(scope="module")
 def model_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    pytest.importorskip("sentence_transformers")
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    folder = tmp_path_factory.mktemp("switch-model") / "mean-prompts-128"
-    return build_model(folder, tokenizer=wordpiece(), special=BERT_SPECIALS, prompts=PROMPTS)
+    return tiny_bert_folder(tmp_path_factory, "switch-model", "mean-prompts-128", prompts=PROMPTS)
 
 
 Answer = tuple[str, tuple[tuple[str, str, float, float | None], ...]]

@@ -7,10 +7,13 @@ CLS and last-token pooling; a Dense layer to 96 dimensions; query/document promp
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+import pytest
 from tokenizers import Tokenizer
 
 CORPUS = [
@@ -201,3 +204,15 @@ def write_mean_pooling_layout(folder: Path, *, max_seq_length: int, config: str)
         json.dumps({"max_seq_length": max_seq_length})
     )
     (folder / "config.json").write_text(config)
+
+
+def tiny_bert_folder(
+    factory: pytest.TempPathFactory, study: str, name: str, **options: Any
+) -> Path:
+    """A tiny WordPiece BERT (`build_model` with `options`) in a fresh folder `name` under a
+    temp folder named after `study`, for a module's tests of a model folder in the pipeline;
+    skipped without sentence-transformers."""
+    pytest.importorskip("sentence_transformers")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    folder = factory.mktemp(study) / name
+    return build_model(folder, tokenizer=wordpiece(), special=BERT_SPECIALS, **options)
