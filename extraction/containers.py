@@ -69,21 +69,17 @@ def check_zip(content: bytes, limits: ExtractionLimits) -> None:
         return  # corrupt: the extractor reports it as such
     _check_members(len(infos), limits)
     total = sum(info.file_size for info in infos)
-    if total > limits.zip_uncompressed_bytes_max:
-        raise LimitExceeded(
-            "zip_uncompressed_bytes_max",
-            f"the zip container unpacks to {size_text(total)} (from {size_text(len(content))})",
-            size_text(limits.zip_uncompressed_bytes_max),
-            "a zip bomb, or a document full of media: remove large images or split it",
-        )
     xml = sum(info.file_size for info in infos if info.filename.lower().endswith(_XML_SUFFIXES))
-    if xml > limits.zip_xml_bytes_max:
-        raise LimitExceeded(
-            "zip_xml_bytes_max",
-            f"the document's XML parts unpack to {size_text(xml)} (from {size_text(len(content))})",
-            size_text(limits.zip_xml_bytes_max),
-            "split the document into smaller files",
-        )
+    for field, what, size, advice in (
+        ("zip_uncompressed_bytes_max", "the zip container", total,
+         "a zip bomb, or a document full of media: remove large images or split it"),
+        ("zip_xml_bytes_max", "the document's XML parts", xml,
+         "split the document into smaller files"),
+    ):  # fmt: skip
+        limit = getattr(limits, field)
+        if size > limit:
+            unpacked = f"{what} unpacks to {size_text(size)} (from {size_text(len(content))})"
+            raise LimitExceeded(field, unpacked, size_text(limit), advice)
 
 
 def _check_members(members: int, limits: ExtractionLimits) -> None:
