@@ -11,7 +11,6 @@ tenant roles on its socket, so the printed password is the one that logs in.
 from __future__ import annotations
 
 import shutil
-import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -32,6 +31,7 @@ from seams.storage import schema, tenants
 from tests.storage.test_tenants import _insert
 from tests.support.databases import fresh_database
 from tests.support.instances import keep_environment
+from tests.support.privileges import tenant_names
 
 
 def write_settings(folder: Path, assignments: dict[str, str | None]) -> Path:
@@ -71,8 +71,7 @@ def seams(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -
 @pytest.fixture
 def names() -> tuple[str, str]:
     """Two tenant names no other test uses (roles are per server)."""
-    suffix = uuid.uuid4().hex[:8]
-    return f"a{suffix}", f"b{suffix}"
+    return tenant_names()
 
 
 @pytest.fixture

@@ -30,6 +30,7 @@ from seams.storage.batches import register_batch, scan_inbox
 from tests.storage.test_tenant_isolation import DOCUMENTS, MARKERS, QUERIES, write_settings
 from tests.support.cli import run_seams, seams_env
 from tests.support.databases import fresh_database
+from tests.support.privileges import tenant_names
 from tests.support.search_index import materialize_batch, pipeline_resources
 from tests.support.served import serving
 
@@ -65,8 +66,7 @@ def served(
     exported_model: object,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Served]:
-    suffix = uuid.uuid4().hex[:8]
-    a, b = f"a{suffix}", f"b{suffix}"
+    a, b = tenant_names()
     folder = tmp_path_factory.mktemp("serve")
     settings_file = write_settings(folder, a, b)
     keys = {a: f"key-a-{uuid.uuid4().hex}", b: f"key-b-{uuid.uuid4().hex}"}

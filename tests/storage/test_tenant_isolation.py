@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import io
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +34,7 @@ from seams.storage.batches import register_batch, scan_inbox
 from tests.storage.test_tenants import _scram_accepts
 from tests.support.databases import fresh_database
 from tests.support.instances import keep_environment
+from tests.support.privileges import tenant_names
 from tests.support.search_index import GARDEN, HARBOUR_V1, materialize_batch, pipeline_resources
 
 KITCHEN = """# Kitchen Science
@@ -110,8 +110,7 @@ def project(
     exported_model: object,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Project]:
-    suffix = uuid.uuid4().hex[:8]
-    a, b = f"a{suffix}", f"b{suffix}"
+    a, b = tenant_names()
     folder = tmp_path_factory.mktemp("tenants")
     settings_file = write_settings(folder, a, b)
     with fresh_database(pg_server_url, template=dagster_template) as url:

@@ -31,6 +31,7 @@ from seams.storage import schema, tenant_isolation, tenant_roles, tenants
 from seams.storage.search import dense
 from tests.support.concurrency import run_together
 from tests.support.databases import fresh_database, migrated_postgres
+from tests.support.privileges import tenant_names
 
 COLLECTIONS = ("alpha", "alpha2", "beta", "gamma")
 SERVING_MODEL = "model-shared"
@@ -111,8 +112,7 @@ def _insert(conn: psycopg.Connection[Any], table: schema.Table, collection: str,
 
 @pytest.fixture(scope="module")
 def tenancy(pg_server_url: str) -> Iterator[Tenancy]:
-    suffix = uuid.uuid4().hex[:8]
-    a, b = f"a{suffix}", f"b{suffix}"
+    a, b = tenant_names()
     reads = {a: ("alpha", "alpha2"), b: ("beta",)}
     with fresh_database(pg_server_url) as url:
         for _ in migrated_postgres(url):

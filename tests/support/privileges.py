@@ -1,10 +1,19 @@
-"""What a role may not do: a statement refused for want of a privilege, and for nothing else."""
+"""Tenants in tests: names no other test uses, and statements refused to them for want of a
+privilege (and for nothing else)."""
 
 from __future__ import annotations
+
+import uuid
 
 import psycopg
 import psycopg.errors
 import pytest
+
+
+def tenant_names() -> tuple[str, str]:
+    """Two tenant names no other test uses (roles belong to the whole server, not a database)."""
+    suffix = uuid.uuid4().hex[:8]
+    return f"a{suffix}", f"b{suffix}"
 
 
 def assert_refused(url: str, statement: str) -> None:
