@@ -48,6 +48,13 @@ def failed(mime: str, error: str, warnings: list[str] | None = None) -> Extracte
     return ExtractedDocument(text="", mime=mime, error=error, warnings=list(warnings or []))
 
 
+def unreadable(mime: str, kind: str, name: str, exc: Exception, remedy: str) -> ExtractedDocument:
+    """A `kind` file its reader failed on: `failed` with the reader's error (cut to 300
+    characters) and `remedy`, what to do before adding it again."""
+    detail = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    return failed(mime, f"{name}: corrupt or unreadable {kind} ({detail[:300]}); {remedy}")
+
+
 def clean(text: str) -> str:
     """Make `text` storable in PostgreSQL without changing its length (NUL/surrogates -> U+FFFD)."""
     return _UNSTORABLE.sub("\ufffd", text)

@@ -22,10 +22,10 @@ from seams.extraction.document import (
     MIME_DOCX,
     ExtractedDocument,
     clean,
-    failed,
     first_line_title,
     pipe_table,
     short_title,
+    unreadable,
 )
 from seams.extraction.limits import Budget, ExtractionLimits, LimitExceeded
 
@@ -68,12 +68,8 @@ def extract_docx(content: bytes, name: str, budget: Budget | None = None) -> Ext
 
 
 def _corrupt(name: str, exc: Exception) -> ExtractedDocument:
-    detail = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-    return failed(
-        MIME_DOCX,
-        f"{name}: corrupt or unreadable DOCX ({detail[:300]}); open and re-save it in Word or "
-        "LibreOffice and add it again",
-    )
+    remedy = "open and re-save it in Word or LibreOffice and add it again"
+    return unreadable(MIME_DOCX, "DOCX", name, exc, remedy)
 
 
 def _pages(marked: str) -> tuple[str, list[tuple[int, int, int]] | None]:

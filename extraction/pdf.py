@@ -27,6 +27,7 @@ from seams.extraction.document import (
     page_ranges,
     short_title,
     tidy_lines,
+    unreadable,
 )
 from seams.extraction.limits import Budget, ExtractionLimits
 
@@ -129,12 +130,8 @@ def _metadata_title(reader: object) -> str | None:
 
 
 def _corrupt(name: str, exc: Exception) -> ExtractedDocument:
-    detail = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-    return failed(
-        MIME_PDF,
-        f"{name}: corrupt or unreadable PDF ({detail[:300]}); re-export or repair it "
-        "(e.g. `qpdf in.pdf out.pdf`) and add it again",
-    )
+    remedy = "re-export or repair it (e.g. `qpdf in.pdf out.pdf`) and add it again"
+    return unreadable(MIME_PDF, "PDF", name, exc, remedy)
 
 
 @contextmanager
