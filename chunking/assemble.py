@@ -31,7 +31,6 @@ import heapq
 import itertools
 import logging
 import math
-import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -40,7 +39,7 @@ import numpy as np
 
 from seams.chunking.boundaries import Boundary
 from seams.chunking.config import ChunkingConfig
-from seams.chunking.ids import assign_normalised_ids, normalise_text
+from seams.chunking.ids import assign_split_ids
 from seams.chunking.pages import PageIndex
 from seams.chunking.segment import BINDS_NEXT, Candidate
 from seams.chunking.similarity import (
@@ -399,7 +398,7 @@ def assemble_chunks(
     texts = [text[candidates[o].start_char : candidates[b - 1].end_char] for o, _, b in spans]
     cohesions = _cohesions(vectors, spans) if vectors is not None else [None] * len(spans)
     words = [t.split() for t in texts]
-    ids = _chunk_ids(document_id, texts, words)
+    ids = assign_split_ids(document_id, texts, words)
     total = len(spans)
     window_counts: list[int] | None = None
     if config.tokenizer == CL100K_NAME:
@@ -486,16 +485,6 @@ def _spans(
             first = _overlap_start(segments[k - 1], seg, candidates, sizes, config)
         spans.append((first, seg.first, seg.stop))
     return spans
-
-
-def _chunk_ids(document_id: str, texts: Sequence[str], words: Sequence[list[str]]) -> list[str]:
-    """The chunks' ids, from their normalised texts (so the same text keeps its id)."""
-    # NFC leaves ASCII and text already in NFC as it is: its normal form is its words joined.
-    normalised = [
-        " ".join(w) if t.isascii() or unicodedata.is_normalized("NFC", t) else normalise_text(t)
-        for t, w in zip(texts, words, strict=True)
-    ]
-    return assign_normalised_ids(document_id, normalised)
 
 
 def _estimated_counts(

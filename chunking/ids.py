@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import unicodedata
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 
 def normalise_text(text: str) -> str:
@@ -41,6 +41,18 @@ def assign_normalised_ids(document_id: str, normalised_texts: Iterable[str]) -> 
         seen[normalised] = occurrence
         ids.append(_digest(document_id, normalised, occurrence))
     return ids
+
+
+def assign_split_ids(
+    document_id: str, texts: Sequence[str], words: Sequence[list[str]]
+) -> list[str]:
+    """`assign_chunk_ids` for texts a caller has already split into `words`: NFC leaves ASCII
+    and text already in NFC as it is, so its normal form is its words joined."""
+    normalised = [
+        " ".join(w) if t.isascii() or unicodedata.is_normalized("NFC", t) else normalise_text(t)
+        for t, w in zip(texts, words, strict=True)
+    ]
+    return assign_normalised_ids(document_id, normalised)
 
 
 def _digest(document_id: str, normalised: str, occurrence: int) -> str:
