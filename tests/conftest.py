@@ -243,17 +243,21 @@ def s3_endpoint() -> Iterator[str]:
 
 
 @pytest.fixture
-def bucket(s3_endpoint: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Bucket:
-    """A fresh versioned bucket, with this process's S3 configuration pointing at the server's
-    test credentials (never the user's)."""
+def s3_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """This process's S3 configuration pointing at the test servers' credentials (never the
+    user's)."""
     use_s3_environment(monkeypatch, tmp_path)
+
+
+@pytest.fixture
+def bucket(s3_endpoint: str, s3_environment: None) -> Bucket:
+    """A fresh versioned bucket, reached with the test credentials (`s3_environment`)."""
     return make_bucket(s3_endpoint, versioned=True)
 
 
 @pytest.fixture
-def plain_bucket(s3_endpoint: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Bucket:
+def plain_bucket(s3_endpoint: str, s3_environment: None) -> Bucket:
     """A fresh bucket that keeps no versions (a changed object's old bytes are gone)."""
-    use_s3_environment(monkeypatch, tmp_path)
     return make_bucket(s3_endpoint, versioned=False)
 
 

@@ -147,10 +147,8 @@ def test_store_failures_are_one_line_naming_the_bucket(
     assert "no S3 credentials found: set AWS_ACCESS_KEY_ID" in str(no_keys.value)
 
 
-def test_throttling_is_retried_with_backoff_then_one_line(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    use_s3_environment(monkeypatch, tmp_path)
+@pytest.mark.usefixtures("s3_environment")
+def test_throttling_is_retried_with_backoff_then_one_line() -> None:
     with TroubledStore("throttle") as troubled:
         store = ObjectStore(troubled.endpoint)
         with pytest.raises(StorageError) as throttled:
@@ -161,10 +159,8 @@ def test_throttling_is_retried_with_backoff_then_one_line(
     assert troubled.requests == 2
 
 
-def test_a_listing_that_fails_midway_yields_no_scan(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    use_s3_environment(monkeypatch, tmp_path)
+@pytest.mark.usefixtures("s3_environment")
+def test_a_listing_that_fails_midway_yields_no_scan() -> None:
     with TroubledStore("fail_second_page") as troubled:
         store = ObjectStore(troubled.endpoint)
         source = ObjectSource(ObjectPrefix.parse("s3://troubled/docs"), store, max_bytes=LIMIT)
