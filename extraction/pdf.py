@@ -13,9 +13,6 @@ page has one is an error that says to run OCR. An encrypted PDF opens when it ne
 from __future__ import annotations
 
 import io
-import logging
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 from seams.extraction.document import (
     MIME_PDF,
@@ -30,6 +27,7 @@ from seams.extraction.document import (
     unreadable,
 )
 from seams.extraction.limits import Budget, ExtractionLimits
+from seams.logs import quieted
 
 _MID_SENTENCE_END = frozenset(",;-–—")
 
@@ -42,7 +40,8 @@ def extract_pdf(content: bytes, name: str, budget: Budget | None = None) -> Extr
     from pypdf.errors import DependencyError, FileNotDecryptedError
 
     try:
-        with _quiet_pypdf():
+        # pypdf warns per object of a broken file: the outcome is reported instead.
+        with quieted("pypdf"):
             reader = PdfReader(io.BytesIO(content), strict=False)
     except Exception as exc:
         return _corrupt(name, exc)
@@ -64,7 +63,7 @@ def extract_pdf(content: bytes, name: str, budget: Budget | None = None) -> Extr
                 "(e.g. `qpdf --decrypt --password=... in.pdf out.pdf`) and add it again",
             )
     try:
-        with _quiet_pypdf():
+        with quieted("pypdf"):
             pages = list(reader.pages)
     except FileNotDecryptedError as exc:  # pragma: no cover - decrypt("") said it worked
         return failed(MIME_PDF, f"{name}: encrypted PDF: {exc}; remove the password first")
@@ -79,7 +78,7 @@ def extract_pdf(content: bytes, name: str, budget: Budget | None = None) -> Extr
     for number, page in enumerate(pages, start=1):
         budget.check()
         try:
-            with _quiet_pypdf():
+            with quieted("pypdf"):
                 raw = page.extract_text() or ""
         except Exception as exc:
             warnings.append(f"page {number}: text could not be read ({type(exc).__name__}: {exc})")
@@ -132,15 +131,3 @@ def _metadata_title(reader: object) -> str | None:
 def _corrupt(name: str, exc: Exception) -> ExtractedDocument:
     remedy = "re-export or repair it (e.g. `qpdf in.pdf out.pdf`) and add it again"
     return unreadable(MIME_PDF, "PDF", name, exc, remedy)
-
-
-@contextmanager
-def _quiet_pypdf() -> Iterator[None]:
-    """Silence pypdf's per-object warnings for broken files: the outcome is reported instead."""
-    logger = logging.getLogger("pypdf")
-    level = logger.level
-    logger.setLevel(logging.ERROR)
-    try:
-        yield
-    finally:
-        logger.setLevel(level)

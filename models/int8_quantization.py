@@ -6,7 +6,6 @@ nothing.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import re
 from pathlib import Path
@@ -14,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from seams.logs import quieted
 from seams.models.fidelity import fidelity_sentences
 
 log = logging.getLogger(__name__)
@@ -64,7 +64,8 @@ def quantize_int8(fp32: Path, int8: Path, tokenizer: Path) -> dict[str, Any]:
     sentences (both run with `tokenizer`); `kept` says whether it clears the bar."""
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    with _quiet_root_logger():
+    # quantize_dynamic logs a pre-processing hint on the root logger at WARNING.
+    with quieted(None):
         quantize_dynamic(
             str(fp32),
             str(int8),
@@ -98,15 +99,3 @@ def _cosines(tokenizer: Path, reference: Path, candidate: Path, texts: list[str]
     ref = load_runtime(reference, tokenizer, cache=False).embed(texts)
     got = load_runtime(candidate, tokenizer, cache=False).embed(texts)
     return np.einsum("nd,nd->n", ref, got)
-
-
-@contextlib.contextmanager
-def _quiet_root_logger():  # type: ignore[no-untyped-def]
-    """quantize_dynamic logs a pre-processing hint on the root logger at WARNING; hide it."""
-    root = logging.getLogger()
-    level = root.level
-    root.setLevel(logging.ERROR)
-    try:
-        yield
-    finally:
-        root.setLevel(level)
