@@ -54,7 +54,7 @@ CHUNK_SNAPSHOT = (
 )
 
 
-def test_a_batch_materializes_end_to_end_with_lineage(
+def test_a_batch_materializes_end_to_end_with_provenance(
     instance: dg.DagsterInstance,
     defs: dg.Definitions,
     inbox: Path,
