@@ -445,9 +445,10 @@ class _Segmenter:
         if following in ":;" and EMOTICON.match(text, j, stop):
             return False  # "I love her. :) I have" ends after the smiley
         if ellipsis:
-            # Before a capital, unless it marks an elision: "[…]", "(...)".
+            # Before a capital, unless it marks an elision: "[…]", "(...)", "x_1, ..., X_n".
             before = text[start - 1] if start > 0 else ""
-            if not following.isupper() or before in ("[", "("):
+            listed = before.isspace() and text[max(0, start - 4) : start].rstrip()[-1:] == ","
+            if not following.isupper() or before in ("[", "(") or listed:
                 return False
         # A terminator set off by whitespace ("end . next", tokenised text) ends the sentence
         # whatever follows; attached to a word, a lower-case continuation means it does not.

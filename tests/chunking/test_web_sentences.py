@@ -50,6 +50,7 @@ def test_english_web_text_splits_here(expected):
         "Read chap. two, sect. four and pg. ten of the guide.",
         "See https://www.ncbi. nlm.nih.gov/geo for the data.",
         "It was good... maybe too good.",
+        "Take the substring <X_i, X_i+1, ... X_j> of the paragraph.",
         '"Why?" he asked.',
         'He said "Stop. Now." and walked away.',
         "The result (see the appendix. It is long.) was clear.",
