@@ -25,8 +25,9 @@ The total of the spans' token counts never exceeds the budget.
 from __future__ import annotations
 
 import bisect
-import functools
 import heapq
+import operator
+from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -257,94 +258,169 @@ def pack_passages(
     sentences is one unit (its whole span). Deterministic: ties go to the better rank, then the
     seed before growth, then the left side."""
     check_budget(budget)
-    units = [_units(item) for item in items]
-    passages: dict[int, tuple[int, int]] = {}  # item position -> (first, last) unit
-    spans: list[_Span] = []
-    used = 0
-    left_out: list[LeftOut] = []
-    closed: set[tuple[int, int]] = set()
-    heap: list[tuple[float, int, int, int]] = []  # (-value, rank, side, position)
+    packing = _Packing(_plan_of(items), budget, count_tokens)
+    packing.grow(hit_share)
+    packing.give_covered_seeds()
+    packing.note_unreached()
+    return packing.packed()
 
-    seeds = [best_sentence(u) for u in units]
-    sources: dict[tuple[str, str], _Source] = {}  # per document version, its known text
-    for position, item in enumerate(items):
-        value = item.value * units[position][seeds[position]].score
-        heapq.heappush(heap, (-value, item.rank, 0, position))
-    waiting = set(range(len(items)))  # positions whose seed has not had its turn
-    while heap and used < budget:
-        _, _, side, position = heapq.heappop(heap)
-        item, sentences = items[position], units[position]
-        if side == 0:
-            first = last = seeds[position]
-        else:
-            first, last = passages[position]
-            first, last = (first - 1, last) if side < 0 else (first, last + 1)
-        start, end = sentences[first].start, sentences[last].end
-        source = sources.get(item.group) or sources.setdefault(
-            item.group, _source(tuple(sorted(_pieces(items, item.group))))
-        )
-        touching = [s for s in spans if s.group == item.group and _meets(s, start, end, source)]
-        low = min([start, *(s.start for s in touching)])
-        high = max([end, *(s.end for s in touching)])
-        inside = [s for s in touching if s.start <= start and end <= s.end]
-        if inside:
-            tokens, cost = inside[0].tokens, 0
-            touching = inside[:1]
-        else:
-            text = source.cover(low, high)
-            tokens = count_tokens([text])[0]
-            cost = tokens - sum(s.tokens for s in touching)
-        if used + cost > budget:
+
+class _Plan:
+    """What packing `items` needs at any budget: each hit's units, its seed (best unit) and the
+    seeds' heap entries, and per document version the known text (`_Source`, made on first
+    use). It depends on the items alone, so one answer packed at several budgets plans once."""
+
+    def __init__(self, items: Sequence[BudgetItem]) -> None:
+        self.items = tuple(items)
+        self.units = [_units(item) for item in self.items]
+        self.seeds = [best_sentence(u) for u in self.units]
+        self.heap = [
+            (-(item.value * units[seed].score), item.rank, 0, position)
+            for position, (item, units, seed) in enumerate(
+                zip(self.items, self.units, self.seeds, strict=True)
+            )
+        ]
+        heapq.heapify(self.heap)
+        self.entries = list(zip(self.items, self.units, self.seeds, strict=True))
+        self.pieces: dict[tuple[str, str], list[tuple[int, str]]] = {}
+        for item in self.items:  # every item's text and window: the known text around it
+            pieces = self.pieces.setdefault(item.group, [])
+            pieces += [(item.start_char, item.text), (item.window_start, item.window_text)]
+        self.sources: dict[tuple[str, str], _Source] = {}
+
+    def source(self, group: tuple[str, str]) -> _Source:
+        found = self.sources.get(group)
+        if found is None:
+            found = self.sources[group] = _Source(self.pieces[group])
+        return found
+
+
+_last_plan: _Plan | None = None
+"""The plan of the items packed last: an answer is packed at each budget in turn."""
+
+
+def _plan_of(items: Sequence[BudgetItem]) -> _Plan:
+    """The plan of `items`, the last one's when they are the very same items (a `BudgetItem` is
+    frozen, so the same objects in the same order plan the same)."""
+    global _last_plan
+    last = _last_plan
+    same = last is not None and len(last.items) == len(items)
+    if same and all(map(operator.is_, last.items, items)):  # type: ignore[union-attr]
+        return last  # type: ignore[return-value]
+    _last_plan = plan = _Plan(items)
+    return plan
+
+
+class _Packing:
+    """One packing of a plan into `budget` tokens, in named steps (see `pack_passages`)."""
+
+    def __init__(self, plan: _Plan, budget: int, count_tokens: TokenCounter) -> None:
+        self.plan, self.budget, self.count_tokens = plan, budget, count_tokens
+        self.used = 0
+        self.spans: defaultdict[tuple[str, str], list[_Span]] = defaultdict(list)  # per version
+        self.passages: dict[int, tuple[int, int]] = {}  # item position -> (first, last) unit
+        self.left_out: list[LeftOut] = []
+        self.waiting = set(range(len(plan.items)))  # positions whose seed has not had its turn
+
+    def grow(self, hit_share: float) -> None:
+        """Take the most valuable step that fits, seed or growth, until the budget is full."""
+        plan, passages, waiting, budget = self.plan, self.passages, self.waiting, self.budget
+        heap = list(plan.heap)
+        rest = 1 - hit_share
+        while heap and self.used < budget:
+            _, rank, side, position = heapq.heappop(heap)
+            item, units, seed = plan.entries[position]
             if side == 0:
-                left_out.append(LeftOut(item.rank, cost, budget - used))
-                waiting.discard(position)
+                first = last = seed
+            elif side < 0:
+                first, last = passages[position]
+                first -= 1
             else:
-                closed.add((position, side))
-            continue
-        used += cost
-        if not inside:
-            merged = _Span(item.group, low, high, text, tokens)
-            for s in touching:
-                merged.members.extend(s.members)
-                spans.remove(s)
-            spans.append(merged)
-            target = merged
-        else:
-            target = inside[0]
-        if side == 0:  # growth keeps the hit in the span that holds it
-            target.add(item)
-            waiting.discard(position)
-        passages[position] = (first, last)
-        for direction in (-1, 1) if side == 0 else (side,):
-            nxt = first - 1 if direction < 0 else last + 1
-            if 0 <= nxt < len(sentences) and (position, direction) not in closed:
-                value = item.value * (hit_share + (1 - hit_share) * sentences[nxt].score)
-                heapq.heappush(heap, (-value, item.rank, direction, position))
-    for position in sorted(waiting):  # a seed already inside a given span costs nothing
-        seed = units[position][seeds[position]]
-        group = items[position].group
-        holder = next(
-            (x for x in spans if x.group == group and x.start <= seed.start and seed.end <= x.end),
-            None,
+                first, last = passages[position]
+                last += 1
+            span, cost = self._give(item.group, units[first].start, units[last].end)
+            if span is None:  # a seed that does not fit skips its hit; growth stops that side
+                if side == 0:
+                    self.left_out.append(LeftOut(rank, cost, budget - self.used))
+                    waiting.discard(position)
+                continue
+            if side == 0:  # growth keeps the hit in the span that holds it
+                span.add(item)
+                waiting.discard(position)
+            passages[position] = (first, last)
+            if side <= 0 and first > 0:
+                grown = item.value * (hit_share + rest * units[first - 1].score)
+                heapq.heappush(heap, (-grown, rank, -1, position))
+            if side >= 0 and last + 1 < len(units):
+                grown = item.value * (hit_share + rest * units[last + 1].score)
+                heapq.heappush(heap, (-grown, rank, 1, position))
+
+    def _give(self, group: tuple[str, str], start: int, end: int) -> tuple[_Span | None, int]:
+        """`source[start:end]` given: the span now holding it and what it cost, merged with the
+        spans it overlaps or touches and recounted; (None, cost) when it does not fit."""
+        source = self.plan.source(group)
+        spans = self.spans[group]
+        touching = ()
+        if spans:
+            reach = source.reach(end)
+            touching = [s for s in spans if start <= s.reach and s.start <= reach]
+        low, high = start, end
+        for s in touching:
+            if s.start <= start and end <= s.end:
+                return s, 0  # already given: no new text, no cost
+            low, high = min(low, s.start), max(high, s.end)
+        tokens = source.tokens(low, high, self.count_tokens)
+        cost = tokens - sum(s.tokens for s in touching) if touching else tokens
+        if self.used + cost > self.budget:
+            return None, cost
+        self.used += cost
+        merged = _Span(group, low, high, "", tokens)  # its text once packing is done
+        merged.reach = source.reach(high)
+        for s in touching:
+            merged.members.extend(s.members)
+            spans.remove(s)
+        spans.append(merged)
+        return merged, cost
+
+    def give_covered_seeds(self) -> None:
+        """A hit whose seed never had a turn but lies inside a given span is given: free."""
+        plan = self.plan
+        for position in sorted(self.waiting):
+            seed = plan.units[position][plan.seeds[position]]
+            item = plan.items[position]
+            for span in self.spans.get(item.group, ()):
+                if span.start <= seed.start and seed.end <= span.end:
+                    span.add(item)
+                    self.passages[position] = (plan.seeds[position], plan.seeds[position])
+                    self.waiting.discard(position)
+                    break
+
+    def note_unreached(self) -> None:
+        """Each hit ranked above the last one given whose seed never had a turn (the budget
+        was full first) is left out, with the tokens its seed needs alone."""
+        last_given = max(self.passages, default=-1)
+        unreached = sorted(p for p in self.waiting if p < last_given)
+        plan = self.plan
+        need = _seed_tokens(
+            [plan.items[p] for p in unreached],
+            [plan.units[p] for p in unreached],
+            [plan.seeds[p] for p in unreached],
+            self.count_tokens,
         )
-        if holder is not None:
-            holder.add(items[position])
-            passages[position] = (seeds[position], seeds[position])
-            waiting.discard(position)
-    unreached = sorted(p for p in waiting if p < max(passages, default=-1))
-    need = _seed_tokens(
-        [items[p] for p in unreached],
-        [units[p] for p in unreached],
-        [seeds[p] for p in unreached],
-        count_tokens,
-    )
-    for position, tokens in zip(unreached, need, strict=True):  # the budget filled up first
-        left_out.append(LeftOut(items[position].rank, tokens, budget - used))
-    given = {
-        items[p].rank: (units[p][first].start, units[p][last].end)
-        for p, (first, last) in passages.items()
-    }
-    return _packed(spans, used, budget, given, left_out, len(items))
+        room = self.budget - self.used
+        for position, tokens in zip(unreached, need, strict=True):
+            self.left_out.append(LeftOut(plan.items[position].rank, tokens, room))
+
+    def packed(self) -> PackedContext:
+        units, items = self.plan.units, self.plan.items
+        given = {
+            items[p].rank: (units[p][first].start, units[p][last].end)
+            for p, (first, last) in self.passages.items()
+        }
+        spans = [s for per_group in self.spans.values() for s in per_group]
+        for span in spans:
+            span.text = self.plan.source(span.group).cover(span.start, span.end)
+        return _packed(spans, self.used, self.budget, given, self.left_out, len(items))
 
 
 def _seed_tokens(
@@ -381,36 +457,18 @@ def _packed(
     )
 
 
-def _units(item: BudgetItem) -> list[Sentence]:
+def _units(item: BudgetItem) -> tuple[Sentence, ...]:
     """The item's sentences, or the whole item as one unit when it has none."""
-    if item.sentences:
-        return list(item.sentences)
-    return [Sentence(item.start_char, item.end_char, 0.0)]
-
-
-def _pieces(items: Sequence[BudgetItem], group: tuple[str, str]) -> list[tuple[int, str]]:
-    """The known stretches of one document version's source: every item's text and window."""
-    out: list[tuple[int, str]] = []
-    for item in items:
-        if item.group == group:
-            out += [(item.start_char, item.text), (item.window_start, item.window_text)]
-    return out
-
-
-def _meets(span: _Span, start: int, end: int, source: _Source) -> bool:
-    """Whether `source[start:end]` overlaps or touches `span` (only whitespace between them,
-    as far as the known pieces show)."""
-    if start <= span.end and span.start <= end:
-        return True
-    low, high = (span.end, start) if span.end < start else (end, span.start)
-    gap = source.known(low, high)
-    return gap is not None and not gap.strip()
+    return item.sentences or (Sentence(item.start_char, item.end_char, 0.0),)
 
 
 class _Source:
     """The known pieces `(offset, source[offset:offset+len])` of one document version, looked up
     by position: the piece reaching furthest among those starting at or before a position
-    holds it if any piece does, so a lookup is a binary search, not a scan of the pieces."""
+    holds it if any piece does, so a lookup is a binary search, not a scan of the pieces.
+
+    Two stretches touch when they overlap or only whitespace lies between them, as far as the
+    known pieces show: `a` and a later `b` touch when `b.start <= reach(a.end)`."""
 
     def __init__(self, pieces: Sequence[tuple[int, str]]) -> None:
         ordered = sorted(pieces, key=lambda p: (p[0], -len(p[1])))
@@ -421,15 +479,31 @@ class _Source:
                 self.furthest.append((offset, offset + len(text), text))
             else:
                 self.furthest.append(self.furthest[-1])
+        self.reaches: dict[int, int] = {}
+        self.counts: dict[tuple[int, int], int] = {}
 
     def _reaching(self, position: int) -> tuple[int, int, str]:
         at = bisect.bisect_right(self.offsets, position) - 1
         return self.furthest[at] if at >= 0 else (position, position, "")
 
-    def known(self, start: int, end: int) -> str | None:
-        """`source[start:end]` when one known piece holds it all, else None."""
-        offset, stop, text = self._reaching(start)
-        return text[start - offset : end - offset] if end <= stop else None
+    def reach(self, position: int) -> int:
+        """The end of the known whitespace that follows `position` (`position` itself when a
+        non-blank character or the end of what is known follows)."""
+        found = self.reaches.get(position)
+        if found is None:
+            offset, stop, text = self._reaching(position)
+            after = text[position - offset : stop - offset]
+            found = self.reaches[position] = position + len(after) - len(after.lstrip())
+        return found
+
+    def tokens(self, start: int, end: int, count_tokens: TokenCounter) -> int:
+        """The token count of `source[start:end]`, counted once: the packings of one plan
+        at several budgets try the same stretches."""
+        key = (start, end)
+        found = self.counts.get(key)
+        if found is None:
+            found = self.counts[key] = count_tokens([self.cover(start, end)])[0]
+        return found
 
     def cover(self, start: int, end: int) -> str:
         """`source[start:end]` assembled from the known pieces."""
@@ -445,16 +519,11 @@ class _Source:
         return out[0] if len(out) == 1 else "".join(out)
 
 
-@functools.lru_cache(maxsize=64)
-def _source(pieces: tuple[tuple[int, str], ...]) -> _Source:
-    """The `_Source` of a document version's pieces, kept for the next packing of the same
-    hits (another budget or weight of one answer)."""
-    return _Source(pieces)
-
-
 class _Span:
     def __init__(self, group: tuple[str, str], start: int, end: int, text: str, tokens: int):
         self.group, self.start, self.end, self.text, self.tokens = group, start, end, text, tokens
+        self.reach = end
+        """Where a stretch after it may start and still touch it (`_Source.reach`)."""
         self.members: list[tuple[int, str]] = []
 
     def add(self, item: BudgetItem) -> None:

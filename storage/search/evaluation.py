@@ -8,7 +8,9 @@ parts of the hybrid one (`narrowed`) and need no reading of their own. Every `le
 and every budget is then answered from the readings in memory by `engine.ranked_response`, the
 very function `search_response` answers with, and the packed context scored by
 `budget_recall.context_recall`; token counts are remembered per text, since the same passages
-recur across weights and budgets. The figures are those of `seams search` by construction.
+recur across weights and budgets. The figures are those of `seams search` by construction. The
+next question is read in a thread while the current one is scored (`read_ahead`): a reading
+mostly waits for the database and the query model.
 
 All answers must come from the publication the sources were read from: a `seams run` that
 publishes meanwhile would mix two states of the corpus, so the run stops and says so.
@@ -16,9 +18,10 @@ publishes meanwhile would mix two states of the corpus, so the run stops and say
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import unquote, urlsplit
 
 import numpy as np
@@ -40,6 +43,9 @@ from seams.storage.search.engine import packed_contexts, read_search
 from seams.storage.search.query import QueryEmbedder, SearchKind
 from seams.storage.search.reading import SearchReading
 from seams.storage.search.snapshot import published_snapshot
+
+T = TypeVar("T")
+R = TypeVar("R")
 
 EVAL_K = 5
 """The `-k` of `seams search` (its default): with a budget, the ranked pool of a top-5 search
@@ -233,20 +239,14 @@ def evaluate(
         if kind != "hybrid":
             result.by_search[kind] = {b: [] for b in budgets}
         result.packed[kind] = {b: [] for b in budgets}
-    for done, question in enumerate(questions):
+
+    def read(question: EvalQuestion) -> dict[SearchKind, SearchReading]:
+        return _readings(postgres, remembered, question.question, measured, sentence_weight)
+
+    for done, (question, readings) in enumerate(read_ahead(read, questions)):
         document = sources[question.source]
-        hybrid = None
-        for kind in measured:
-            if hybrid is None:
-                reading = read_search(
-                    postgres, remembered, question.question, EVAL_K,
-                    search="hybrid" if "hybrid" in measured else kind,
-                    sentence_weight=sentence_weight,
-                )  # fmt: skip
-                _same_publication(result.published_seq, reading.pool.published_seq)
-                hybrid = reading if reading.pool.kind == "hybrid" else None
-            if hybrid is not None:
-                reading = narrowed(hybrid, kind)
+        for kind, reading in readings.items():
+            _same_publication(result.published_seq, reading.pool.published_seq)
             for weight in weights if kind == "hybrid" else (lexical_weight,):
                 target = result.by_weight[weight] if kind == "hybrid" else result.by_search[kind]
                 contexts = _contexts(reading, weight, budgets, count_tokens)
@@ -259,6 +259,46 @@ def evaluate(
         if progress is not None:
             progress(done + 1, len(questions))
     return result
+
+
+def _readings(
+    postgres: ConnectionSource,
+    embedder: QueryEmbedder,
+    query: str,
+    kinds: Sequence[SearchKind],
+    sentence_weight: float,
+) -> dict[SearchKind, SearchReading]:
+    """Per way of ranking, in `kinds`' order, the reading its search of `query` gets: with
+    "hybrid" among them, one hybrid reading `narrowed` to each (a search that answered as
+    another kind answers each alike), else one reading per kind."""
+
+    def read(search: SearchKind) -> SearchReading:
+        return read_search(
+            postgres, embedder, query, EVAL_K, search=search, sentence_weight=sentence_weight
+        )
+
+    if "hybrid" not in kinds:
+        return {kind: read(kind) for kind in kinds}
+    hybrid = read("hybrid")
+    if hybrid.pool.kind != "hybrid":
+        return dict.fromkeys(kinds, hybrid)
+    return {kind: narrowed(hybrid, kind) for kind in kinds}
+
+
+def read_ahead(read: Callable[[T], R], things: Sequence[T]) -> Iterator[tuple[T, R]]:
+    """Each of `things` with `read(thing)`, in order, the next one read in a thread while the
+    caller works on the current one: a reading mostly waits for the database and the query
+    model, which then overlaps the scoring of the one before. An error of `read` is raised
+    where its thing's turn comes."""
+    if not things:
+        return
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="seams-eval-read") as reader:
+        pending = reader.submit(read, things[0])
+        for position, thing in enumerate(things):
+            current = pending.result()
+            if position + 1 < len(things):
+                pending = reader.submit(read, things[position + 1])
+            yield thing, current
 
 
 def narrowed(reading: SearchReading, kind: SearchKind) -> SearchReading:

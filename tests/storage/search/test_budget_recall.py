@@ -266,6 +266,30 @@ def test_a_run_measures_only_the_kinds_asked_for() -> None:
     evaluate(None, None, [], {}, kinds=("lexical",), **{**options, "weights": []})  # type: ignore[arg-type]
 
 
+def test_readings_come_in_order_the_next_read_while_the_current_one_is_scored() -> None:
+    import threading
+
+    from seams.storage.search.evaluation import read_ahead
+
+    second_read = threading.Event()
+
+    def read(n: int) -> int:
+        if n == 2:
+            second_read.set()
+        if n == 4:
+            raise ValueError("no reading of 4")
+        return n * 10
+
+    seen = []
+    with pytest.raises(ValueError, match="no reading of 4"):
+        for n, reading in read_ahead(read, [1, 2, 3, 4, 5]):
+            if n == 1:  # the second question is read while the first one is scored
+                assert second_read.wait(timeout=60)
+            seen.append((n, reading))
+    assert seen == [(1, 10), (2, 20), (3, 30)]  # an error comes at its question's turn
+    assert list(read_ahead(read, [])) == []
+
+
 def test_an_answer_quote_is_located_once_across_line_breaks() -> None:
     text = "Rolling back.\nRun release rollback\n  --to previous to undo a deploy. Done."
     (question,) = parse_questions(

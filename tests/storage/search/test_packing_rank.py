@@ -8,6 +8,8 @@ M / ef_construction / ef_search list ranks 4th; the IVF paragraph that follows t
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from seams.storage.search.context_budget import BudgetItem, Sentence, pack_passages
 
 GUIDE = (
@@ -100,3 +102,13 @@ def test_a_hit_inside_a_given_span_is_given_free() -> None:
         packed = pack_passages([*HITS[:4], inside], budget, _count)
         holder = next(s for s in packed.spans if 2 in s.ranks)
         assert 5 in holder.ranks and 5 in packed.given, budget
+
+
+def test_one_answer_packed_at_several_budgets_packs_as_if_each_were_the_first() -> None:
+    """The packer keeps what it learnt of the last items (their plan) for the next budget; a
+    budget's context is the same whether the items are new or were just packed at another."""
+    for budgets in ((20, 58, 200), (200, 58, 20), (58, 58, 1)):
+        in_turn = [pack_passages(HITS, budget, _count) for budget in budgets]
+        for budget, packed in zip(budgets, in_turn, strict=True):
+            fresh = [replace(item) for item in HITS]  # other objects: planned anew
+            assert packed == pack_passages(fresh, budget, _count)
