@@ -272,16 +272,14 @@ class _Plan:
 
     def __init__(self, items: Sequence[BudgetItem]) -> None:
         self.items = tuple(items)
-        self.units = [_units(item) for item in self.items]
-        self.seeds = [best_sentence(u) for u in self.units]
+        units = [_units(item) for item in self.items]
+        self.entries = [(i, u, best_sentence(u)) for i, u in zip(self.items, units, strict=True)]
+        """Per item position: the item, its units and its seed's position among them."""
         self.heap = [
-            (-(item.value * units[seed].score), item.rank, 0, position)
-            for position, (item, units, seed) in enumerate(
-                zip(self.items, self.units, self.seeds, strict=True)
-            )
+            (-(item.value * u[seed].score), item.rank, 0, position)
+            for position, (item, u, seed) in enumerate(self.entries)
         ]
         heapq.heapify(self.heap)
-        self.entries = list(zip(self.items, self.units, self.seeds, strict=True))
         self.pieces: dict[tuple[str, str], list[tuple[int, str]]] = {}
         for item in self.items:  # every item's text and window: the known text around it
             pieces = self.pieces.setdefault(item.group, [])
@@ -305,8 +303,8 @@ def _plan_of(items: Sequence[BudgetItem]) -> _Plan:
     global _last_plan
     last = _last_plan
     same = last is not None and len(last.items) == len(items)
-    if same and all(map(operator.is_, last.items, items)):  # type: ignore[union-attr]
-        return last  # type: ignore[return-value]
+    if last is not None and same and all(map(operator.is_, last.items, items)):
+        return last
     _last_plan = plan = _Plan(items)
     return plan
 
@@ -384,14 +382,12 @@ class _Packing:
 
     def give_covered_seeds(self) -> None:
         """A hit whose seed never had a turn but lies inside a given span is given: free."""
-        plan = self.plan
         for position in sorted(self.waiting):
-            seed = plan.units[position][plan.seeds[position]]
-            item = plan.items[position]
+            item, units, seed = self.plan.entries[position]
             for span in self.spans.get(item.group, ()):
-                if span.start <= seed.start and seed.end <= span.end:
+                if span.start <= units[seed].start and units[seed].end <= span.end:
                     span.add(item)
-                    self.passages[position] = (plan.seeds[position], plan.seeds[position])
+                    self.passages[position] = (seed, seed)
                     self.waiting.discard(position)
                     break
 
@@ -399,42 +395,26 @@ class _Packing:
         """Each hit ranked above the last one given whose seed never had a turn (the budget
         was full first) is left out, with the tokens its seed needs alone."""
         last_given = max(self.passages, default=-1)
-        unreached = sorted(p for p in self.waiting if p < last_given)
-        plan = self.plan
-        need = _seed_tokens(
-            [plan.items[p] for p in unreached],
-            [plan.units[p] for p in unreached],
-            [plan.seeds[p] for p in unreached],
-            self.count_tokens,
-        )
+        unreached = [self.plan.entries[p] for p in sorted(self.waiting) if p < last_given]
+        texts = [
+            item.text[units[seed].start - item.start_char : units[seed].end - item.start_char]
+            for item, units, seed in unreached
+        ]
+        need = self.count_tokens(texts) if texts else []
         room = self.budget - self.used
-        for position, tokens in zip(unreached, need, strict=True):
-            self.left_out.append(LeftOut(plan.items[position].rank, tokens, room))
+        for (item, _, _), tokens in zip(unreached, need, strict=True):
+            self.left_out.append(LeftOut(item.rank, tokens, room))
 
     def packed(self) -> PackedContext:
-        units, items = self.plan.units, self.plan.items
+        entries = self.plan.entries
         given = {
-            items[p].rank: (units[p][first].start, units[p][last].end)
+            entries[p][0].rank: (entries[p][1][first].start, entries[p][1][last].end)
             for p, (first, last) in self.passages.items()
         }
         spans = [s for per_group in self.spans.values() for s in per_group]
         for span in spans:
             span.text = self.plan.source(span.group).cover(span.start, span.end)
-        return _packed(spans, self.used, self.budget, given, self.left_out, len(items))
-
-
-def _seed_tokens(
-    items: Sequence[BudgetItem],
-    units: Sequence[Sequence[Sentence]],
-    seeds: Sequence[int],
-    count_tokens: TokenCounter,
-) -> list[int]:
-    """Per item, the tokens its seed (its best sentence) needs alone."""
-    texts = [
-        item.text[u[i].start - item.start_char : u[i].end - item.start_char]
-        for item, u, i in zip(items, units, seeds, strict=True)
-    ]
-    return count_tokens(texts) if texts else []
+        return _packed(spans, self.used, self.budget, given, self.left_out, len(entries))
 
 
 def _packed(
