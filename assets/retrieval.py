@@ -5,14 +5,15 @@ The mode (seams.yaml `retrieval.mode`, see `seams.models.chunk_vectors`: "text",
 so changing either marks every batch's index unsynced and a backfill rebuilds exactly the index.
 
 The lexical index rides on the same rows: each row names the text search configuration of its
-chunk, and the write of a partition (the IO manager's delete + COPY) updates the BM25 entries and
-statistics in the same transaction (`storage.search.lexical_index` triggers). One step, not a second
-asset: the analysis is a few milliseconds of SQL per batch next to the embeddings, and dense and
-lexical search can never describe different versions of a batch.
-Every partition is rewritten whole (the IO manager's delete + COPY in one transaction), so a
-rerun replaces its rows and never duplicates them. All chunks of the batch are indexed, stale
-versions included: search reads only `current_chunks`, so an older batch's rows simply stop
-matching once a newer version of its document is chunked.
+chunk, and the write of a partition updates the BM25 entries and statistics in the same
+transaction (`storage.search.lexical_index` triggers). One step, not a second asset: the analysis
+is a few milliseconds of SQL per batch next to the embeddings, and dense and lexical search can
+never describe different versions of a batch.
+The asset writes its rows itself and publishes the builds they complete, in one transaction
+(`storage.index_publication`: delete + COPY + publication), so a rerun replaces its rows and
+never duplicates them, and readers switch to a batch's new build whole. All chunks of the batch
+are indexed, stale versions included: search reads only `current_chunks`, so an older batch's
+rows simply stop matching once a newer version of its document is chunked.
 
 In a run over several batches each batch's materialization counts its own chunks and what the
 embedding cache did for them; only the step's time is the run's (`run_seconds`).
@@ -53,9 +54,12 @@ from seams.models.chunk_vectors import (
 )
 from seams.models.known_models import remember_model
 from seams.resources.embedder import OnnxEmbedderResource
+from seams.resources.io_manager import batch_metadata, write_metadata
 from seams.resources.keys import EMBEDDER_KEY, POSTGRES_KEY
 from seams.resources.postgres import PostgresResource
+from seams.storage import schema
 from seams.storage.embedding_cache import EmbeddingCache
+from seams.storage.index_publication import write_and_publish
 from seams.storage.search import DEFAULT_TEXT_SEARCH_CONFIG, validate_text_search_config
 from seams.storage.vector_indexes import drop_unused_model_indexes, ensure_model_index
 
@@ -93,6 +97,19 @@ def index_mode(
     return requested
 
 
+@dataclass(frozen=True)
+class _IndexPlan:
+    """What one `chunk_index` definition builds: its mode, model, BM25 analyzer and collection."""
+
+    mode: RetrievalMode
+    model: IndexModel
+    text_search_config: str
+    late_overlap_tokens: int
+    collection: str | None
+    mode_note: str | None
+    """Why the mode differs from the one asked for (None: it does not)."""
+
+
 def build_index_asset(
     config: ChunkingConfig,
     parts: StageParts,
@@ -109,6 +126,7 @@ def build_index_asset(
 
     It reads what its mode needs, and no more: chunk texts ("text") come from `chunks` alone;
     pooled candidate vectors and late chunking's document text from `semantic_boundaries` too.
+    It writes its rows itself and publishes the builds they complete (`_write`).
     """
     mode = index_mode(requested_mode, config, reuses_candidates=model.reuses_candidates)
     overlap = f"late_overlap:{late_overlap_tokens}" if mode == "late" else ""
@@ -123,6 +141,9 @@ def build_index_asset(
         if requested_mode == "pooled" and mode == "text"
         else None
     )
+    plan = _IndexPlan(
+        mode, model, text_search_config, late_overlap_tokens, lineage.collection, text_instead
+    )
     attributes = dict(
         **lineage.asset_defaults(RETRIEVAL_GROUP),
         **asset_attributes("chunk_index", stage="index", kinds=("postgres", "onnx")),
@@ -131,95 +152,12 @@ def build_index_asset(
         description="One embedding per chunk (mode: text, pooled or late chunking) in "
         "seams.chunk_index, searched with HNSW (cosine) by `seams search`.",
     )
-
-    def index(
-        context: dg.AssetExecutionContext,
-        chunks: pd.DataFrame,
-        candidates: pd.DataFrame | None,
-    ) -> pd.DataFrame:
-        embedder: OnnxEmbedderResource = getattr(context.resources, model.resource)
-        postgres: PostgresResource = getattr(context.resources, POSTGRES_KEY)
-        started = time.perf_counter()
-        chunks = chunks.reset_index(drop=True)  # positions below index the vectors' rows
-        with postgres.connection() as conn:  # a clear error before any model work
-            validate_text_search_config(conn, text_search_config)
-        try:
-            model_id = embedder.model_id
-        except EmbeddingError as exc:
-            # The chunks are stored (with lexical boundaries); only the index must wait for a model.
-            context.log.warning(f"embedding model unavailable, nothing indexed: {exc}")
-            unavailable = {"mode": mode, "chunks_indexed": 0, "model_unavailable": str(exc)[:500]}
-            empty = frame("chunk_index", [])
-            describe_batches(context, empty, lambda part: unavailable)
-            return empty
-        vectors, keep, embedded = _chunk_vectors(
-            mode, chunks, candidates, embedder, postgres, model_id, late_overlap_tokens
-        )
-        # Where a slow run's time went: the vectors, or the model's HNSW index (built over
-        # every stored row of a new model the first time; the write's own time is the IO
-        # manager's `write_seconds`).
-        phases = {"vectors_seconds": rounded(time.perf_counter() - started, 2)}
-        indexed = chunks[keep]
-        if keep.any():  # the model's HNSW index is there before its first vectors are
-            index_started = time.perf_counter()
-            with postgres.connection() as conn:
-                # A collection's searches walk its own index (`default`'s: the model's).
-                ensure_model_index(conn, model_id, vectors.shape[1], collection=lineage.collection)
-                drop_unused_model_indexes(conn, keep=(model_id,))
-            phases["vector_index_seconds"] = rounded(time.perf_counter() - index_started, 2)
-            _remember(context, embedder)
-        df = frame(
-            "chunk_index",
-            [
-                {
-                    "batch_key": r.batch_key,
-                    "chunk_id": r.chunk_id,
-                    "document_id": r.document_id,
-                    "mode": mode,
-                    "model_id": model_id,
-                    "embedding": v,
-                    "text_search_config": text_search_config,
-                }
-                for r, v in zip(indexed.itertuples(index=False), vectors[keep], strict=True)
-            ],
-        )
-        skipped = chunks.loc[~keep, "batch_key"].value_counts()
-        if len(skipped):
-            context.log.warning(
-                f"{counted(skipped.sum(), 'chunk')} without candidate embeddings: not indexed"
-            )
-        batches = run_batches(context)
-        cache = cache_numbers_by_batch(batches, list(chunks["batch_key"]), embedded)
-        setup: dict[str, object] = {
-            "mode": mode,
-            "model_id": model_id,
-            "text_search_config": text_search_config,
-            "retrieval_model": model.described,
-        }
-        if text_instead:
-            setup["mode_note"] = text_instead
-        describe_batches(
-            context,
-            df,
-            lambda part: {**setup, "chunks_indexed": len(part)},
-            also={b: {**cache[b], "chunks_skipped": int(skipped.get(b, 0))} for b in batches},
-        )
-        whole = {  # what the model did here (the summary of `seams run` / `seams backfill`)
-            name: sum(int(cache[b][name]) for b in batches)
-            for name in ("cache_hits", "texts_embedded")
-            if mode != "pooled"  # pooled vectors come from the candidates' embeddings
-        }
-        context.add_output_metadata(
-            {"run_seconds": rounded(time.perf_counter() - started, 2), **phases, **whole}
-        )
-        return df
-
     resources = {model.resource, POSTGRES_KEY}
     if mode == "text":
 
         @dg.asset(**attributes, required_resource_keys=resources)
-        def chunk_index(context: dg.AssetExecutionContext, chunks: pd.DataFrame) -> pd.DataFrame:
-            return index(context, chunks, None)
+        def chunk_index(context: dg.AssetExecutionContext, chunks: pd.DataFrame) -> None:
+            _index(context, plan, chunks, None)
 
         return chunk_index
 
@@ -228,10 +166,126 @@ def build_index_asset(
         context: dg.AssetExecutionContext,
         chunks: pd.DataFrame,
         semantic_boundaries: pd.DataFrame,
-    ) -> pd.DataFrame:
-        return index(context, chunks, semantic_boundaries)
+    ) -> None:
+        _index(context, plan, chunks, semantic_boundaries)
 
     return chunk_index
+
+
+def _index(
+    context: dg.AssetExecutionContext,
+    plan: _IndexPlan,
+    chunks: pd.DataFrame,
+    candidates: pd.DataFrame | None,
+) -> None:
+    """Embed the step's chunks in the plan's mode, then write and publish them (`_write`)."""
+    model, mode = plan.model, plan.mode
+    embedder: OnnxEmbedderResource = getattr(context.resources, model.resource)
+    postgres: PostgresResource = getattr(context.resources, POSTGRES_KEY)
+    started = time.perf_counter()
+    chunks = chunks.reset_index(drop=True)  # positions below index the vectors' rows
+    with postgres.connection() as conn:  # a clear error before any model work
+        validate_text_search_config(conn, plan.text_search_config)
+    try:
+        model_id = embedder.model_id
+    except EmbeddingError as exc:
+        # The chunks are stored (with lexical boundaries); only the index must wait for a model.
+        context.log.warning(f"embedding model unavailable, nothing indexed: {exc}")
+        unavailable = {"mode": mode, "chunks_indexed": 0, "model_unavailable": str(exc)[:500]}
+        empty = frame("chunk_index", [])
+        describe_batches(context, empty, lambda part: unavailable)
+        _write(context, postgres, empty)
+        return
+    vectors, keep, embedded = _chunk_vectors(
+        mode, chunks, candidates, embedder, postgres, model_id, plan.late_overlap_tokens
+    )
+    # Where a slow run's time went: the vectors, or the model's HNSW index (built over every
+    # stored row of a new model the first time; the write's own time is `write_seconds`).
+    phases = {"vectors_seconds": rounded(time.perf_counter() - started, 2)}
+    indexed = chunks[keep]
+    if keep.any():  # the model's HNSW index is there before its first vectors are
+        index_started = time.perf_counter()
+        with postgres.connection() as conn:
+            # A collection's searches walk its own index (`default`'s: the model's).
+            ensure_model_index(conn, model_id, vectors.shape[1], collection=plan.collection)
+            drop_unused_model_indexes(conn, keep=(model_id,))
+        phases["vector_index_seconds"] = rounded(time.perf_counter() - index_started, 2)
+        _remember(context, embedder)
+    df = frame(
+        "chunk_index",
+        [
+            {
+                "batch_key": r.batch_key,
+                "chunk_id": r.chunk_id,
+                "document_id": r.document_id,
+                "mode": mode,
+                "model_id": model_id,
+                "embedding": v,
+                "text_search_config": plan.text_search_config,
+            }
+            for r, v in zip(indexed.itertuples(index=False), vectors[keep], strict=True)
+        ],
+    )
+    _describe(context, plan, chunks, keep, embedded, df, model_id)
+    context.add_output_metadata(
+        {"run_seconds": rounded(time.perf_counter() - started, 2), **phases}
+    )
+    _write(context, postgres, df)
+
+
+def _describe(
+    context: dg.AssetExecutionContext,
+    plan: _IndexPlan,
+    chunks: pd.DataFrame,
+    keep: np.ndarray,
+    embedded: list[object | None],
+    df: pd.DataFrame,
+    model_id: str,
+) -> None:
+    """Each batch's materialization: its index's setup, chunks indexed and skipped, and what
+    the embedding cache did for it; the step's own totals as output metadata."""
+    skipped = chunks.loc[~keep, "batch_key"].value_counts()
+    if len(skipped):
+        context.log.warning(
+            f"{counted(skipped.sum(), 'chunk')} without candidate embeddings: not indexed"
+        )
+    batches = run_batches(context)
+    cache = cache_numbers_by_batch(batches, list(chunks["batch_key"]), embedded)
+    setup: dict[str, object] = {
+        "mode": plan.mode,
+        "model_id": model_id,
+        "text_search_config": plan.text_search_config,
+        "retrieval_model": plan.model.described,
+    }
+    if plan.mode_note:
+        setup["mode_note"] = plan.mode_note
+    describe_batches(
+        context,
+        df,
+        lambda part: {**setup, "chunks_indexed": len(part)},
+        also={b: {**cache[b], "chunks_skipped": int(skipped.get(b, 0))} for b in batches},
+    )
+    whole = {  # what the model did here (the summary of `seams run` / `seams backfill`)
+        name: sum(int(cache[b][name]) for b in batches)
+        for name in ("cache_hits", "texts_embedded")
+        if plan.mode != "pooled"  # pooled vectors come from the candidates' embeddings
+    }
+    context.add_output_metadata(whole)
+
+
+def _write(context: dg.AssetExecutionContext, postgres: PostgresResource, df: pd.DataFrame) -> None:
+    """The step's index rows written and the builds they complete published, in one
+    transaction (`write_and_publish`); the write's numbers go on the materializations as the
+    IO manager puts them on every other table's."""
+    result = write_and_publish(postgres, df, run_batches(context), run_id=context.run.run_id)
+    for batch, reason in sorted(result.held.items()):
+        context.log.warning(f"batch {batch} not published: {reason}")
+    context.add_output_metadata(write_metadata(result, schema.CHUNK_INDEX))
+    if len(result.batches) > 1:  # each batch's materialization shows its own write
+        for key, written in result.batches.items():
+            context.add_asset_metadata(
+                batch_metadata(written, result.held.get(key)), partition_key=key
+            )
 
 
 def _remember(context: dg.AssetExecutionContext, embedder: OnnxEmbedderResource) -> None:

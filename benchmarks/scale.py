@@ -69,6 +69,7 @@ from seams.resources.database import DATA_DATABASE, EmbeddedPostgres, database_u
 from seams.resources.postgres import PostgresResource
 from seams.settings import RetrievalSettings
 from seams.storage import schema, vector_indexes
+from seams.storage.index_publication import write_and_publish
 from seams.storage.partition_tables import write_table
 from seams.storage.search import lexical, pool_size, search_response
 
@@ -352,14 +353,18 @@ def register(conn: psycopg.Connection[Any], batches: Sequence[Batch]) -> None:
 
 def write_batches(postgres: PostgresResource, batches: Sequence[Batch]) -> dict[str, float]:
     """Register `batches` and write every asset table for them, in pipeline order, through
-    `write_table` (the `chunk_index` write publishes them); seconds per table."""
+    `write_table` (`write_and_publish` for `chunk_index`, which publishes them); seconds per
+    table."""
     frames = combine(batches)
     keys = [b.key for b in batches]
     with postgres.connection() as conn:
         register(conn, batches)
     seconds: dict[str, float] = {}
     for name, frame in frames.items():
-        result = write_table(postgres, schema.ASSET_TABLES[name], frame, keys)
+        if name == schema.CHUNK_INDEX.name:
+            result = write_and_publish(postgres, frame, keys)
+        else:
+            result = write_table(postgres, schema.ASSET_TABLES[name], frame, keys)
         seconds[name] = result.seconds
         if name == "chunk_index" and sorted(result.published) != sorted(keys):
             raise RuntimeError(f"batches {keys} not published: {result.held}")

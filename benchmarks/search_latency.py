@@ -60,6 +60,7 @@ from seams.resources.database import DATA_DATABASE, database_url_for  # noqa: E4
 from seams.resources.postgres import PostgresResource  # noqa: E402
 from seams.settings import RetrievalSettings  # noqa: E402
 from seams.storage import schema, vector_indexes  # noqa: E402
+from seams.storage.index_publication import write_and_publish  # noqa: E402
 from seams.storage.partition_tables import write_table  # noqa: E402
 from seams.storage.search import SENTENCE_WEIGHT  # noqa: E402
 from tests.support.search_probes import search_vector  # noqa: E402
@@ -174,11 +175,14 @@ def load(
             for row in manifest:
                 copy.write_row(row)
     index_seconds = 0.0
-    for table in schema.ASSET_TABLES.values():  # pipeline order: the chunk_index write publishes
+    for table in schema.ASSET_TABLES.values():  # pipeline order: chunk_index's write publishes
         frame = frames.get(table.name)
         if frame is None:  # a step search never reads (the candidate tables): no rows
             frame = pd.DataFrame(columns=["batch_key", *(c.name for c in table.data_columns)])
-        result = write_table(postgres, table, frame, keys)
+        if table is schema.CHUNK_INDEX:
+            result = write_and_publish(postgres, frame, keys)
+        else:
+            result = write_table(postgres, table, frame, keys)
         if table.name == "chunk_index":
             index_seconds = result.seconds
             if sorted(result.published) != keys:

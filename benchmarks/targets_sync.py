@@ -47,6 +47,7 @@ from seams.resources.database import DATA_DATABASE, EmbeddedPostgres, database_u
 from seams.resources.embedded_server import server_tempdir  # noqa: E402
 from seams.resources.postgres import PostgresResource, close_pool  # noqa: E402
 from seams.storage import schema  # noqa: E402
+from seams.storage.index_publication import write_and_publish  # noqa: E402
 from seams.storage.partition_tables import write_table  # noqa: E402
 from seams.storage.targets import TargetStore, open_target  # noqa: E402
 from seams.storage.targets.sync import sync_target  # noqa: E402
@@ -113,7 +114,7 @@ def write_batch(
         index_rows, columns=["batch_key", *(c.name for c in schema.CHUNK_INDEX.data_columns)]
     )
     write_table(postgres, schema.CHUNKS, chunks, [key], run_id="r")
-    written = write_table(postgres, schema.CHUNK_INDEX, index, [key], run_id="r")
+    written = write_and_publish(postgres, index, [key], run_id="r")
     assert key in written.published, written.held
 
 

@@ -1,13 +1,13 @@
 """Published writes Dagster has no record of, recorded: the rerun after a run stopped mid-step.
 
-A batch's `chunk_index` write publishes its build (`seams.storage.publication`), in the write's
-own transaction, and Dagster stores the step's materialization only after that write returns. A
-run stopped in between (kill -9, out of memory, a crash, a cancel) leaves the batch published and
-searchable, so `runner.unfinished` rightly finds nothing left to do, but the instance without that
-materialization: the UI shows the partition missing, or an older build's record, and Dagster's
-staleness (`in_sync`, `seams backfill`, the UI's "unsynced") judges that older record. A `chunks`
-write whose run stopped before its materialization, in a build that a later run finished, leaves
-the same gap one step earlier.
+A batch's `chunk_index` write publishes its build (`seams.storage.index_publication`), in the
+write's own transaction, and Dagster stores the step's materialization only after that write
+returns. A run stopped in between (kill -9, out of memory, a crash, a cancel) leaves the batch
+published and searchable, so `runner.unfinished` rightly finds nothing left to do, but the instance
+without that materialization: the UI shows the partition missing, or an older build's record, and
+Dagster's staleness (`in_sync`, `seams backfill`, the UI's "unsynced") judges that older record. A
+`chunks` write whose run stopped before its materialization, in a build that a later run finished,
+leaves the same gap one step earlier.
 
 `record_unrecorded` reports each such materialization as a runless event, with metadata that says
 it was recovered (the run that wrote it, the build's generation, its rows) and the provenance tags

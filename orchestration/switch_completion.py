@@ -30,7 +30,8 @@ from seams.resources.keys import EMBEDDER_KEY, POSTGRES_KEY, RETRIEVAL_EMBEDDER_
 from seams.resources.postgres import PostgresResource
 from seams.storage import publication, schema
 from seams.storage.embedding_cache import EmbeddingCache
-from seams.storage.partition_tables import WriteResult, read_table, write_table
+from seams.storage.index_publication import write_and_publish
+from seams.storage.partition_tables import WriteResult, read_table
 from seams.storage.vector_indexes import ensure_model_index
 
 Report = Callable[[str], None]
@@ -98,9 +99,7 @@ def complete_switch(defs: dg.Definitions, report: Report) -> WriteResult | None:
         }
         for r, v in zip(chunks.itertuples(index=False), vectors, strict=True)
     ]
-    result = write_table(
-        postgres, schema.CHUNK_INDEX, frame("chunk_index", rows), left_out, asset="chunk_index"
-    )
+    result = write_and_publish(postgres, frame("chunk_index", rows), left_out)
     if result.published:
         report(f"model switch to {model_id[:12]} published: search answers with it now")
     for batch, reason in sorted(result.held.items()):

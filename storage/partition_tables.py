@@ -10,10 +10,11 @@ behind Dagster's `handle_output` / `load_input`; tools call it directly):
 - Writing a partition is one transaction: a writer lock on (table, partition) so two runs of
   the same partition queue instead of interleaving, the batch's open build
   (`seams.storage.builds`), DELETE of that build's earlier rows of the table, COPY of the new
-  ones with the build's `generation`, commit. The published rows stay beside them, visible
-  to readers, until the `chunk_index` write that completes the build publishes it (same
-  transaction). A rerun replaces, never duplicates; a failure anywhere (a bad value, a
-  duplicate key, a lost server) leaves the previous rows intact.
+  ones with the build's `generation`, then the caller's `publish` step if it passed one (the
+  `chunk_index` write's: `seams.storage.index_publication`), commit. The published rows stay
+  beside them, visible to readers, until that step publishes the build. A rerun replaces,
+  never duplicates; a failure anywhere (a bad value, a duplicate key, a lost server) leaves
+  the previous rows intact.
 - Loading selects the requested partitions in the table's key order, one generation per batch
   (the open build's rows of the table if it wrote them, else the published ones: a step reads
   what its build computed upstream), with exact dtypes (`seams.storage.frame_codec`, the
@@ -28,9 +29,9 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import pandas as pd
 import psycopg
@@ -39,11 +40,30 @@ from psycopg.copy import LibpqWriter
 
 from seams.errors import StorageError
 from seams.storage import builds as build_store
-from seams.storage import publication, schema, writer_locks
+from seams.storage import schema, writer_locks
 from seams.storage.connections import ConnectionSource, connection_lost, retrying
 from seams.storage.frame_codec import coerce_frame, frame_from_rows
 
 CopyFormat = Literal["binary", "text"]
+
+
+class Published(Protocol):
+    """What a write's `publish` step did (`seams.storage.publication.Publication` is one)."""
+
+    @property
+    def published(self) -> dict[str, int]:
+        """The batches it published, with their generation."""
+        ...
+
+    @property
+    def held(self) -> dict[str, str]:
+        """The batches it could not publish, and why."""
+        ...
+
+
+PublishStep = Callable[[psycopg.Connection[Any], dict[str, build_store.Build]], Published]
+"""Run in a write's transaction after its rows, with the builds it wrote (the table their last
+part): publishes what they complete."""
 
 
 @dataclass(frozen=True)
@@ -76,9 +96,11 @@ class WriteResult:
     seconds: float
     batches: dict[str, BatchWrite] = field(default_factory=dict)
     published: dict[str, int] = field(default_factory=dict)
-    """Batches this write published (a `chunk_index` write), with their generation."""
+    """Batches this write's `publish` step published, with their generation."""
     held: dict[str, str] = field(default_factory=dict)
-    """Batches whose build this `chunk_index` write could not publish, and why."""
+    """Batches whose build this write's `publish` step could not publish, and why."""
+    publication: Published | None = None
+    """What the `publish` step returned (None: the write had none, or no build to publish)."""
 
 
 def partition_lock(conn: psycopg.Connection[Any], table: str, partition: str) -> None:
@@ -99,14 +121,16 @@ def write_table(
     asset: str | None = None,
     copy_format: CopyFormat = "binary",
     run_id: str | None = None,
+    publish: PublishStep | None = None,
 ) -> WriteResult:
     """`_write_table_once`, rerun whole when PostgreSQL aborts its transaction (a deadlock or a
     serialization failure: nothing was written); past the last attempt, a `StorageError` that
     names the abort."""
     doing = f"writing asset {asset or table.name} to {table.qualified_name}"
     once = functools.partial(
-        _write_table_once, postgres, table, frame, partition_keys, asset, copy_format, run_id
-    )
+        _write_table_once, postgres, table, frame, partition_keys, asset, copy_format, run_id,
+        publish,
+    )  # fmt: skip
     return retrying(postgres.redacted_url, doing, once)
 
 
@@ -118,12 +142,13 @@ def _write_table_once(
     asset: str | None,
     copy_format: CopyFormat,
     run_id: str | None,
+    publish: PublishStep | None,
 ) -> WriteResult:
     """Replace the rows of `partition_keys` (all rows when unpartitioned) with `frame`, atomically.
 
     A partition's rows go to its batch's open build (`seams.storage.builds`, opened by
-    `run_id` if there is none), beside the published rows readers see; a `chunk_index` write
-    publishes the builds it completes, in the same transaction.
+    `run_id` if there is none), beside the published rows readers see; `publish`, given, then
+    publishes the builds the write completes, in the same transaction.
 
     Raises `StorageError` naming the asset, table and column for bad frames, duplicate keys or a
     lost connection; the table then still holds exactly its previous rows.
@@ -138,7 +163,7 @@ def _write_table_once(
     columns = coerce_frame(table, frame, keys, asset=asset)
     batches: dict[str, BatchWrite] = {}
     builds: dict[str, build_store.Build] = {}
-    published = publication.Publication()
+    published: Published | None = None
     with postgres.connection() as conn:
         try:
             with conn.transaction():
@@ -174,17 +199,13 @@ def _write_table_once(
                     )
                 if builds:
                     build_store.record_part(conn, table, builds)
-                    if table is schema.CHUNK_INDEX or table.name == schema.CHUNK_INDEX.name:
-                        published = publication.complete_and_publish(
-                            conn, _with_part(builds, table.name), run_id=run_id
-                        )
-            for key in batches.keys() & published.published.keys():  # replaced rows are gone
-                done = batches[key]
+                    if publish is not None:
+                        published = publish(conn, _with_part(builds, table.name))
+            for key in batches.keys() & (published.published if published else {}).keys():
+                done = batches[key]  # its build is published: the rows it replaced are gone
                 batches[key] = replace(
                     done, rows_deleted=done.rows_deleted + done.rows_replaced, rows_replaced=0
                 )
-            if published.retired_models:  # a model switch was published: the old index goes
-                publication.drop_retired_indexes(conn, published)
         except psycopg.errors.UniqueViolation as exc:
             raise StorageError(
                 f"asset {asset}: two rows share a key {table.order_by} of "
@@ -207,8 +228,9 @@ def _write_table_once(
         bytes_written=sum(b.bytes_written for b in batches.values()),
         seconds=time.perf_counter() - started,
         batches=batches,
-        published=published.published,
-        held=published.held,
+        published=dict(published.published) if published else {},
+        held=dict(published.held) if published else {},
+        publication=published,
     )
 
 

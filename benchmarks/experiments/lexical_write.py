@@ -5,7 +5,7 @@ materializes the whole pipeline in-process (the real model; no embedding cache c
 with the lexical index's triggers enabled (the default: writing `chunk_index` analyses the chunks
 and updates the BM25 statistics in the same transaction, `search.lexical_index`) and once with
 them disabled, alternating which goes first. Reported: medians over the rounds of the whole run
-and of the `chunk_index` write (the IO manager's `write_seconds`: where the BM25 work happens),
+and of the `chunk_index` write (its `write_seconds`: where the BM25 work happens),
 and the BM25 share of a run, (write on - write off) / run off.
 
     .venv/bin/python benchmarks/experiments/lexical_write.py   # the bundled sample corpus

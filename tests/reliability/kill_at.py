@@ -64,6 +64,7 @@ def install(place: str) -> None:
         dg.DagsterInstance.create_run_for_job = killed_once_created  # type: ignore[method-assign]
     elif kind == "after":
         from seams.resources import io_manager
+        from seams.storage import index_publication
 
         write_table = io_manager.write_table
 
@@ -74,6 +75,7 @@ def install(place: str) -> None:
             return result
 
         io_manager.write_table = killed_after_commit
+        index_publication.write_table = killed_after_commit  # chunk_index's own write
     elif kind == "copy":
         from seams.storage import partition_tables
 

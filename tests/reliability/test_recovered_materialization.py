@@ -31,6 +31,7 @@ from seams.orchestration.dagster_internals import (
 from seams.orchestration.definitions import build_definitions
 from seams.resources import io_manager
 from seams.settings import SeamsSettings, load_settings
+from seams.storage import index_publication
 from tests.support.samples import SHORT_DOC
 
 CHUNKS, CHUNK_INDEX = recovered.CHUNKS, recovered.CHUNK_INDEX
@@ -50,6 +51,7 @@ def stopped_after_write(monkeypatch: pytest.MonkeyPatch, table: str) -> Iterator
 
     with monkeypatch.context() as patch:
         patch.setattr(io_manager, "write_table", then_stop)
+        patch.setattr(index_publication, "write_table", then_stop)  # chunk_index's own write
         yield
 
 

@@ -26,6 +26,7 @@ from seams.orchestration.dagster_internals import (
 from seams.resources.io_manager import PostgresIOManager
 from seams.resources.postgres import PostgresResource, close_pool
 from seams.storage import schema
+from seams.storage.index_publication import write_and_publish
 from seams.storage.partition_tables import read_table, write_table
 from tests.storage.table_samples import assert_same, count, sample_frame
 
@@ -220,8 +221,9 @@ def _chunks(doc_versions: list[tuple[str, str, int]]) -> pd.DataFrame:
 
 
 def _published(io: PostgresIOManager, chunks: pd.DataFrame, key: str) -> None:
-    """Store a batch's chunks, then its index (one unit vector per chunk): the write that
-    completes the batch's build and publishes it."""
+    """Store a batch's chunks through the IO manager, then its index (one unit vector per
+    chunk) as its asset writes it: the write that completes the batch's build and publishes
+    it."""
     store(io, "chunks", chunks, key)
     vector = np.zeros(schema.EMBEDDING_DIM, dtype=np.float32)
     vector[0] = 1.0
@@ -235,7 +237,7 @@ def _published(io: PostgresIOManager, chunks: pd.DataFrame, key: str) -> None:
             "text_search_config": "english",
         }
     )
-    store(io, "chunk_index", index, key)
+    write_and_publish(io.postgres, index, [key])  # as the `chunk_index` asset writes it
 
 
 def test_current_chunks_shows_only_each_documents_newest_published_version(

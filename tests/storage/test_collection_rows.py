@@ -21,6 +21,7 @@ from seams.errors import InputError
 from seams.resources.postgres import PostgresResource, close_pool
 from seams.storage import batches as batch_store
 from seams.storage import publication, schema, tenants
+from seams.storage.index_publication import write_and_publish
 from seams.storage.partition_tables import read_table, write_table
 from tests.storage.test_publication import LEGACY_SQL, chunks_frame, index_frame
 from tests.support.databases import fresh_database, migrated_postgres
@@ -51,7 +52,7 @@ def _build(postgres: PostgresResource, key: str, docs: list[batch_store.SourceFi
     frame["collection"] = "forged"  # the writer's column: replaced by the batch's
     write_table(postgres, schema.CHUNKS, frame, [key], run_id="run-" + key)
     index = index_frame(frame.drop(columns="collection"))
-    write_table(postgres, schema.CHUNK_INDEX, index, [key], run_id="run-" + key)
+    write_and_publish(postgres, index, [key], run_id="run-" + key)
 
 
 def _collections(conn: psycopg.Connection[Any], relation: str, key: str) -> set[str]:

@@ -26,6 +26,7 @@ from psycopg import sql
 
 from seams.resources.postgres import PostgresResource
 from seams.storage import migrations, schema, vector_indexes
+from seams.storage.index_publication import write_and_publish
 from seams.storage.partition_tables import write_table
 from seams.storage.search.dense import (
     IndexTarget,
@@ -81,9 +82,7 @@ def publish_in(
                 conn, model_id, vectors.shape[1], collection=collection
             )
     write_table(postgres, schema.CHUNKS, chunks, [key], run_id="r")
-    written = write_table(
-        postgres, schema.CHUNK_INDEX, index_rows(chunks, model_id, vectors), [key], run_id="r"
-    )
+    written = write_and_publish(postgres, index_rows(chunks, model_id, vectors), [key], run_id="r")
     return {"published": written.published, "held": written.held}
 
 
@@ -142,7 +141,7 @@ def test_each_collection_gets_its_index_which_goes_with_its_model(
         with postgres.connection() as conn:
             vector_indexes.ensure_model_index(conn, SMALL, 96, collection=collection)
         frame = index_rows(chunks, SMALL, new)
-        written = write_table(postgres, schema.CHUNK_INDEX, frame, [key], run_id="switch")
+        written = write_and_publish(postgres, frame, [key], run_id="switch")
     assert sorted(written.published) == ["b0", "b1"], written.held  # the switch completed
     assert indexes(postgres) == {(SMALL, None), (SMALL, TENANT)}  # every old index retired
 

@@ -3,8 +3,9 @@
 The reference takes each current chunk's lexemes from PostgreSQL's own `to_tsvector` (the
 analyzer is PostgreSQL's by design) and does everything else in Python: document frequencies,
 chunk count, average length, IDF and the BM25 sum. Batches are written the way the pipeline
-writes them (`write_table`: the `chunk_index` write publishes the batch), registrations by plain
-INSERTs (they change nothing until publication), retirements as `retire_missing` records them.
+writes them (`write_table`, then `write_and_publish`: the `chunk_index` write publishes the
+batch), registrations by plain INSERTs (they change nothing until publication), retirements
+as `retire_missing` records them.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from psycopg import sql
 from seams.errors import ConfigError
 from seams.resources.postgres import PostgresResource, close_pool
 from seams.storage import publication, schema
+from seams.storage.index_publication import write_and_publish
 from seams.storage.partition_tables import write_table
 from seams.storage.search import lexical
 from tests.support.bm25 import bm25_scores
@@ -92,7 +94,7 @@ def _add_batch(
             })  # fmt: skip
             start += len(text) + 2
     write_table(postgres, schema.CHUNKS, pd.DataFrame(chunks), [key])
-    write_table(postgres, schema.CHUNK_INDEX, pd.DataFrame(index), [key])
+    write_and_publish(postgres, pd.DataFrame(index), [key])
 
 
 def _reference(

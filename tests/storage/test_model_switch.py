@@ -27,6 +27,7 @@ from seams.orchestration.sync import sync_evaluation
 from seams.resources.io_manager import write_metadata
 from seams.resources.postgres import PostgresResource
 from seams.storage import publication, schema, vector_indexes
+from seams.storage.index_publication import write_and_publish
 from seams.storage.partition_tables import WriteResult, read_table, write_table
 from seams.storage.search import SearchResponse, search_response
 from tests.storage.search.test_model_choice import FixedQueries
@@ -101,7 +102,7 @@ def switch_batch(postgres: PostgresResource, batch: str, values: np.ndarray, *, 
     with postgres.connection() as conn:
         vector_indexes.ensure_model_index(conn, SMALL, DIMENSIONS[SMALL])
     frame = index_rows(chunks, SMALL, values)
-    return write_table(postgres, schema.CHUNK_INDEX, frame, [batch], run_id=f"switch-{batch}")
+    return write_and_publish(postgres, frame, [batch], run_id=f"switch-{batch}")
 
 
 def models_in_index(postgres: PostgresResource) -> dict[str, int]:
@@ -257,9 +258,7 @@ def test_a_batch_built_with_the_serving_model_is_published_at_once_and_joins_the
     new = vectors_of(SMALL)
     switch_batch(postgres, "b1", new["b1"], new_ids=False)
     chunks = chunk_rows("b1", CHUNKS)
-    again = write_table(
-        postgres, schema.CHUNK_INDEX, index_rows(chunks, PACKAGED, old_index["b1"]), ["b1"]
-    )
+    again = write_and_publish(postgres, index_rows(chunks, PACKAGED, old_index["b1"]), ["b1"])
     assert list(again.published) == ["b1"]
     with postgres.connection() as conn:
         assert publication.model_switch(conn) is None
@@ -320,7 +319,7 @@ def test_a_batch_without_current_documents_does_not_hold_the_switch_and_loses_it
                 (document_id, f"file:///{document_id}"),
             )
     write_table(postgres, schema.CHUNKS, newer, ["b4"], run_id="r4")
-    write_table(postgres, schema.CHUNK_INDEX, index_rows(newer, PACKAGED, old_index["b1"]), ["b4"])
+    write_and_publish(postgres, index_rows(newer, PACKAGED, old_index["b1"]), ["b4"])
     with postgres.connection() as conn:
         current = conn.execute("SELECT DISTINCT batch_key FROM seams.current_documents").fetchall()
     assert sorted(current) == [("b2",), ("b3",), ("b4",)]
@@ -329,7 +328,7 @@ def test_a_batch_without_current_documents_does_not_hold_the_switch_and_loses_it
         switch_batch(postgres, batch, new[batch], new_ids=False)
     with postgres.connection() as conn:
         vector_indexes.ensure_model_index(conn, SMALL, DIMENSIONS[SMALL])
-    last = write_table(postgres, schema.CHUNK_INDEX, index_rows(newer, SMALL, new["b1"]), ["b4"])
+    last = write_and_publish(postgres, index_rows(newer, SMALL, new["b1"]), ["b4"])
     assert sorted(last.published) == ["b2", "b3", "b4"], last.held  # b1 not waited for
     assert models_in_index(postgres) == {SMALL: 3 * CHUNKS}  # b1's old vectors deleted too
     with postgres.connection() as conn:  # the publishing write dropped the old model's index
@@ -349,7 +348,7 @@ def test_a_held_switch_names_what_it_waits_for_and_retires_nothing_until_publish
     def switch(batch: str) -> WriteResult:
         chunks = read_table(postgres, schema.CHUNKS, [batch])
         frame = index_rows(chunks, SMALL, new[batch])
-        return write_table(postgres, schema.CHUNK_INDEX, frame, [batch], run_id="r")
+        return write_and_publish(postgres, frame, [batch], run_id="r")
 
     held = switch("b2")
     reason = held.held["b2"]

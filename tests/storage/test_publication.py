@@ -19,6 +19,7 @@ import pytest
 from seams.resources.postgres import PostgresResource, close_pool
 from seams.storage import batches as batch_store
 from seams.storage import builds, publication, schema
+from seams.storage.index_publication import write_and_publish
 from seams.storage.partition_tables import read_table, write_table
 from seams.storage.search import lexical_index
 from tests.support.concurrency import run_together
@@ -97,7 +98,7 @@ def build(postgres: PostgresResource, key: str, docs: dict[str, tuple[str, list[
     """A whole build of `key` as the pipeline's last two steps write it: chunks, then index."""
     frame = chunks_frame(key, docs)
     write_table(postgres, schema.CHUNKS, frame, [key], run_id="run-" + key)
-    write_table(postgres, schema.CHUNK_INDEX, index_frame(frame), [key], run_id="run-" + key)
+    write_and_publish(postgres, index_frame(frame), [key], run_id="run-" + key)
 
 
 def current(postgres: PostgresResource) -> list[tuple[str, str, str]]:
@@ -199,7 +200,7 @@ def test_an_open_build_is_invisible_until_its_chunk_index_commits(
         (pending,) = publication.unpublished(conn)
     assert (pending.batch_key, pending.generation, pending.parts) == ("b1", 1, ("chunks",))
     assert "stopped after chunks" in pending.reason
-    write_table(postgres, schema.CHUNK_INDEX, index_frame(frame), ["b1"])
+    write_and_publish(postgres, index_frame(frame), ["b1"])
     first = current(postgres)
     assert [t for _, _, t in first] == ["Maps.", "Cats sit on warm mats.", "Dogs chase cats."]
     assert_bm25_exact(postgres)
@@ -213,7 +214,7 @@ def test_an_open_build_is_invisible_until_its_chunk_index_commits(
     loaded = read_table(postgres, schema.CHUNKS, ["b1"])
     assert set(loaded["generation"]) == {2} and len(loaded) == 4
     assert_bm25_exact(postgres)
-    write_table(postgres, schema.CHUNK_INDEX, index_frame(chunks_frame("b1", recut)), ["b1"])
+    write_and_publish(postgres, index_frame(chunks_frame("b1", recut)), ["b1"])
     assert [t for _, _, t in current(postgres)] == [
         "Maps.", "Cats sit.", "On warm mats.", "Dogs chase cats."
     ]  # fmt: skip
@@ -250,7 +251,7 @@ def test_rewriting_a_table_drops_the_builds_later_parts(postgres: PostgresResour
     assert generations(postgres, "chunks") == {"b1": [1]}  # build 2's chunks are gone
     assert set(read_table(postgres, schema.CHUNKS, ["b1"])["generation"]) == {1}
     # chunk_index alone now would pair vectors with chunks cut from other boundaries: held.
-    write_table(postgres, schema.CHUNK_INDEX, index_frame(chunks_frame("b1", V1)), ["b1"])
+    write_and_publish(postgres, index_frame(chunks_frame("b1", V1)), ["b1"])
     with postgres.connection() as conn:
         (held,) = publication.unpublished(conn)
     assert "rewrote semantic_boundaries but not chunks" in held.reason
@@ -258,7 +259,7 @@ def test_rewriting_a_table_drops_the_builds_later_parts(postgres: PostgresResour
     assert_one_generation_per_batch(postgres)
     # Finishing the build in order publishes it; the GC leaves one generation per table.
     write_table(postgres, schema.CHUNKS, chunks_frame("b1", recut), ["b1"])
-    write_table(postgres, schema.CHUNK_INDEX, index_frame(chunks_frame("b1", recut)), ["b1"])
+    write_and_publish(postgres, index_frame(chunks_frame("b1", recut)), ["b1"])
     assert [t for _, _, t in current(postgres)] == ["Maps.", "Cats.", "Mats."]
     assert generations(postgres, "semantic_boundaries") == {}
     assert generations(postgres, "chunks") == {"b1": [2]}
@@ -289,7 +290,7 @@ def test_a_new_version_replaces_the_old_at_publication_not_registration(
     write_table(postgres, schema.CHUNKS, chunks, ["b2"])
     assert {v for _, v, _ in current(postgres)} == {"g1", "f1"}  # chunked: still v1
     assert_bm25_exact(postgres)
-    write_table(postgres, schema.CHUNK_INDEX, index_frame(chunks), ["b2"])
+    write_and_publish(postgres, index_frame(chunks), ["b2"])
     assert current(postgres) == [
         ("faq", "f1", "Maps."), ("guide", "g2", "Lighthouse keepers log ships.")
     ]  # fmt: skip
@@ -344,7 +345,7 @@ def test_a_build_whose_index_lacks_vectors_is_not_published(postgres: PostgresRe
     write_table(postgres, schema.CHUNKS, chunks, ["b2"])
     # The model was unavailable: chunk_index wrote nothing (or only part of the chunks).
     for index in (index_frame(chunks.iloc[0:0]), index_frame(chunks.iloc[:1])):
-        result = write_table(postgres, schema.CHUNK_INDEX, index, ["b2"])
+        result = write_and_publish(postgres, index, ["b2"])
         assert result.published == {} and "no vector for" in result.held["b2"]
         assert {v for _, v, _ in current(postgres)} == {"g1", "f1"}
         with postgres.connection() as conn:
@@ -356,7 +357,7 @@ def test_a_build_whose_index_lacks_vectors_is_not_published(postgres: PostgresRe
         )
         assert "chunk_index holds no vector for" in held.reason
     assert_bm25_exact(postgres)
-    result = write_table(postgres, schema.CHUNK_INDEX, index_frame(chunks), ["b2"])
+    result = write_and_publish(postgres, index_frame(chunks), ["b2"])
     assert result.published == {"b2": 1}
     assert {v for _, v, _ in current(postgres)} == {"g2", "f1"}
 
@@ -369,7 +370,7 @@ def test_pooled_chunks_of_lexical_fallback_documents_need_no_vector(
     fallback = chunks_frame("b1", {"faq": V1["faq"]}, method="jaccard")
     chunks = pd.concat([semantic, fallback], ignore_index=True)
     write_table(postgres, schema.CHUNKS, chunks, ["b1"])
-    result = write_table(postgres, schema.CHUNK_INDEX, index_frame(semantic, "pooled"), ["b1"])
+    result = write_and_publish(postgres, index_frame(semantic, "pooled"), ["b1"])
     assert result.published == {"b1": 1}
 
 
@@ -383,7 +384,7 @@ def test_a_single_run_backfill_publishes_all_its_batches_at_once(
         ignore_index=True,
     )
     write_table(postgres, schema.CHUNKS, chunks, ["b1", "b2"])
-    result = write_table(postgres, schema.CHUNK_INDEX, index_frame(chunks), ["b1", "b2"])
+    result = write_and_publish(postgres, index_frame(chunks), ["b1", "b2"])
     assert result.published == {"b1": 1, "b2": 1}
     with postgres.connection() as conn:
         seqs = conn.execute("SELECT DISTINCT seq FROM seams.publications").fetchall()
@@ -409,7 +410,7 @@ def test_concurrent_chunk_index_writers_serialise_without_deadlock(
     def writer(batches: list[str]) -> None:
         for _ in range(3):
             frame = pd.concat([index_frame(frames[k]) for k in batches], ignore_index=True)
-            write_table(postgres, schema.CHUNK_INDEX, frame, batches)
+            write_and_publish(postgres, frame, batches)
 
     assert run_together(*(lambda r=r: writer(r) for r in ranges)) == []
     with postgres.connection() as conn:
@@ -492,7 +493,7 @@ def test_an_existing_database_migrates_to_published_and_open_builds(database_url
         assert {(d, v) for d, v, _ in current(postgres)} == {("guide", "g1"), ("faq", "f1")}
         assert_bm25_exact(postgres)
         # The next run finishes b2 and it is published.
-        write_table(postgres, schema.CHUNK_INDEX, index_frame(b2), ["b2"])
+        write_and_publish(postgres, index_frame(b2), ["b2"])
         assert {(d, v) for d, v, _ in current(postgres)} == {("guide", "g2"), ("faq", "f1")}
         assert_bm25_exact(postgres)
         # The upgraded view names each chunk's file, as registered, in its last two columns.

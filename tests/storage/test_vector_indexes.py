@@ -19,6 +19,7 @@ from psycopg import sql
 from seams.errors import InputError
 from seams.resources.postgres import PostgresResource, close_pool
 from seams.storage import publication, schema, vector_indexes
+from seams.storage.index_publication import write_and_publish
 from seams.storage.migrations import migrate
 from seams.storage.partition_tables import write_table
 from seams.storage.search.dense import (
@@ -109,7 +110,7 @@ def publish(
         vector_indexes.ensure_model_index(conn, model_id, vectors.shape[1])
     write_table(postgres, schema.CHUNKS, chunks, [key], run_id="r")
     frame = index_rows(chunks, model_id, vectors)
-    written = write_table(postgres, schema.CHUNK_INDEX, frame, [key], run_id="r")
+    written = write_and_publish(postgres, frame, [key], run_id="r")
     generation = written.published.get(key)
     if beside:
         assert written.held[key].startswith("held: waiting for batch"), written.held

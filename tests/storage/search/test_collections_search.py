@@ -30,6 +30,7 @@ from seams.storage import batches as batch_store
 from seams.storage import publication, schema
 from seams.storage.export_files import export_chunks
 from seams.storage.export_rows import ExportRequest
+from seams.storage.index_publication import write_and_publish
 from seams.storage.partition_tables import write_table
 from seams.storage.search import lexical, search_response
 from seams.storage.search.lexical_index import LOCK_PREFIX
@@ -110,7 +111,7 @@ def publish(
     write_table(postgres, schema.CHUNKS, frame, [key], run_id="run-" + key)
     index = index_frame(frame)
     index["text_search_config"] = CONFIGS[collection]
-    write_table(postgres, schema.CHUNK_INDEX, index, [key], run_id="run-" + key)
+    write_and_publish(postgres, index, [key], run_id="run-" + key)
     return key
 
 

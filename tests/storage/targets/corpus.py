@@ -1,8 +1,9 @@
 """Published states made at the storage level, as the pipeline's writes make them: a batch is
-registered, its `chunks` and `chunk_index` written through `write_table` (which publishes the
-build); a retired document leaves through `publication.retire`. No model runs: a chunk's vector
-is a deterministic function of its id and the model, so a chunk rewritten unchanged keeps its
-vector (and a target need not be sent it again)."""
+registered, its `chunks` written through `write_table` and its `chunk_index` through
+`write_and_publish` (which publishes the build); a retired document leaves through
+`publication.retire`. No model runs: a chunk's vector is a deterministic function of its id and
+the model, so a chunk rewritten unchanged keeps its vector (and a target need not be sent it
+again)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from seams.chunking.ids import assign_chunk_ids
 from seams.resources.postgres import PostgresResource
 from seams.storage import publication, schema, vector_indexes
 from seams.storage.export_rows import ExportRequest, export_columns, stream_rows
+from seams.storage.index_publication import write_and_publish
 from seams.storage.partition_tables import write_table
 
 Embed = Callable[[list[str]], np.ndarray]
@@ -109,7 +111,7 @@ def write_index(
     frame = pd.DataFrame(
         rows, columns=["batch_key", *(c.name for c in schema.CHUNK_INDEX.data_columns)]
     )
-    return write_table(postgres, schema.CHUNK_INDEX, frame, [batch], run_id="r")
+    return write_and_publish(postgres, frame, [batch], run_id="r")
 
 
 def publish_batch(
