@@ -24,9 +24,9 @@ from seams.storage.search.context_budget import (
     TokenCounter,
     best_passage,
     bound_to_next,
-    check_budget,
     pack_budget,
     pack_passages,
+    validate_budget,
 )
 from seams.storage.search.dense import other_targets
 from seams.storage.search.fusion import LEXICAL_WEIGHT, normalised, validate_lexical_weight
@@ -182,7 +182,7 @@ def ranked_response(
     validate_k(k)
     validate_lexical_weight(lexical_weight)
     if budget is not None:
-        check_budget(budget)
+        validate_budget(budget)
         count_tokens = validate_token_counter(count_tokens)
     ranked = ranked_entries(reading.pool, lexical_weight)
     return _answer(reading, ranked, k, lexical_weight, budget, count_tokens, passages)
@@ -200,7 +200,7 @@ def packed_contexts(
     reading once for all the budgets: what `seams eval` scores at every weight."""
     validate_lexical_weight(lexical_weight)
     for budget in budgets:
-        check_budget(budget)
+        validate_budget(budget)
     count_tokens = validate_token_counter(count_tokens)
     if reading.pool.target is None:
         return dict.fromkeys(budgets)

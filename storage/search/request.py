@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from seams.errors import InputError
-from seams.storage.search.context_budget import TokenCounter, check_budget
+from seams.storage.search.context_budget import TokenCounter, validate_budget
 from seams.storage.search.dense import MAX_FETCH, MIN_FETCH
 from seams.storage.search.fusion import LEXICAL_WEIGHT, validate_lexical_weight
 from seams.storage.search.query import (
@@ -109,7 +109,7 @@ class SearchRequest:
         validate_lexical_weight(lexical_weight)
         validate_sentence_weight(sentence_weight)
         if budget is not None:
-            check_budget(budget)
+            validate_budget(budget)
             count_tokens = validate_token_counter(count_tokens)
         among = validate_collections(collections)
         if pool is None:
