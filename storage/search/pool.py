@@ -55,7 +55,7 @@ class PoolEntry:
 
 @dataclass(frozen=True)
 class SearchPool:
-    """A query's candidates: the union of every signal's top `pool`, each scored by all of
+    """A query's pool: the union of every signal's top `pool`, each scored by all of
     them, so any fusion (`fuse_scores`, rank fusion on the ranks) can be computed from it."""
 
     query: str
