@@ -25,6 +25,7 @@ measures.
 from __future__ import annotations
 
 import argparse
+import atexit
 import os
 import shutil
 import statistics
@@ -152,6 +153,9 @@ def main(argv: list[str] | None = None) -> int:
     root = server_tempdir("seams-targets-bench-")
     server = EmbeddedPostgres(root / "pgdata")
     folder = Path(tempfile.mkdtemp(prefix="seams-targets-"))
+    # Also at exit: Milvus Lite writes its files once more when the process ends, after the
+    # `finally` below removed them (exit handlers run last registered first).
+    atexit.register(shutil.rmtree, folder, True)
     results: dict[str, dict[str, float]] = {}
     stores: dict[str, TargetStore] = {}
     try:
