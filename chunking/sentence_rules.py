@@ -5,30 +5,20 @@ terminator ends a sentence. English is the default (a configuration without `lan
 fingerprint it always had). German, French, Spanish and Italian add, on top of the English
 abbreviations that are not ordinary words of the language:
 
-- their own abbreviations ("Abs.", "Nr.", "Mio.", "bzw.", "p. ex.", "env.", "Sra.", "pág.",
-  "Dott.", "ecc."), and number abbreviations that are words elsewhere ("Art. 5" but "auf diese
-  Art. Dann");
-- German ordinal numbers: "am 1. Januar", "im 19. Jahrhundert", "der 2. Weltkrieg" (a one to
-  three digit number with its period before a month or century word, or after an article or a
-  preposition fused with one); "im Jahr 2020. Danach" still ends;
-- a number that opens a sentence is a label, not a sentence ("977. Enfiteusi", "2. Die Regel");
-- their quotation marks: „…“ and »…« in German, « … » with spaces in French, «…» in Spanish and
-  Italian: a closing mark after the terminator stays with its sentence, an opening one before the
-  next word is skipped when reading that word;
-- Italian, as English, lets a sentence start in lower case after a word that is no
-  abbreviation (its newspaper text does: "l'arte della vendetta. messo in ginocchio");
-- an ellipsis followed by a capital ends a sentence (English too), except the
-  elision marks "[…]" and "(...)"; so does an abbreviation closed by a bracket before a capital
-  ("(Gruau par ex.) Ainsi").
+- their own abbreviations ("Abs.", "Nr.", "bzw.", "p. ex.", "Sra.", "Dott."), and number
+  abbreviations that are words elsewhere ("Art. 5" but "auf diese Art. Dann");
+- German ordinal numbers: "am 1. Januar", "im 19. Jahrhundert" ("im Jahr 2020. Danach" ends);
+- a number that opens a sentence is a label, not a sentence ("2. Die Regel");
+- their quotation marks („…“, »…«, « … », «…»): a closing mark after the terminator stays with
+  its sentence, an opening one before the next word is skipped when reading that word;
+- an ellipsis followed by a capital ends a sentence (English too), except "[…]" and "(...)".
 
-English reads web text too: a sentence may start in lower case ("call them. they haven't")
-unless the period follows an abbreviation; an ellipsis before a capital ends one; a smiley ends
-its sentence ("I love her. :) I have"); a quotation of several sentences is split at their ends
-unless the outer sentence goes on after it ('He said "Stop. Now." and left').
+English and Italian let a sentence start in lower case after a word that is no abbreviation
+(web and newspaper text: "call them. they haven't"); in English a smiley ends its sentence and
+a quotation of several sentences splits at their ends unless the outer sentence goes on.
 
-`language="auto"` picks the rules per text by the function words ("der", "und", "le", "el",
-"il", ...) in its first 1,000 characters: deterministic, one pass, and English when the evidence
-is thin (fewer than 4 different function words) or tied.
+`language="auto"` picks the rules per text by the function words in its first 1,000 characters:
+deterministic, one pass, and English when the evidence is thin or tied.
 """
 
 from __future__ import annotations

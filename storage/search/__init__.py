@@ -8,15 +8,11 @@ needs) -> `engine` (the answer, each hit built once, packed into a budget when a
 
 One job per module; each imports only modules above it in this list:
 
-- `query`: a query's text checked and capped, the kinds of search, the query embedder's shape;
-- `fusion`, `sentence_rerank`, `context_budget`: ranking arithmetic without a database (the
-  hybrid score, the best-sentence re-score, packing hits into a token budget);
-- `hits`: what a search returns;
-- `lexical`: BM25 queries; `lexical_index`: the BM25 index, updated in the publishing transaction;
-- `dense`: the index's mode and model, the nearest current chunk vectors, exact distances and
-  the best-sentence re-score, in SQL;
-- `snapshot`: the one read-only snapshot an answer reads in;
-- `request`: a search's options as one validated, immutable `SearchRequest`;
+- `query` (a query's text, the kinds of search), `fusion`, `sentence_rerank`, `context_budget`
+  (ranking arithmetic without a database), `hits` (what a search returns);
+- `lexical`, `lexical_index` (BM25 queries; its index, updated when publishing), `dense` (the
+  nearest current chunk vectors and exact distances, in SQL), `snapshot` (one read-only
+  snapshot per answer), `request` (the options as one validated `SearchRequest`);
 - `signals`: the shape of a ranking signal; `signal_dense` and `signal_lexical` the two
   signals. **A new ranking signal** is a module `signal_<name>.py` beside them with that shape
   (its own top chunks, then a score for every pooled chunk), a score field on
