@@ -100,14 +100,7 @@ def test_readers_never_see_an_empty_answer_a_missing_document_or_two_models(
         reader = threading.Thread(target=loop)
         reader.start()
         try:
-            # A new version of alpha (two chunks changed), written two records at a time.
-            changed = {"alpha": texts("alpha", 6, changed=2)}
-            corpus.publish_batch(postgres, "b2", changed, MODEL_A, DIM_A)
-            sync_target(postgres, "docs", store, ["default"], batch_records=2)
-            for model, dimension in ((MODEL_B, DIM_B), (MODEL_A, DIM_A)):
-                corpus.rebuild(postgres, "b1", documents, model, dimension)
-                corpus.rebuild(postgres, "b2", changed, model, dimension)
-                sync_target(postgres, "docs", store, ["default"], batch_records=2)
+            change_then_switch_and_back(postgres, store, documents)
         finally:
             stop.set()
             reader.join()
@@ -179,14 +172,9 @@ def test_chroma_readers_see_what_the_docs_promise_through_changes_and_model_swit
         thread = threading.Thread(target=loop)
         thread.start()
         try:
-            changed = {"alpha": texts("alpha", 6, changed=2)}
-            corpus.publish_batch(postgres, "b2", changed, MODEL_A, DIM_A)
-            sync_target(postgres, "docs", store, ["default"], batch_records=2)
-            for model, dimension in ((MODEL_B, DIM_B), (MODEL_A, DIM_A)):
-                corpus.rebuild(postgres, "b1", documents, model, dimension)
-                corpus.rebuild(postgres, "b2", changed, model, dimension)
-                phase[0] = "switch"
-                sync_target(postgres, "docs", store, ["default"], batch_records=2)
+            change_then_switch_and_back(
+                postgres, store, documents, before_switch=lambda: phase.__setitem__(0, "switch")
+            )
         finally:
             stop.set()
             thread.join()
@@ -204,3 +192,21 @@ def test_chroma_readers_see_what_the_docs_promise_through_changes_and_model_swit
             assert len(models) == 1, f"{reader}: an answer mixing models: {models}"
             models_seen |= models
         assert models_seen == {MODEL_A, MODEL_B}, reader
+
+
+def change_then_switch_and_back(
+    postgres: PostgresResource,
+    store: TargetStore,
+    documents: dict[str, list[str]],
+    before_switch: Callable[[], None] = lambda: None,
+) -> None:
+    """A new version of alpha (two chunks changed), then a switch to model B and back to A,
+    each synced to `store` two records at a time."""
+    changed = {"alpha": texts("alpha", 6, changed=2)}
+    corpus.publish_batch(postgres, "b2", changed, MODEL_A, DIM_A)
+    sync_target(postgres, "docs", store, ["default"], batch_records=2)
+    for model, dimension in ((MODEL_B, DIM_B), (MODEL_A, DIM_A)):
+        corpus.rebuild(postgres, "b1", documents, model, dimension)
+        corpus.rebuild(postgres, "b2", changed, model, dimension)
+        before_switch()
+        sync_target(postgres, "docs", store, ["default"], batch_records=2)
