@@ -188,12 +188,19 @@ def test_list_items_are_atomic_units_with_continuations():
     assert [c.kind for c in cands[1:]] == ["list_item"] * 4
 
 
-def test_fenced_code_is_atomic_even_with_blank_lines_and_hashes():
-    code = "```python\nx = 1.5\n\n# not a heading. Nor a sentence end.\ny = 2\n```"
-    text = f"Before it.\n\n{code}\n\nAfter it."
+@pytest.mark.parametrize(
+    ("block", "kind"),
+    [
+        # a fence with blank lines and hashes inside: no paragraph, heading or sentence end
+        ("```python\nx = 1.5\n\n# not a heading. Nor a sentence end.\ny = 2\n```", "code"),
+        ("| name | size |\n|------|------|\n| a | 1 |\n| b | 2 |", "table"),
+    ],
+)
+def test_fenced_code_and_tables_are_atomic(block: str, kind: str) -> None:
+    text = f"Before it.\n\n{block}\n\nAfter it."
     cands = segment(text, LOOSE)
-    assert candidate_texts(text, cands) == ["Before it.", code, "After it."]
-    assert cands[1].kind == "code"
+    assert candidate_texts(text, cands) == ["Before it.", block, "After it."]
+    assert cands[1].kind == kind
     assert cands[2].section == ""
 
 
@@ -214,14 +221,6 @@ def test_indented_code_block():
 def test_indented_first_line_of_a_paragraph_is_prose():
     text = "Intro.\n\n    It was a dark night. The rain\nfell hard."
     assert [c.kind for c in segment(text, LOOSE)] == ["sentence", "sentence", "sentence"]
-
-
-def test_tables_are_atomic():
-    table = "| name | size |\n|------|------|\n| a | 1 |\n| b | 2 |"
-    text = f"Sizes follow.\n\n{table}\n\nThat is all."
-    cands = segment(text, LOOSE)
-    assert candidate_texts(text, cands) == ["Sizes follow.", table, "That is all."]
-    assert cands[1].kind == "table"
 
 
 def test_pipe_table_without_outer_pipes():
