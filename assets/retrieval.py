@@ -60,7 +60,7 @@ from seams.resources.postgres import PostgresResource
 from seams.storage import schema
 from seams.storage.embedding_cache import EmbeddingCache
 from seams.storage.index_publication import write_and_publish
-from seams.storage.search import DEFAULT_TEXT_SEARCH_CONFIG, validate_text_search_config
+from seams.storage.search import DEFAULT_TEXT_SEARCH_CONFIG, check_text_search_config
 from seams.storage.vector_indexes import drop_unused_model_indexes, ensure_model_index
 
 INDEX_VERSION = "2"
@@ -185,7 +185,7 @@ def _index(
     started = time.perf_counter()
     chunks = chunks.reset_index(drop=True)  # positions below index the vectors' rows
     with postgres.connection() as conn:  # a clear error before any model work
-        validate_text_search_config(conn, plan.text_search_config)
+        check_text_search_config(conn, plan.text_search_config)
     try:
         model_id = embedder.model_id
     except EmbeddingError as exc:

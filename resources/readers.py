@@ -23,7 +23,7 @@ from seams.settings import SeamsSettings
 from seams.storage.batches import stored_collections
 from seams.storage.connections import ConnectionSource
 from seams.storage.search import SearchKind, SearchResponse, search_response
-from seams.storage.search.query import known_collections, validate_query
+from seams.storage.search.query import check_query, known_collections
 
 
 @dataclass(frozen=True)
@@ -96,7 +96,7 @@ class Readers:
         One collection searched: its own retrieval settings; several (or one the settings no
         longer declare): the project's. `search` and `lexical_weight` default to those
         settings'. `run_hint`: check the model first (`check_model`), after the collections."""
-        query = validate_query(query)  # before the model and the database
+        query = check_query(query)  # before the model and the database
         per_collection = settings.collection_settings()
         names = None
         if collections is not None:

@@ -18,7 +18,7 @@ from seams.resources.postgres import PostgresResource, create_schema
 from seams.settings import SeamsSettings, load_settings
 from seams.storage import tenants
 from seams.storage.connections import CONNECT_TIMEOUT_S
-from seams.storage.search import validate_text_search_config
+from seams.storage.search import check_text_search_config
 
 
 def run(args: argparse.Namespace) -> int:
@@ -97,7 +97,7 @@ def check_analyzers(postgres: PostgresResource, settings: SeamsSettings) -> None
     with postgres.connection() as conn:
         for name, own in settings.collection_settings().items():
             try:
-                validate_text_search_config(conn, own.retrieval.text_search_config)
+                check_text_search_config(conn, own.retrieval.text_search_config)
             except ConfigError as exc:
                 raise ConfigError(f"collections.{name}.{exc}" if declared else str(exc)) from None
 

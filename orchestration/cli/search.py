@@ -16,12 +16,12 @@ from seams.orchestration.shell_commands import seams_command
 from seams.resources.readers import Readers
 from seams.storage.search import SearchHit, SearchResponse
 from seams.storage.search.context_budget import PackedContext
-from seams.storage.search.query import validate_query
+from seams.storage.search.query import check_query
 
 
 def run(args: argparse.Namespace) -> int:
     """Top-k chunks for a query, with their parent section and neighbouring chunks."""
-    validate_query(args.query)  # before the settings' models and the database
+    check_query(args.query)  # before the settings' models and the database
     # A reader: the pool and the query embedder, without the definitions (nor Dagster).
     readers = Readers.for_environment(args.settings, args.environment)
     response = readers.search(

@@ -33,7 +33,7 @@ from seams.storage.search.engine import (
 )
 from seams.storage.search.fusion import LEXICAL_WEIGHT, fuse_scores
 from seams.storage.search.hits import SearchHit, SearchResponse
-from seams.storage.search.lexical import DEFAULT_TEXT_SEARCH_CONFIG, validate_text_search_config
+from seams.storage.search.lexical import DEFAULT_TEXT_SEARCH_CONFIG, check_text_search_config
 from seams.storage.search.query import MAX_QUERY_CHARS, QueryEmbedder, SearchKind
 from seams.storage.search.reading import SearchReading
 from seams.storage.search.request import MAX_K, pool_size
@@ -51,11 +51,11 @@ __all__ = [
     "SearchKind",
     "SearchReading",
     "SearchResponse",
+    "check_text_search_config",
     "fuse_scores",
     "packed_contexts",
     "pool_size",
     "ranked_response",
     "read_search",
     "search_response",
-    "validate_text_search_config",
 ]

@@ -145,7 +145,7 @@ class PackedContext:
         return self.offered - len(self.passages) - len(self.skipped)
 
 
-def validate_budget(budget: object) -> int:
+def check_budget(budget: object) -> int:
     """`budget` itself when it is a positive integer, else an `InputError`."""
     if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
         raise InputError(f"budget must be a positive number of tokens, got {budget!r}")
@@ -156,7 +156,7 @@ def pack_budget(
     items: Sequence[BudgetItem], budget: int, count_tokens: TokenCounter
 ) -> PackedContext:
     """The spans of `items` (best first) that fit `budget` tokens (see the module doc)."""
-    validate_budget(budget)
+    check_budget(budget)
     spans: list[_Span] = []
     used = 0
     left_out: list[LeftOut] = []
@@ -257,7 +257,7 @@ def pack_passages(
     sentences; the total never exceeds the budget and no text is given twice. A hit without
     sentences is one unit (its whole span). Deterministic: ties go to the better rank, then the
     seed before growth, then the left side."""
-    validate_budget(budget)
+    check_budget(budget)
     packing = _Packing(_plan_of(items), budget, count_tokens)
     packing.grow(hit_share)
     packing.give_covered_seeds()

@@ -24,12 +24,12 @@ from seams.storage.search.context_budget import (
     TokenCounter,
     best_passage,
     bound_to_next,
+    check_budget,
     pack_budget,
     pack_passages,
-    validate_budget,
 )
 from seams.storage.search.dense import other_targets
-from seams.storage.search.fusion import LEXICAL_WEIGHT, normalised, validate_lexical_weight
+from seams.storage.search.fusion import LEXICAL_WEIGHT, check_lexical_weight, normalised
 from seams.storage.search.hit_context import HitRow, SentenceRow, hit_from_row
 from seams.storage.search.hits import SearchHit, SearchResponse
 from seams.storage.search.pool import RankedEntry, ranked_entries, read_pool
@@ -38,8 +38,8 @@ from seams.storage.search.reading import SearchReading, read_entries
 from seams.storage.search.request import (
     PARENT_CHARS,
     SearchRequest,
-    validate_k,
-    validate_token_counter,
+    check_k,
+    check_token_counter,
 )
 from seams.storage.search.sentence_rerank import SENTENCE_WEIGHT, sentence_evidence
 from seams.storage.search.snapshot import search_snapshot
@@ -179,11 +179,11 @@ def ranked_response(
 
     A `ValueError` when the reading lacks what the answer needs (the rows of an entry it
     ranks, or the sentences when `passages`): read it with `read_search`."""
-    validate_k(k)
-    validate_lexical_weight(lexical_weight)
+    check_k(k)
+    check_lexical_weight(lexical_weight)
     if budget is not None:
-        validate_budget(budget)
-        count_tokens = validate_token_counter(count_tokens)
+        check_budget(budget)
+        count_tokens = check_token_counter(count_tokens)
     ranked = ranked_entries(reading.pool, lexical_weight)
     return _answer(reading, ranked, k, lexical_weight, budget, count_tokens, passages)
 
@@ -198,10 +198,10 @@ def packed_contexts(
     """Per budget, `ranked_response(reading, k, lexical_weight=..., budget=B,
     count_tokens=...).context` (passages, any k: a budget ranks the whole pool), ranking the
     reading once for all the budgets: what `seams eval` scores at every weight."""
-    validate_lexical_weight(lexical_weight)
+    check_lexical_weight(lexical_weight)
     for budget in budgets:
-        validate_budget(budget)
-    count_tokens = validate_token_counter(count_tokens)
+        check_budget(budget)
+    count_tokens = check_token_counter(count_tokens)
     if reading.pool.target is None:
         return dict.fromkeys(budgets)
     chosen = _visible(reading, ranked_entries(reading.pool, lexical_weight), None)

@@ -31,7 +31,7 @@ disagree, so fusing at all matters far more than the weight (the figures:
 docs/benchmarks-retrieval.md, "Fusion weight")."""
 
 
-def validate_lexical_weight(weight: float) -> float:
+def check_lexical_weight(weight: float) -> float:
     """`weight` as a float when it lies within [0, 1], else an `InputError`."""
     if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not 0 <= weight <= 1:
         raise InputError(
@@ -58,5 +58,5 @@ def fuse_scores(
     lexical_weight: float = LEXICAL_WEIGHT,
 ) -> np.ndarray:
     """The hybrid score of every candidate of one query's pool (see the module doc)."""
-    weight = validate_lexical_weight(lexical_weight)
+    weight = check_lexical_weight(lexical_weight)
     return (1.0 - weight) * normalised(dense) + weight * normalised(lexical)

@@ -311,7 +311,7 @@ def query_terms(
     indexed under that configuration (an unknown configuration: a `ConfigError`)."""
     found = group_terms(conn, query, [collection], config=config)
     if not found:
-        validate_text_search_config(conn, config)
+        check_text_search_config(conn, config)
         return None
     return found[0]
 
@@ -581,7 +581,7 @@ def score_chunks_of(
     return out
 
 
-def validate_text_search_config(conn: psycopg.Connection[Any], config: str) -> str:
+def check_text_search_config(conn: psycopg.Connection[Any], config: str) -> str:
     """`config` when PostgreSQL knows that text search configuration, else a `ConfigError`."""
     found = conn.execute(
         "SELECT EXISTS (SELECT 1 FROM pg_ts_config WHERE cfgname = %s)", (config,)

@@ -49,13 +49,13 @@ class PreparedQuery:
     notes: tuple[str, ...] = ()
 
 
-def validate_kind(search: object) -> None:
+def check_kind(search: object) -> None:
     """An `InputError` unless `search` names one of `SEARCH_KINDS`."""
     if search not in SEARCH_KINDS:
         raise InputError(f"retrieval.search={search!r}: must be one of {', '.join(SEARCH_KINDS)}")
 
 
-def validate_query(text: object) -> str:
+def check_query(text: object) -> str:
     """`text` itself when it can be searched for; `InputError` saying what to change when it is
     not a string or holds a NUL character. Called by the search entry points before they embed
     or connect, so a bad query costs nothing."""
@@ -73,7 +73,7 @@ def validate_query(text: object) -> str:
 def prepare_query(query: object, max_chars: int = MAX_QUERY_CHARS) -> PreparedQuery:
     """Validate a query: a non-blank str; lone surrogates replaced; over `max_chars` cut at a
     word boundary (with a note). Raises `InputError` saying what to pass instead."""
-    query = validate_query(query)  # a str without NUL, before any embedding or connection
+    query = check_query(query)  # a str without NUL, before any embedding or connection
     original = len(query)
     # Lone surrogates (from a bad decode) cannot reach the tokenizer; everything else can.
     text = query.encode("utf-8", "replace").decode("utf-8").strip()
@@ -89,7 +89,7 @@ def prepare_query(query: object, max_chars: int = MAX_QUERY_CHARS) -> PreparedQu
     return PreparedQuery(text, original, tuple(notes))
 
 
-def validate_collections(collections: object) -> tuple[str, ...] | None:
+def check_collections(collections: object) -> tuple[str, ...] | None:
     """The collections a search reads, sorted and without repeats; None (every collection the
     connection may read) stays None. An `InputError` for an empty list (which would search
     nothing) or a name that is not a string."""
@@ -113,11 +113,11 @@ def known_collections(
     option: str,
     stored: Callable[[], Iterable[str]] | None = None,
 ) -> tuple[str, ...]:
-    """`requested` checked (`validate_collections`) against the collections the settings
+    """`requested` checked (`check_collections`) against the collections the settings
     declare and, for a name they do not, those the data holds (`stored`: a collection removed
     from the settings stays searchable, so it can be named): an `InputError` naming the first
     unknown one and the known ones."""
-    names = validate_collections(requested) or ()
+    names = check_collections(requested) or ()
     declared = list(known)
     held: list[str] | None = None
     for name in names:

@@ -12,37 +12,37 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from seams.errors import InputError
-from seams.storage.search.context_budget import TokenCounter, validate_budget
+from seams.storage.search.context_budget import TokenCounter, check_budget
 from seams.storage.search.dense import MAX_FETCH, MIN_FETCH
-from seams.storage.search.fusion import LEXICAL_WEIGHT, validate_lexical_weight
+from seams.storage.search.fusion import LEXICAL_WEIGHT, check_lexical_weight
 from seams.storage.search.query import (
     PreparedQuery,
     SearchKind,
+    check_collections,
+    check_kind,
     prepare_query,
-    validate_collections,
-    validate_kind,
 )
-from seams.storage.search.sentence_rerank import SENTENCE_WEIGHT, validate_sentence_weight
+from seams.storage.search.sentence_rerank import SENTENCE_WEIGHT, check_sentence_weight
 
 MAX_K = 100
 PARENT_CHARS = 4000
 
 
-def validate_k(k: object) -> int:
+def check_k(k: object) -> int:
     """`k` itself when it is an integer from 1 to `MAX_K`, else an `InputError`."""
     if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
         raise InputError(f"k must be an integer from 1 to {MAX_K}, got {k!r}")
     return k
 
 
-def validate_token_counter(count_tokens: TokenCounter | None) -> TokenCounter:
+def check_token_counter(count_tokens: TokenCounter | None) -> TokenCounter:
     """The counter a token budget needs, else an `InputError`."""
     if count_tokens is None:
         raise InputError("a token budget needs a token counter: pass count_tokens")
     return count_tokens
 
 
-def validate_pool(pool: object) -> int:
+def check_pool(pool: object) -> int:
     """`pool` itself when it is an integer from 1 to `dense.MAX_FETCH`, else an `InputError`."""
     if isinstance(pool, bool) or not isinstance(pool, int) or not 1 <= pool <= MAX_FETCH:
         raise InputError(f"pool must be an integer from 1 to {MAX_FETCH}, got {pool!r}")
@@ -104,19 +104,19 @@ class SearchRequest:
         """The request for these options, each checked (an `InputError` for the first bad
         one). `pool` None: the top-`k` search's own (`pool_size(k)`, its first `k` by BM25
         proven, or with a budget the pool's `exact_size`); given, a pool read for itself."""
-        validate_k(k)
-        validate_kind(search)
-        validate_lexical_weight(lexical_weight)
-        validate_sentence_weight(sentence_weight)
+        check_k(k)
+        check_kind(search)
+        check_lexical_weight(lexical_weight)
+        check_sentence_weight(sentence_weight)
         if budget is not None:
-            validate_budget(budget)
-            count_tokens = validate_token_counter(count_tokens)
-        among = validate_collections(collections)
+            check_budget(budget)
+            count_tokens = check_token_counter(count_tokens)
+        among = check_collections(collections)
         if pool is None:
             size = pool_size(k)
             exact_k = k if budget is None else exact_size(size)
         else:
-            size = validate_pool(pool)
+            size = check_pool(pool)
             exact_k = exact_size(size)
         return cls(
             query=prepare_query(query),

@@ -30,7 +30,7 @@ SENTENCE_WEIGHT = 0.7
 `retrieval.sentence_weight`)."""
 
 
-def validate_sentence_weight(sentence_weight: float) -> float:
+def check_sentence_weight(sentence_weight: float) -> float:
     """`sentence_weight` itself, or an `InputError` when it lies outside [0, 1] (NaN included):
     callers check before deciding whether to re-score at all, so a bad weight never passes as
     "off"."""
@@ -52,7 +52,7 @@ def reranked_scores(
     Scores are cosine similarities to the query. A best-sentence score of None or NaN (no
     candidate vectors) leaves that chunk's score as it was, so a pool may mix chunks that have
     sentence vectors with chunks that have none."""
-    validate_sentence_weight(sentence_weight)
+    check_sentence_weight(sentence_weight)
     chunk = np.asarray(chunk_scores, dtype=np.float64)
     best = np.array(
         [np.nan if s is None else s for s in best_sentence_scores], dtype=np.float64

@@ -18,7 +18,7 @@ import pytest
 from seams.errors import InputError
 from seams.orchestration import cli
 from seams.orchestration.cli.terminal import printable, printable_json
-from seams.storage.search.query import validate_query
+from seams.storage.search.query import check_query
 
 CLEAR = "\x1b[2J"
 TITLE = "\x1b]0;pwned\x07"
@@ -79,10 +79,10 @@ def test_an_unknown_option_beside_a_query_is_still_refused(
 
 
 @pytest.mark.parametrize("query", ["queen\x00bee", "\x00", 42])
-def test_validate_query_refuses_a_nul_or_a_non_string(query: object) -> None:
+def test_check_query_refuses_a_nul_or_a_non_string(query: object) -> None:
     with pytest.raises(InputError, match=r"NUL character|must be a string"):
-        validate_query(query)
-    assert validate_query("queen bee \x1b") == "queen bee \x1b"
+        check_query(query)
+    assert check_query("queen bee \x1b") == "queen bee \x1b"
 
 
 def test_an_error_quoting_input_shows_it_escaped(capfd: pytest.CaptureFixture[str]) -> None:

@@ -255,7 +255,7 @@ def test_each_text_search_configuration_keeps_its_own_statistics(
         with pytest.raises(ConfigError, match="no_such_config"):
             lexical.query_terms(conn, "no_such_config", "x")
         with pytest.raises(ConfigError, match="pg_ts_config"):
-            lexical.validate_text_search_config(conn, "no_such_config")
+            lexical.check_text_search_config(conn, "no_such_config")
 
 
 # --- the exact read: a corpus whose common lexemes exceed the first round's depth -------------

@@ -15,7 +15,7 @@ from seams.storage.search.hits import SearchHit
 from seams.storage.search.pool import SearchPool, read_pool
 from seams.storage.search.query import QueryEmbedder, SearchKind
 from seams.storage.search.request import PARENT_CHARS, SearchRequest, pool_size
-from seams.storage.search.sentence_rerank import SENTENCE_WEIGHT, validate_sentence_weight
+from seams.storage.search.sentence_rerank import SENTENCE_WEIGHT, check_sentence_weight
 from seams.storage.search.snapshot import search_snapshot
 
 
@@ -55,7 +55,7 @@ def search_vector(
 ) -> tuple[list[SearchHit], int]:
     """Hits for an already-embedded query (nearest vectors, re-scored by the best sentence),
     and how many index entries were fetched for them; one snapshot, as `search_response`."""
-    validate_sentence_weight(sentence_weight)
+    check_sentence_weight(sentence_weight)
     query_vector = np.asarray(vector, dtype=np.float32)
     target = IndexTarget(mode=mode, model_id=model_id)
     with search_snapshot(postgres) as snapshot:
