@@ -15,6 +15,7 @@ REPO = Path(__file__).resolve().parents[1]
 #: Bottom to top. The modules directly in `seams/` are rooms of their own.
 ORDER = (
     "errors",
+    "logs",
     "environment",
     "chunking",
     "extraction",
