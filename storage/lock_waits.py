@@ -40,6 +40,7 @@ import psycopg.errors
 from psycopg import sql
 
 from seams.errors import StorageError
+from seams.storage.tenant_tables import GROUP, ROLE_PREFIX
 
 log = logging.getLogger(__name__)
 
@@ -106,12 +107,10 @@ def _conninfo(conn: psycopg.Connection[Any]) -> str:
 def _watch(
     watcher: psycopg.Connection[Any],
     pid: int,
-    group: str,
-    prefix: str,
     watch: Watch,
     stop: threading.Event,
 ) -> None:
-    params = {"pid": pid, "group": group, "prefix": prefix.replace("_", r"\_") + "%"}
+    params = {"pid": pid, "group": GROUP, "prefix": ROLE_PREFIX.replace("_", r"\_") + "%"}
     try:
         while not stop.wait(POLL_S):
             for blocker, role, app, tenant in watcher.execute(_BLOCKERS, params).fetchall():
@@ -142,13 +141,14 @@ def _watch(
 
 @contextlib.contextmanager
 def clearing_tenants(
-    conn: psycopg.Connection[Any], group: str, prefix: str, timeout: str | None = None
+    conn: psycopg.Connection[Any], where: str, doing: str, timeout: str | None = None
 ) -> Iterator[Watch]:
-    """While the block runs on `conn`: each lock wait bounded by `timeout` (set for the
-    session, restored after), and every tenant backend (roles `prefix...` in `group`) that
-    blocks `conn` ended as soon as it does. A `psycopg.errors.LockNotAvailable` in the block
-    means a session that is not a tenant's held the lock: `Watch.error` names it. `timeout`:
-    `LOCK_TIMEOUT` unless given."""
+    """While the block runs on `conn`: each lock wait bounded by `timeout` (`LOCK_TIMEOUT`
+    unless given; set for the session, restored after), and every tenant backend that blocks
+    `conn` ended as soon as it does. A lock wait past the timeout in the block (PostgreSQL's
+    `LockNotAvailable`, or the `StorageError` of `connections.retrying` that gave up on one)
+    means a session that is not a tenant's held the lock: it leaves as `LockError`, one line
+    naming that session, `where` and what the writer was `doing`."""
     timeout = timeout or LOCK_TIMEOUT
     previous = conn.execute("SELECT current_setting('lock_timeout')").fetchone()
     set_timeout = sql.SQL("SELECT set_config('lock_timeout', {}, false)")
@@ -163,13 +163,19 @@ def clearing_tenants(
     else:
         thread = threading.Thread(
             target=_watch,
-            args=(watcher, conn.info.backend_pid, group, prefix, watch, stop),
+            args=(watcher, conn.info.backend_pid, watch, stop),
             name="seams-lock-watcher",
             daemon=True,
         )
         thread.start()
     try:
         yield watch
+    except (psycopg.errors.LockNotAvailable, StorageError) as exc:
+        if not isinstance(exc, psycopg.errors.LockNotAvailable) and not isinstance(
+            exc.__cause__, psycopg.errors.LockNotAvailable
+        ):
+            raise
+        raise watch.error(where, doing, timeout) from None
     finally:
         stop.set()
         if thread is not None:

@@ -45,7 +45,7 @@ from psycopg.pq import TransactionStatus
 
 from seams.environment import DATABASE_URL_ENV
 from seams.errors import StorageError
-from seams.storage import lock_waits, schema, tenant_tables, tenants, vector_indexes, writer_locks
+from seams.storage import lock_waits, schema, tenants, vector_indexes, writer_locks
 from seams.storage.connections import (
     connect_direct,
     connection_lost,
@@ -323,20 +323,10 @@ def _migrate(conn: psycopg.Connection[Any], where: str) -> Migration:
                 check_declared_columns(conn, where)
             return Migration(before, applied=False)
         started = time.perf_counter()
-        with lock_waits.clearing_tenants(
-            conn, tenant_tables.GROUP, tenant_tables.ROLE_PREFIX, LOCK_TIMEOUT
-        ) as watch:
-            try:
-                done = retrying(
-                    where,
-                    doing,
-                    lambda: _apply(conn),
-                    also=(psycopg.errors.LockNotAvailable,),
-                )
-            except StorageError as exc:
-                if not isinstance(exc.__cause__, psycopg.errors.LockNotAvailable):
-                    raise
-                raise watch.error(where, doing, LOCK_TIMEOUT) from None
+        with lock_waits.clearing_tenants(conn, where, doing, LOCK_TIMEOUT):
+            done = retrying(
+                where, doing, lambda: _apply(conn), also=(psycopg.errors.LockNotAvailable,)
+            )
         check_declared_columns(conn, where)
     except (psycopg.errors.UndefinedFile, psycopg.errors.InsufficientPrivilege) as exc:
         raise StorageError(

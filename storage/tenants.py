@@ -235,14 +235,11 @@ def ensure_group(conn: psycopg.Connection[Any]) -> None:
         return
     where = describe_connection(conn)
     doing = "setting up tenant grants"
-    with lock_waits.clearing_tenants(conn, GROUP, ROLE_PREFIX) as watch:
-        try:
-            if conn.info.transaction_status == TransactionStatus.IDLE:
-                retrying(where, doing, lambda: _group(conn))
-            else:
-                _group(conn)
-        except psycopg.errors.LockNotAvailable:
-            raise watch.error(where, doing) from None
+    with lock_waits.clearing_tenants(conn, where, doing):
+        if conn.info.transaction_status == TransactionStatus.IDLE:
+            retrying(where, doing, lambda: _group(conn))
+        else:
+            _group(conn)
 
 
 def _group(conn: psycopg.Connection[Any]) -> None:

@@ -26,7 +26,6 @@ from psycopg.pq import TransactionStatus
 
 from seams.storage import lock_waits, schema, writer_locks
 from seams.storage.connections import describe_connection
-from seams.storage.tenant_tables import GROUP, ROLE_PREFIX
 
 log = logging.getLogger(__name__)
 
@@ -214,13 +213,8 @@ def _ensure(
         if existing is not None and existing.valid:
             return False
         if existing is not None:  # an invalid leftover of an interrupted concurrent drop
-            with lock_waits.clearing_tenants(conn, GROUP, ROLE_PREFIX) as watch:
-                try:
-                    conn.execute(
-                        sql.SQL("DROP INDEX {}").format(sql.Identifier(schema.SCHEMA, name))
-                    )
-                except psycopg.errors.LockNotAvailable:
-                    raise watch.error(describe_connection(conn), f"dropping {name}") from None
+            with lock_waits.clearing_tenants(conn, describe_connection(conn), f"dropping {name}"):
+                conn.execute(sql.SQL("DROP INDEX {}").format(sql.Identifier(schema.SCHEMA, name)))
         _create(conn, model_id, dimension, key)
     log.info(
         "created HNSW index %s for model %s (%d dimensions)%s",
@@ -299,13 +293,15 @@ def _drop(conn: psycopg.Connection[Any], index: ModelIndex) -> bool:
     name = sql.Identifier(schema.SCHEMA, index.name)
     concurrently = conn.autocommit and conn.info.transaction_status == TransactionStatus.IDLE
     try:
-        with lock_waits.clearing_tenants(conn, GROUP, ROLE_PREFIX, DROP_LOCK_TIMEOUT):
+        with lock_waits.clearing_tenants(
+            conn, describe_connection(conn), f"dropping {index.name}", DROP_LOCK_TIMEOUT
+        ):
             if concurrently:
                 conn.execute(sql.SQL("DROP INDEX CONCURRENTLY IF EXISTS {}").format(name))
             else:
                 with conn.transaction():
                     conn.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(name))
-    except psycopg.errors.LockNotAvailable:
+    except lock_waits.LockError:
         log.warning(
             "HNSW index %s of model %s: kept for now (table busy)", index.name, index.model_id[:12]
         )
