@@ -8,7 +8,7 @@ from typing import Any
 
 import psycopg
 
-from seams.storage import schema
+from seams.storage import schema, tenant_search
 from seams.storage.tenants import (
     COLLECTION_TENANTS,
     GROUP,
@@ -17,13 +17,16 @@ from seams.storage.tenants import (
     PROTECTED,
     ROLE_PREFIX,
     SHARED,
+    WITHHELD,
 )
 
 
 def isolation_problems(conn: psycopg.Connection[Any]) -> list[str]:
     """What would let a tenant read past its collections, as one line each ([] when none): a
     table tenants can read without row-level security, a readable view that is not
-    `security_invoker`, a SECURITY DEFINER function in the schema they may execute, a tenant
+    `security_invoker`, a vector column they may read (`WITHHELD`), a SECURITY DEFINER
+    function in the schema they may execute other than tenant search's own (`tenant_search`,
+    its body and pinned search path unchanged), a tenant
     role with more than LOGIN, or a membership it could SET ROLE through."""
     if conn.execute("SELECT to_regrole(%s) IS NULL", (GROUP,)).fetchone()[0]:  # type: ignore[index]
         return []
@@ -32,7 +35,7 @@ def isolation_problems(conn: psycopg.Connection[Any]) -> list[str]:
         """SELECT c.relname, c.relkind, c.relrowsecurity, coalesce(c.reloptions, '{}')
            FROM pg_class AS c JOIN pg_namespace AS n ON n.oid = c.relnamespace
            WHERE n.nspname = %s AND c.relkind IN ('r', 'p', 'v', 'm')
-             AND has_table_privilege(%s, c.oid, 'SELECT')
+             AND has_any_column_privilege(%s, c.oid, 'SELECT')
            ORDER BY c.relname""",
         (schema.SCHEMA, GROUP),
     ):
@@ -48,13 +51,29 @@ def isolation_problems(conn: psycopg.Connection[Any]) -> list[str]:
                 f"tenants can read view seams.{name}, which runs with its owner's rights: "
                 f"ALTER VIEW seams.{name} SET (security_invoker = true)"
             )
-    for (name,) in conn.execute(
-        """SELECT p.proname FROM pg_proc AS p JOIN pg_namespace AS n ON n.oid = p.pronamespace
+    for table, columns in WITHHELD.items():
+        for column in columns:
+            readable = conn.execute(
+                "SELECT has_column_privilege(%s, %s, %s, 'SELECT')",
+                (GROUP, f"{schema.SCHEMA}.{table}", column),
+            ).fetchone()
+            if readable and readable[0]:
+                problems.append(
+                    f"tenants can read seams.{table}.{column} (their own nearest-neighbour "
+                    "queries would count other collections' rows): run `seams db upgrade`"
+                )
+    ours = tenant_search.bodies()
+    pinned = [f"search_path={tenant_search.SEARCH_PATH}"]
+    for name, body, config in conn.execute(
+        """SELECT p.proname, p.prosrc, p.proconfig
+           FROM pg_proc AS p JOIN pg_namespace AS n ON n.oid = p.pronamespace
            WHERE n.nspname = %s AND p.prosecdef
-             AND has_function_privilege(%s, p.oid, 'EXECUTE')""",
+             AND has_function_privilege(%s, p.oid, 'EXECUTE')
+           ORDER BY p.proname""",
         (schema.SCHEMA, GROUP),
     ):
-        problems.append(f"tenants can execute SECURITY DEFINER function seams.{name}")
+        if ours.get(name) != body or config != pinned:  # only tenant search's own, unchanged
+            problems.append(f"tenants can execute SECURITY DEFINER function seams.{name}")
     for name, extra in conn.execute(
         """SELECT r.rolname,
                   concat_ws(', ', CASE WHEN r.rolsuper THEN 'SUPERUSER' END,

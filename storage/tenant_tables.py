@@ -10,7 +10,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from seams.storage import schema
+from seams.storage import schema, tenant_search
 
 GROUP = "seams_tenants"
 """The NOLOGIN group every tenant role belongs to: it holds the SELECT grants, and membership
@@ -58,6 +58,21 @@ VIEWS: tuple[str, ...] = (
 
 
 COLLECTIONS_FUNCTION = "tenant_collections"
+
+WITHHELD: dict[str, tuple[str, ...]] = {schema.CHUNK_INDEX.name: ("embedding",)}
+"""Columns of protected tables no tenant reads, by table: the chunk vectors. Every HNSW index
+orders by them and answers the ordering before row-level security checks a row, so a tenant's
+own nearest-neighbour query would have `EXPLAIN ANALYZE` count the rows of other collections it
+walked past. Tenants search them through `seams.storage.tenant_search`'s functions instead."""
+
+
+def granted_columns(table: schema.Table) -> list[str] | None:
+    """The columns of `table` tenants read, when some are withheld (`WITHHELD`); None when
+    they read it whole (a table-level grant)."""
+    withheld = WITHHELD.get(table.name)
+    if not withheld:
+        return None
+    return [name for name in table.column_names if name not in withheld]
 
 
 KEEP_STATISTICS = frozenset(
@@ -133,11 +148,20 @@ SELECT
                      IN ('security_invoker=true', 'security_invoker=on',
                          'security_invoker=yes', 'security_invoker=1')))
   AND to_regprocedure(%(function)s) IS NOT NULL
+  AND (SELECT bool_and(to_regprocedure(f.name) IS NOT NULL)
+       FROM unnest(%(functions)s::text[]) AS f(name))
   AND EXISTS (SELECT 1 FROM pg_trigger AS t WHERE t.tgrelid = to_regclass(%(assignments)s)
               AND t.tgname = 'tenant_collections_changed'),
   has_schema_privilege(%(group)s, %(schema)s, 'USAGE')
   AND (SELECT bool_and(has_table_privilege(%(group)s, r.name, 'SELECT'))
        FROM unnest(%(readable)s::text[]) AS r(name))
+  AND (SELECT coalesce(bool_and(has_column_privilege(%(group)s, x.relation, x.name, 'SELECT')
+                                = x.granted), true)
+       FROM unnest(%(column_tables)s::text[], %(column_names)s::text[],
+                   %(column_granted)s::bool[]) AS x(relation, name, granted))
+  AND (SELECT bool_and(coalesce(has_function_privilege(%(group)s, to_regprocedure(f.name),
+                                                       'EXECUTE'), false))
+       FROM unnest(%(functions)s::text[]) AS f(name))
   AND NOT (SELECT bool_or(has_table_privilege(%(group)s, r.name,
                   'SELECT, INSERT, UPDATE, DELETE, TRUNCATE, REFERENCES, TRIGGER'))
            FROM unnest(%(private)s::text[]) AS r(name)),
@@ -162,7 +186,14 @@ def missing(conn: psycopg.Connection[Any]) -> set[str]:
         return {"group", "policies", "grants", "statistics"}
     rls = [t.name for t in (*PROTECTED, COLLECTION_TENANTS, *PRIVATE)]
     qualified = [f"{schema.SCHEMA}.{name}" for name in VIEWS]
-    readable = [t.qualified_name for t in (*PROTECTED, COLLECTION_TENANTS, *SHARED)]
+    tables = (*PROTECTED, COLLECTION_TENANTS, *SHARED)
+    readable = [t.qualified_name for t in tables if granted_columns(t) is None]
+    by_column = [
+        (t.qualified_name, c, c not in WITHHELD[t.name])
+        for t in tables
+        if t.name in WITHHELD
+        for c in t.column_names
+    ]
     content = content_columns()
     policies, grants, statistics = conn.execute(
         _IN_PLACE,
@@ -178,6 +209,10 @@ def missing(conn: psycopg.Connection[Any]) -> set[str]:
             "function": f"{schema.SCHEMA}.{COLLECTIONS_FUNCTION}()",
             "assignments": COLLECTION_TENANTS.qualified_name,
             "readable": [*readable, *qualified],
+            "column_tables": [t for t, _, _ in by_column],
+            "column_names": [c for _, c, _ in by_column],
+            "column_granted": [g for _, _, g in by_column],
+            "functions": tenant_search.signatures(),
             "private": [t.qualified_name for t in (*PRIVATE, *LOCKS)],
             "relations": [t.qualified_name for t, _ in content],
             "columns": [c for _, c in content],

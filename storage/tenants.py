@@ -27,7 +27,7 @@ from psycopg import sql
 from psycopg.pq import TransactionStatus
 
 from seams.errors import StorageError
-from seams.storage import lock_waits, schema, tenant_roles, writer_locks
+from seams.storage import lock_waits, schema, tenant_roles, tenant_search, writer_locks
 from seams.storage.connections import describe_connection, retrying
 from seams.storage.tenant_tables import (
     COLLECTION,
@@ -42,6 +42,8 @@ from seams.storage.tenant_tables import (
     SHARED,
     TENANT_POLICY,
     VIEWS,
+    WITHHELD,
+    granted_columns,
     missing,
     statistics_ddl,
 )
@@ -149,7 +151,7 @@ def ddl() -> list[sql.Composable]:
     (whatever replaced one before), and row-level security on every table. The owner (the
     pipeline) is not subject to it, and no other role is filtered while it is not a tenant: a
     project without tenants reads as before."""
-    statements: list[sql.Composable] = _functions_ddl()
+    statements: list[sql.Composable] = [*_functions_ddl(), *tenant_search.ddl()]
     for view in VIEWS:
         statements.append(
             sql.SQL("ALTER VIEW {} SET (security_invoker = true)").format(
@@ -197,13 +199,26 @@ def _check_server(conn: psycopg.Connection[Any]) -> None:
 
 def _grants() -> list[sql.Composable]:
     group = sql.Identifier(GROUP)
-    readable = [t.identifier() for t in (*PROTECTED, COLLECTION_TENANTS, *SHARED)]
+    tables = (*PROTECTED, COLLECTION_TENANTS, *SHARED)
+    readable = [t.identifier() for t in tables if granted_columns(t) is None]
     readable += [sql.Identifier(schema.SCHEMA, view) for view in VIEWS]
     private = [t.identifier() for t in (*PRIVATE, *LOCKS)]
     statements = [
         sql.SQL("GRANT USAGE ON SCHEMA {} TO {}").format(sql.Identifier(schema.SCHEMA), group),
         sql.SQL("GRANT SELECT ON {} TO {}").format(sql.SQL(", ").join(readable), group),
     ]
+    for table in tables:  # read but for the withheld columns: a grant of each other one
+        columns = granted_columns(table)
+        if columns is None:
+            continue
+        names = sql.SQL(", ").join(map(sql.Identifier, columns))
+        withheld = sql.SQL(", ").join(map(sql.Identifier, WITHHELD[table.name]))
+        statements += [
+            sql.SQL("REVOKE SELECT ON {} FROM {}").format(table.identifier(), group),
+            sql.SQL("REVOKE SELECT ({}) ON {} FROM {}").format(withheld, table.identifier(), group),
+            sql.SQL("GRANT SELECT ({}) ON {} TO {}").format(names, table.identifier(), group),
+        ]
+    statements += tenant_search.grants(GROUP)
     if private:
         statements.append(
             sql.SQL("REVOKE ALL ON {} FROM {}").format(sql.SQL(", ").join(private), group)

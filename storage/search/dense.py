@@ -34,7 +34,7 @@ import psycopg.errors
 from psycopg import sql
 
 from seams.errors import InputError
-from seams.storage import schema, vector_indexes
+from seams.storage import schema, tenant_search, vector_indexes
 from seams.storage.search.lexical import DEFAULT_TEXT_SEARCH_CONFIG
 from seams.storage.search.sentence_rerank import rerank_order
 
@@ -181,15 +181,19 @@ def nearest_statement(
     )
 
 
-def configure_scan(conn: psycopg.Connection[Any], fetch: int) -> None:
+def configure_scan(conn: psycopg.Connection[Any], fetch: int) -> bool:
     """HNSW settings of the current transaction: `ef_search` raised to `fetch` (HNSW returns
     at most ef_search rows per scan) and iterative scanning, so the index keeps going past rows
-    the mode and visibility filters drop (the model's own index holds no other model's rows)."""
-    conn.execute(
+    the mode and visibility filters drop (the model's own index holds no other model's rows).
+    Returns whether the connection's role reads chunk vectors itself: a tenant does not, and
+    searches them through `tenant_search`'s functions (which set these settings themselves)."""
+    row = conn.execute(
         "SELECT set_config('hnsw.ef_search', %s, true),"
-        " set_config('hnsw.iterative_scan', 'relaxed_order', true)",
-        (str(min(1000, max(MIN_FETCH, fetch))),),
-    )
+        " set_config('hnsw.iterative_scan', 'relaxed_order', true),"
+        " has_column_privilege(%s, 'embedding', 'SELECT')",
+        (str(min(1000, max(MIN_FETCH, fetch))), schema.CHUNK_INDEX.qualified_name),
+    ).fetchone()
+    return bool(row and row[2])
 
 
 def nearest_vectors(
@@ -198,6 +202,8 @@ def nearest_vectors(
     target: IndexTarget,
     fetch: int,
     collections: Sequence[str] | None = None,
+    *,
+    direct: bool | None = None,
 ) -> list[tuple[str, str, str, float]]:
     """The `fetch` nearest visible index entries of the target's model and mode by cosine
     distance, via the model's HNSW index (nearest first, up to the iterative scan's relaxed
@@ -205,9 +211,34 @@ def nearest_vectors(
     of the scan, so the iterative scan walks on past other collections' rows; exactly one: its
     own index when it has one, `vector_indexes`). The query
     vector's length is the dimension read: a vector of another dimension than the model's is an
-    `InputError` naming both."""
+    `InputError` naming both. `direct`: what `configure_scan` returned, when the caller ran it
+    (None: it runs here); False reads through `tenant_search.nearest_vectors`."""
     dimension = int(np.shape(vector)[-1])
-    configure_scan(conn, fetch)
+    if direct is None:
+        direct = configure_scan(conn, fetch)
+    try:
+        if not direct:
+            return tenant_search.nearest_vectors(
+                conn, vector, target.model_id, target.mode, fetch, collections
+            )
+        return _nearest_direct(conn, vector, target, fetch, collections)
+    except psycopg.errors.DataException as exc:
+        if "dimensions" not in str(exc):
+            raise
+        raise InputError(
+            f"the query vector has {dimension} dimensions, but model {target.model_id[:12]}'s "
+            f"vectors do not ({str(exc).strip()}): embed the query with the model that built "
+            "the index"
+        ) from exc
+
+
+def _nearest_direct(
+    conn: psycopg.Connection[Any],
+    vector: np.ndarray,
+    target: IndexTarget,
+    fetch: int,
+    collections: Sequence[str] | None,
+) -> list[tuple[str, str, str, float]]:
     params = {
         "q": vector,
         "mode": target.mode,
@@ -221,21 +252,12 @@ def nearest_vectors(
         key = vector_indexes.collection_key(conn, collection)
     statement = nearest_statement(
         target.model_id,
-        dimension,
+        int(np.shape(vector)[-1]),
         among=collections is not None,
         collection=collection,
         collection_key=key,
     )
-    try:
-        return conn.execute(statement, params, prepare=True).fetchall()
-    except psycopg.errors.DataException as exc:
-        if "dimensions" not in str(exc):
-            raise
-        raise InputError(
-            f"the query vector has {dimension} dimensions, but model {target.model_id[:12]}'s "
-            f"vectors do not ({str(exc).strip()}): embed the query with the model that built "
-            "the index"
-        ) from exc
+    return conn.execute(statement, params, prepare=True).fetchall()
 
 
 _DISTANCES = """
@@ -254,11 +276,19 @@ def chunk_distances(
     vector: np.ndarray,
     target: IndexTarget,
     keys: Sequence[tuple[str, str, str]],
+    *,
+    direct: bool = True,
 ) -> list[tuple[str, str, str, float]]:
     """Cosine distances of the given visible chunks' vectors (chunks without a visible one of
-    the target's mode and model get distance 1: cosine 0)."""
+    the target's mode and model get distance 1: cosine 0). `direct`: False for a role that
+    does not read chunk vectors itself (`configure_scan`), whose distances come from
+    `tenant_search.chunk_distances`."""
     if not keys:
         return []
+    if not direct:
+        rows = tenant_search.chunk_distances(conn, vector, target.model_id, target.mode, keys)
+        known = {(b, d, c): float(dist) for b, d, c, dist in rows}
+        return [(*key, known.get(key, 1.0)) for key in keys]
     statement = sql.SQL(_DISTANCES).format(
         current=schema.CURRENT_DOCUMENTS.identifier(), index=schema.CHUNK_INDEX.identifier()
     )

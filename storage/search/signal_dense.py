@@ -10,7 +10,13 @@ from typing import Any
 import numpy as np
 import psycopg
 
-from seams.storage.search.dense import IndexTarget, chunk_distances, nearest_vectors, rescored
+from seams.storage.search.dense import (
+    IndexTarget,
+    chunk_distances,
+    configure_scan,
+    nearest_vectors,
+    rescored,
+)
 from seams.storage.search.signals import ChunkKey, SignalScores
 
 
@@ -24,6 +30,9 @@ class DenseSignal:
     nearest: tuple[tuple[str, str, str, float], ...]
     """(batch_key, document_id, chunk_id, cosine distance), nearest first."""
     notes: tuple[str, ...] = ()
+    direct: bool = True
+    """Whether the connection reads chunk vectors itself (a tenant's does not:
+    `dense.configure_scan`)."""
 
     @property
     def top(self) -> tuple[ChunkKey, ...]:
@@ -36,7 +45,13 @@ class DenseSignal:
         if not keys:
             return SignalScores({}, {})
         have = set(self.top)
-        extra = chunk_distances(conn, self.vector, self.target, [k for k in keys if k not in have])
+        extra = chunk_distances(
+            conn,
+            self.vector,
+            self.target,
+            [k for k in keys if k not in have],
+            direct=self.direct,
+        )
         every = list(self.nearest) + extra
         if self.sentence_weight > 0:
             every = rescored(conn, self.vector, every, self.target.model_id, self.sentence_weight)
@@ -54,5 +69,6 @@ def read_dense(
     sentence_weight: float,
 ) -> DenseSignal:
     """The `size` nearest visible chunk vectors of `vector` among `collections`."""
-    nearest = nearest_vectors(conn, vector, target, size, collections)
-    return DenseSignal(target, vector, sentence_weight, tuple(nearest))
+    direct = configure_scan(conn, size)
+    nearest = nearest_vectors(conn, vector, target, size, collections, direct=direct)
+    return DenseSignal(target, vector, sentence_weight, tuple(nearest), direct=direct)

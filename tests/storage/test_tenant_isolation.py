@@ -29,7 +29,7 @@ from psycopg import sql
 from seams.orchestration import cli
 from seams.resources import database
 from seams.resources.postgres import PostgresResource, close_pool
-from seams.storage import schema, tenants
+from seams.storage import schema, tenant_search, tenants
 from seams.storage.batches import register_batch, scan_inbox
 from tests.storage.test_tenants import _scram_accepts
 from tests.support.databases import fresh_database
@@ -159,8 +159,18 @@ def relations(conn: psycopg.Connection[Any]) -> list[tuple[str, str, bool]]:
 
 
 def rows_of(conn: psycopg.Connection[Any], relation: str, where: str = "", *params: Any) -> set:
-    query = sql.SQL("SELECT t::text FROM {} AS t " + where).format(
-        sql.Identifier(schema.SCHEMA, relation)
+    """Each row as text: every column tenants may read (all but `tenants.WITHHELD`)."""
+    withheld = tenants.WITHHELD.get(relation)
+    row: sql.Composable = sql.SQL("t::text")
+    if withheld:
+        names = next(t for t in schema.TABLES if t.name == relation).column_names
+        row = sql.SQL("({})::text").format(
+            sql.SQL(", ").join(
+                sql.SQL("t.{}").format(sql.Identifier(n)) for n in names if n not in withheld
+            )
+        )
+    query = sql.SQL("SELECT {} FROM {} AS t " + where).format(
+        row, sql.Identifier(schema.SCHEMA, relation)
     )
     return {r[0] for r in conn.execute(query, params)}
 
@@ -206,7 +216,7 @@ def test_every_relation_of_the_schema_returns_only_the_tenants_rows(project: Pro
             shown = []  # relations where the tenant sees its rows and others exist
             for name, kind, has_collection in found:
                 readable = mine.execute(
-                    "SELECT has_table_privilege(%s, 'SELECT')", (f"seams.{name}",)
+                    "SELECT has_any_column_privilege(%s, 'SELECT')", (f"seams.{name}",)
                 ).fetchone()[0]
                 if not readable:
                     assert name in {t.name for t in (*tenants.PRIVATE, *tenants.LOCKS)}, name
@@ -294,13 +304,14 @@ def test_no_role_change_and_no_function_reaches_other_rows(project: Project) -> 
             conn.execute(f"SELECT count(*) FROM seams.{relation} WHERE pg_temp.peek(text)")
         assert notices and any(MARKERS["alpha"] in n for n in notices)
         assert not [n for n in notices for c in ("beta", "gamma") if MARKERS[c] in n]
-        # Every function of the schema runs with the caller's rights (none is SECURITY
-        # DEFINER), so none reads or writes past the tenant's rows.
+        # Every function of the schema runs with the caller's rights but tenant search's two
+        # (SECURITY DEFINER, reading the caller's collections only), so none reads or writes
+        # past the tenant's rows.
         definers = conn.execute(
             "SELECT p.proname FROM pg_proc AS p JOIN pg_namespace AS n ON n.oid = p.pronamespace"
-            " WHERE n.nspname = 'seams' AND p.prosecdef"
+            " WHERE n.nspname = 'seams' AND p.prosecdef ORDER BY 1"
         ).fetchall()
-        assert definers == []
+        assert definers == [(tenant_search.DISTANCES,), (tenant_search.NEAREST,)]
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
             conn.execute("SELECT seams.lexical_sync(ARRAY['x'], ARRAY['y'])")
 

@@ -14,14 +14,27 @@ Uses `test_tenants`' database: one row per collection in every table, with plant
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
+import numpy as np
 import psycopg
+import psycopg.errors
+import pytest
 from psycopg import sql
 
-from seams.storage import schema, tenants, vector_indexes
+from seams.resources.postgres import PostgresResource
+from seams.storage import (
+    migrations,
+    schema,
+    tenant_isolation,
+    tenant_search,
+    tenants,
+    vector_indexes,
+)
+from seams.storage.search import dense
 from tests.storage.test_tenants import COLLECTIONS, SERVING_MODEL, Tenancy
 from tests.storage.test_tenants import tenancy as tenancy  # the fixture, shared
 
@@ -210,53 +223,248 @@ def test_a_plan_cached_before_a_collection_is_taken_away_no_longer_reads_it(
         assert mine.execute(query).fetchone() == (2,)
 
 
-def _nearest_plan(conn: psycopg.Connection[Any], where: str, *params: Any) -> dict[str, Any]:
-    """The HNSW scan node of a tenant's nearest-neighbour query over `seams.chunk_index`."""
-    (raw,) = conn.execute(
-        "EXPLAIN (ANALYZE, FORMAT JSON, COSTS OFF, TIMING OFF, SUMMARY OFF) SELECT 1 FROM"
-        f" seams.chunk_index WHERE model_id = %s AND {where}"
-        " ORDER BY embedding::vector(3) <=> '[1,0,0]'::vector(3) LIMIT 5",
-        (SERVING_MODEL, *params),
-    ).fetchone()
-    plan = (raw if isinstance(raw, list) else json.loads(raw))[0]["Plan"]
-    while plan.get("Node Type") != "Index Scan":
-        plan = plan["Plans"][0]
-    return plan
+PROBE = np.array([1.0, 0.0, 0.0], dtype=np.float32)
+CRAFTED = (
+    "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) SELECT 1 FROM seams.chunk_index"
+    " WHERE model_id = %s AND {where}"
+    " ORDER BY embedding::vector(3) <=> '[1,0,0]'::vector(3) LIMIT 5"
+)
+"""A tenant's own nearest-neighbour query, walking whichever HNSW index its condition names."""
+SEARCHED = (
+    "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF, BUFFERS OFF)"
+    " SELECT * FROM seams.tenant_nearest(%s, 3, 'pooled', %s, '[1,0,0]'::vector, 40)"
+)
+"""The same asked of the tenants' search function."""
+SCAN_SETTINGS = (
+    "SET enable_seqscan = off",
+    "SET hnsw.iterative_scan = relaxed_order",
+    "SET hnsw.max_scan_tuples = 1000000",
+    "SET hnsw.ef_search = 1000",
+)
+"""What a tenant may set itself to make an index walk as far as it can."""
 
 
-def test_another_collections_index_tells_a_tenant_how_many_vectors_it_holds(
-    tenancy: Tenancy,
-) -> None:
-    """The known limit docs/collections.md states: a query stating another collection's number
-    walks that collection's HNSW index, whose rows the tenant's condition all removes, and
-    `EXPLAIN ANALYZE` counts them; a search of the tenant's own collection walks its own index
-    and removes none."""
+@contextlib.contextmanager
+def beta_holding(owner: psycopg.Connection[Any], copies: int) -> Iterator[None]:
+    """`beta` holds 1 + `copies` vectors of the serving model meanwhile, each collection with
+    the model's index over its own rows."""
     columns = [c.name for c in schema.CHUNK_INDEX.columns]
     copied = ", ".join(
         "c.chunk_id || '-copy' || g" if name == "chunk_id" else f"c.{name}" for name in columns
     )
+    for collection in COLLECTIONS:
+        vector_indexes.ensure_model_index(owner, SERVING_MODEL, 3, collection=collection)
+    owner.execute(
+        f"INSERT INTO seams.chunk_index ({', '.join(columns)}) SELECT {copied}"
+        " FROM seams.chunk_index AS c, generate_series(1, %s) AS g"
+        " WHERE c.collection = 'beta' AND c.chunk_id NOT LIKE '%%-copy%%'",
+        (copies,),
+    )
+    try:
+        yield
+    finally:
+        owner.execute("DELETE FROM seams.chunk_index WHERE chunk_id LIKE '%-copy%'")
+
+
+def test_a_tenant_can_neither_read_nor_order_by_vectors(tenancy: Tenancy) -> None:
+    """The query that walked another collection's HNSW index (its number stated) and had
+    `EXPLAIN ANALYZE` count its vectors is refused, as is any read of a vector, whatever scan
+    settings the tenant chose; every other column of the table still reads."""
     with psycopg.connect(tenancy.owner_url, autocommit=True) as owner:
-        for collection in COLLECTIONS:
-            vector_indexes.ensure_model_index(owner, SERVING_MODEL, 3, collection=collection)
-        owner.execute(
-            f"INSERT INTO seams.chunk_index ({', '.join(columns)}) SELECT {copied}"
-            " FROM seams.chunk_index AS c, generate_series(1, 6) AS g"
-            " WHERE c.collection = 'beta'"
-        )
         keys = dict(owner.execute("SELECT collection, key FROM seams.collection_keys"))
-        try:
-            with psycopg.connect(tenancy.urls[tenancy.a]) as mine:
-                mine.execute("SET enable_seqscan = off")
-                foreign = _nearest_plan(mine, "seams.collection_key(collection) = %s", keys["beta"])
-                assert foreign["Index Name"].endswith(f"_c{keys['beta']}")
-                assert foreign["Actual Rows"] == 0
-                assert foreign["Rows Removed by Filter"] == 7  # beta's 1 + 6 vectors
-                own = _nearest_plan(
-                    mine,
-                    "collection = 'alpha' AND seams.collection_key(collection) = %s",
-                    keys["alpha"],
+        with beta_holding(owner, 6), psycopg.connect(tenancy.urls[tenancy.a]) as mine:
+            for setting in SCAN_SETTINGS:
+                mine.execute(setting)
+            crafted = [
+                (CRAFTED.format(where="seams.collection_key(collection) = %s"), keys["beta"]),
+                (CRAFTED.format(where="collection = 'alpha'"),),
+                ("SELECT embedding FROM seams.chunk_index WHERE model_id = %s",),
+                ("SELECT t::text FROM seams.chunk_index AS t WHERE model_id = %s",),
+                (
+                    "SELECT count(*) FROM seams.chunk_index WHERE model_id = %s"
+                    " AND embedding <=> '[1,0,0]' < 0.5",
+                ),
+            ]
+            for statement, *params in crafted:
+                with pytest.raises(psycopg.errors.InsufficientPrivilege, match="chunk_index"):
+                    mine.execute(statement, (SERVING_MODEL, *params))
+                mine.rollback()
+            for setting in SCAN_SETTINGS:
+                mine.execute(setting)
+            assert mine.execute(
+                "SELECT chunk_id, collection FROM seams.chunk_index ORDER BY 1"
+            ).fetchall() == [("chunk-alpha", "alpha"), ("chunk-alpha2", "alpha2")]
+
+
+def test_the_search_function_shows_the_same_whether_another_collection_holds_1_or_7(
+    tenancy: Tenancy,
+) -> None:
+    """The tenants' search function asked for another collection, for its own, or for both,
+    with the tenant's own scan settings: the same plan, the same counts and the same rows
+    whether `beta` holds 1 vector or 7; another collection's rows never come back."""
+    asked = (["beta"], ["alpha"], ["alpha", "beta"], None)
+
+    def explained(mine: psycopg.Connection[Any]) -> list[list[str]]:
+        for setting in SCAN_SETTINGS:
+            mine.execute(setting)
+        plans = []
+        for _ in range(2):  # the second time with the catalog caches warm
+            plans = [
+                [r[0] for r in mine.execute(SEARCHED, (SERVING_MODEL, collections))]
+                for collections in asked
+            ]
+        return plans
+
+    with psycopg.connect(tenancy.owner_url, autocommit=True) as owner:
+        seen = []
+        for copies in (0, 6):
+            with beta_holding(owner, copies), psycopg.connect(tenancy.urls[tenancy.a]) as mine:
+                rows = [
+                    mine.execute(
+                        "SELECT chunk_id FROM seams.tenant_nearest(%s, 3, 'pooled', %s,"
+                        " '[1,0,0]'::vector, 40)",
+                        (SERVING_MODEL, collections),
+                    ).fetchall()
+                    for collections in asked
+                ]
+                seen.append((explained(mine), rows))
+        assert seen[0] == seen[1]
+        plans, rows = seen[0]
+        assert rows == [
+            [],
+            [("chunk-alpha",)],
+            [("chunk-alpha",)],
+            [("chunk-alpha",), ("chunk-alpha2",)],
+        ]
+        assert "Function Scan" in plans[0][0] and "rows=0" in plans[0][0]
+
+
+def test_a_tenant_asking_for_another_tenants_collection_gets_nothing(tenancy: Tenancy) -> None:
+    """Tenant B names A's collections, through the search and the distances functions."""
+    keys = [("batch-alpha", "doc-alpha", "chunk-alpha"), ("batch-beta", "doc-beta", "chunk-beta")]
+    with PostgresResource(url=tenancy.urls[tenancy.b]).connection() as mine:
+        target = dense.IndexTarget("pooled", SERVING_MODEL)
+        assert dense.nearest_vectors(mine, PROBE, target, 40, ["alpha", "alpha2"]) == []
+        found = dense.chunk_distances(mine, PROBE, target, keys, direct=False)
+        assert found[0] == (*keys[0], 1.0)  # as a chunk without a visible vector
+        assert found[1][:3] == keys[1] and found[1][3] < 0.01
+        direct = mine.execute(
+            "SELECT * FROM seams.tenant_distances(%s, 'pooled', %s, %s, %s, %s)",
+            (SERVING_MODEL, PROBE, *([k[i] for k in keys] for i in range(3))),
+        ).fetchall()
+        assert [r[2] for r in direct] == ["chunk-beta"]
+
+
+@pytest.mark.parametrize("through", ["url", "set role"])
+def test_a_tenants_dense_search_is_the_owners_restricted_to_its_collections(
+    tenancy: Tenancy, through: str
+) -> None:
+    """Same chunks, same distances, for each of its collections and for all of them; the
+    caller is the tenant whether it logs in itself or a server's login `SET ROLE`s to it (as
+    `seams serve`'s tenant pools do)."""
+    queries = [PROBE, np.array([0.2, 0.9, 0.1], dtype=np.float32)]
+    keys = [(f"batch-{c}", f"doc-{c}", f"chunk-{c}") for c in COLLECTIONS]
+    reads = list(tenancy.reads[tenancy.a])
+    url = tenancy.urls[tenancy.a] if through == "url" else tenancy.owner_url
+    with (
+        psycopg.connect(tenancy.owner_url, autocommit=True) as owner_setup,
+        beta_holding(owner_setup, 6),
+        PostgresResource(url=tenancy.owner_url).connection() as owner,
+        PostgresResource(url=url).connection() as mine,
+    ):
+        if through == "set role":
+            mine.execute(
+                sql.SQL("SET ROLE {}").format(sql.Identifier(tenants.tenant_role(tenancy.a)))
+            )
+        target = dense.index_target(mine)
+        assert target == dense.index_target(owner, collections=reads)
+        assert target is not None
+        assert dense.configure_scan(owner, 40) and not dense.configure_scan(mine, 40)
+        for query in queries:
+            for among in ([reads[0]], [reads[1]], reads):
+                theirs = sorted(dense.nearest_vectors(owner, query, target, 40, among))
+                assert sorted(dense.nearest_vectors(mine, query, target, 40, among)) == theirs
+            everything = sorted(dense.nearest_vectors(mine, query, target, 40))
+            assert everything == sorted(dense.nearest_vectors(owner, query, target, 40, reads))
+            assert {r[2] for r in everything} == {"chunk-alpha", "chunk-alpha2"}
+            expected = [
+                (*k, d if k[0].removeprefix("batch-") in reads else 1.0)
+                for *k, d in dense.chunk_distances(owner, query, target, keys)
+            ]
+            assert dense.chunk_distances(mine, query, target, keys, direct=False) == expected
+
+
+def test_an_upgrade_takes_the_vectors_from_tenants_and_the_audit_accepts_only_its_functions(
+    tenancy: Tenancy,
+) -> None:
+    """A database of the earlier shape (tenants read `chunk_index` whole, no search functions):
+    the audit names the readable vectors and the old oracle works there; the migration and the
+    tenants' sync that `seams db upgrade` runs bring it to the new grants and functions. The
+    audit accepts exactly these functions: another SECURITY DEFINER one tenants may execute,
+    or one of these changed, is named."""
+    signatures = tenant_search.signatures()
+    group = sql.Identifier(tenants.GROUP)
+    with psycopg.connect(tenancy.owner_url, autocommit=True) as owner:
+        assignments = tenants.assignments(owner)
+        for signature in signatures:
+            owner.execute(sql.SQL("DROP FUNCTION {}").format(sql.SQL(signature)))
+        owner.execute(sql.SQL("GRANT SELECT ON seams.chunk_index TO {}").format(group))
+        owner.execute("UPDATE seams.schema_version SET ddl_sha256 = 'an earlier release'")
+        assert tenants.missing(owner) == {"policies", "grants"}
+        assert tenant_isolation.isolation_problems(owner) == [
+            "tenants can read seams.chunk_index.embedding (their own nearest-neighbour queries"
+            " would count other collections' rows): run `seams db upgrade`"
+        ]
+        keys = dict(owner.execute("SELECT collection, key FROM seams.collection_keys"))
+        with beta_holding(owner, 6), psycopg.connect(tenancy.urls[tenancy.a]) as mine:
+            mine.execute("SET enable_seqscan = off")
+            plan = "\n".join(
+                r[0]
+                for r in mine.execute(
+                    CRAFTED.format(where="seams.collection_key(collection) = %s"),
+                    (SERVING_MODEL, keys["beta"]),
                 )
-                assert own["Index Name"].endswith(f"_c{keys['alpha']}")
-                assert own["Actual Rows"] == 1 and own.get("Rows Removed by Filter", 0) == 0
+            )
+            assert "Rows Removed by Filter: 7" in plan  # what the new grants close
+
+        assert migrations.migrate(tenancy.owner_url).applied
+        tenants.sync_tenants(owner, {**assignments, "gamma": None, "default": None})
+        assert tenants.missing(owner) == set()
+        assert tenant_isolation.isolation_problems(owner) == []
+        with psycopg.connect(tenancy.urls[tenancy.a]) as mine:
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                mine.execute("SELECT embedding FROM seams.chunk_index")
+            mine.rollback()
+            found = mine.execute(
+                "SELECT chunk_id FROM seams.tenant_nearest(%s, 3, 'pooled', NULL,"
+                " '[1,0,0]'::vector, 40) ORDER BY 1",
+                (SERVING_MODEL,),
+            ).fetchall()
+            assert found == [("chunk-alpha",), ("chunk-alpha2",)]
+
+        owner.execute(
+            "CREATE FUNCTION seams.peek() RETURNS bigint LANGUAGE sql SECURITY DEFINER"
+            " AS 'SELECT count(*) FROM seams.chunk_index'"
+        )
+        owner.execute(sql.SQL("GRANT EXECUTE ON FUNCTION seams.peek() TO {}").format(group))
+        try:
+            assert tenant_isolation.isolation_problems(owner) == [
+                "tenants can execute SECURITY DEFINER function seams.peek"
+            ]
         finally:
-            owner.execute("DELETE FROM seams.chunk_index WHERE chunk_id LIKE '%-copy%'")
+            owner.execute("DROP FUNCTION seams.peek()")
+        nearest = signatures[0]
+        owner.execute(
+            sql.SQL("ALTER FUNCTION {} SET search_path = public").format(sql.SQL(nearest))
+        )
+        try:
+            assert tenant_isolation.isolation_problems(owner) == [
+                f"tenants can execute SECURITY DEFINER function seams.{tenant_search.NEAREST}"
+            ]
+        finally:
+            owner.execute(
+                sql.SQL("ALTER FUNCTION {} SET search_path = {}").format(
+                    sql.SQL(nearest), sql.SQL(tenant_search.SEARCH_PATH)
+                )
+            )
+        assert tenant_isolation.isolation_problems(owner) == []
