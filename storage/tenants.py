@@ -4,6 +4,7 @@ row-level security in the database itself, not by Seams' queries.
 A tenant reads its collections' rows of every table holding document text, vectors, file names
 or index entries (`PROTECTED`, one policy each), through `security_invoker` views only, and
 nothing else (`PRIVATE` tables deny it every row); it writes nothing and cannot `SET ROLE`.
+It reads no chunk vector (`WITHHELD`): its dense search calls `tenant_search`'s functions.
 The pipeline writes as the tables' owner, whom the policies do not filter. Passwords are never
 stored or logged: the server gets a SCRAM verifier computed here, and `rotate_tenant` returns
 the one copy. Content columns keep no planner statistics once tenants exist
