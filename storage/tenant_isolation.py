@@ -62,7 +62,7 @@ def isolation_problems(conn: psycopg.Connection[Any]) -> list[str]:
                     f"tenants can read seams.{table}.{column} (their own nearest-neighbour "
                     "queries would count other collections' rows): run `seams db upgrade`"
                 )
-    ours = tenant_search.bodies()
+    ours = tenant_search.bodies(tenant_search.vector_schema(conn) or "")
     pinned = [f"search_path={tenant_search.SEARCH_PATH}"]
     for name, body, config in conn.execute(
         """SELECT p.proname, p.prosrc, p.proconfig

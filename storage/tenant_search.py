@@ -62,13 +62,16 @@ def _names() -> dict[str, str]:
     }
 
 
-# The caller, its collections and pgvector's schema (its `<=>` and `vector` are named by it:
-# the search path is pinned to pg_catalog, and pgvector's schema may be one a role can write).
+VECTOR_SCHEMA = "@vector@"
+"""Where the bodies name pgvector's schema (its `vector` type and `<=>` operator), replaced by
+the schema's quoted name when the functions are created: their search path is pinned to
+pg_catalog, and pgvector's schema may be one a role can create objects in."""
+
+# The caller and its collections.
 _PRELUDE = """
 DECLARE
     caller text := coalesce(nullif(current_setting('role'), 'none'), session_user);
     own text[];
-    ext text;
 BEGIN
     SELECT array_agg(t.collection ORDER BY t.collection) INTO own
     FROM {tenants} AS t
@@ -76,23 +79,22 @@ BEGIN
     IF own IS NULL THEN
         RETURN;
     END IF;
-    SELECT n.nspname INTO ext FROM pg_extension AS e
-    JOIN pg_namespace AS n ON n.oid = e.extnamespace WHERE e.extname = 'vector';
 """
 
 # One collection's nearest rows, as `search.dense.nearest_statement` reads them: format()
-# arguments 1 pgvector's schema, 2 the dimension, 3 the model id, 4 the collection, 5 its
-# number's condition; $1 the query vector, $2 the mode, $3 how many.
+# arguments 1 the dimension, 2 the model id, 3 the collection, 4 its number's condition; $1
+# the query vector, $2 the mode, $3 how many.
 _ONE_COLLECTION = (
     "(SELECT i.batch_key, i.document_id, i.chunk_id,"
-    " ((i.embedding)::%1$I.vector(%2$s) OPERATOR(%1$I.<=>) ($1)::%1$I.vector(%2$s))::float8"
-    " AS distance"
+    " ((i.embedding)::{vector}.vector(%1$s) OPERATOR({vector}.<=>) ($1)::{vector}.vector(%1$s))"
+    "::float8 AS distance"
     " FROM {index} AS i"
-    " WHERE i.model_id = %3$L AND i.mode = $2"
+    " WHERE i.model_id = %2$L AND i.mode = $2"
     " AND i.generation <= (SELECT d.generation FROM {current} AS d"
     " WHERE d.document_id = i.document_id AND d.batch_key = i.batch_key)"
-    " AND i.collection = %4$L%5$s"
-    " ORDER BY (i.embedding)::%1$I.vector(%2$s) OPERATOR(%1$I.<=>) ($1)::%1$I.vector(%2$s)"
+    " AND i.collection = %3$L%4$s"
+    " ORDER BY (i.embedding)::{vector}.vector(%1$s) OPERATOR({vector}.<=>)"
+    " ($1)::{vector}.vector(%1$s)"
     " LIMIT $3)"
 )
 
@@ -106,7 +108,7 @@ _NEAREST_BODY = (
             set_config('hnsw.max_scan_tuples', '20000', true),
             set_config('hnsw.scan_mem_multiplier', '1', true);
     RETURN QUERY EXECUTE format('SELECT u.* FROM (%s) AS u ORDER BY u.distance LIMIT $3',
-        (SELECT string_agg(format({one}, ext, dimension, model, c.name,
+        (SELECT string_agg(format({one}, dimension, model, c.name,
                                   CASE WHEN k.key IS NULL THEN ''
                                        ELSE format(' AND {key_function}(i.collection) = %s',
                                                    k.key) END),
@@ -117,17 +119,18 @@ END
 """
 )
 
+# Static: its plan is cached per session (pgvector's schema is written in at creation).
 _DISTANCES_BODY = (
     _PRELUDE
-    + """    RETURN QUERY EXECUTE format(
-        'SELECT n.batch_key, n.document_id, n.chunk_id,'
-        ' (i.embedding OPERATOR(%1$I.<=>) $1)::float8'
-        ' FROM unnest($2, $3, $4) AS n(batch_key, document_id, chunk_id)'
-        ' JOIN {current} AS d ON d.document_id = n.document_id AND d.batch_key = n.batch_key'
-        ' JOIN {index} AS i ON i.batch_key = n.batch_key AND i.document_id = n.document_id'
-        ' AND i.chunk_id = n.chunk_id AND i.model_id = $5 AND i.mode = $6'
-        ' AND i.generation <= d.generation AND i.collection = ANY($7)', ext)
-        USING q, batch_keys, document_ids, chunk_ids, model, mode, own;
+    + """    RETURN QUERY
+    SELECT n.batch_key, n.document_id, n.chunk_id,
+           (i.embedding OPERATOR({vector}.<=>) tenant_distances.q)::float8
+    FROM unnest(batch_keys, document_ids, chunk_ids) AS n(batch_key, document_id, chunk_id)
+    JOIN {current} AS d ON d.document_id = n.document_id AND d.batch_key = n.batch_key
+    JOIN {index} AS i ON i.batch_key = n.batch_key AND i.document_id = n.document_id
+                     AND i.chunk_id = n.chunk_id AND i.model_id = tenant_distances.model
+                     AND i.mode = tenant_distances.mode AND i.generation <= d.generation
+                     AND i.collection = ANY(own);
 END
 """
 )
@@ -137,10 +140,11 @@ def _literal(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
-def bodies() -> dict[str, str]:
-    """Each function's name -> its body, exactly as `pg_proc.prosrc` holds it (what
-    `tenant_isolation` accepts of a SECURITY DEFINER function tenants may execute)."""
-    names = _names()
+def bodies(vector_schema: str = VECTOR_SCHEMA) -> dict[str, str]:
+    """Each function's name -> its body, exactly as `pg_proc.prosrc` holds it where pgvector's
+    schema is `vector_schema` (quoted as `quote_ident` does): what `tenant_isolation` accepts of
+    a SECURITY DEFINER function tenants may execute."""
+    names = {**_names(), "vector": vector_schema}
     one = _literal(_ONE_COLLECTION.format(**names))
     among = " AND (collections IS NULL OR t.collection = ANY(collections))"
     return {
@@ -149,24 +153,48 @@ def bodies() -> dict[str, str]:
     }
 
 
+def vector_schema(conn: psycopg.Connection[Any]) -> str | None:
+    """pgvector's schema in this database, quoted as the bodies name it (None: no pgvector)."""
+    row = conn.execute(_VECTOR_SCHEMA).fetchone()
+    return None if row is None else str(row[0])
+
+
+_VECTOR_SCHEMA = (
+    "SELECT quote_ident(n.nspname) FROM pg_catalog.pg_extension AS e"
+    " JOIN pg_catalog.pg_namespace AS n ON n.oid = e.extnamespace WHERE e.extname = 'vector'"
+)
+
+
 def ddl() -> list[sql.Composable]:
-    """Both functions (replaced with the schema), executable by nobody but their owner until
-    the tenants' group is granted them (`grants`)."""
+    """Both functions (replaced with the schema; pgvector's schema written in where the bodies
+    name it), executable by nobody but their owner until the tenants' group is granted them
+    (`grants`)."""
     statements: list[sql.Composable] = []
     signatures = {NEAREST: _NEAREST_ARGS, DISTANCES: _DISTANCES_ARGS}
     for name, body in bodies().items():
         function = sql.Identifier(schema.SCHEMA, name)
+        create = sql.SQL(
+            "CREATE OR REPLACE FUNCTION {function}({args}) RETURNS {returns}"
+            " LANGUAGE plpgsql SECURITY DEFINER SET search_path = {path}"
+            " AS {body}"
+        ).format(
+            function=function,
+            args=sql.SQL(signatures[name]),
+            returns=sql.SQL(_RETURNS),
+            path=sql.SQL(SEARCH_PATH),
+            body=sql.Literal(body),
+        )
         statements += [
             sql.SQL(
-                "CREATE OR REPLACE FUNCTION {function}({args}) RETURNS {returns}"
-                " LANGUAGE plpgsql SECURITY DEFINER SET search_path = {path}"
-                " AS {body}"
+                "DO $create$ DECLARE vector_schema text := ({schema}); BEGIN"
+                " IF strpos(vector_schema, '''') > 0 THEN RAISE EXCEPTION"
+                " 'pgvector''s schema % has a quote in its name: move the extension',"
+                " vector_schema; END IF;"
+                " EXECUTE replace({create}, {placeholder}, vector_schema); END $create$"
             ).format(
-                function=function,
-                args=sql.SQL(signatures[name]),
-                returns=sql.SQL(_RETURNS),
-                path=sql.SQL(SEARCH_PATH),
-                body=sql.Literal(body),
+                create=sql.Literal(create.as_string(None)),
+                placeholder=sql.Literal(VECTOR_SCHEMA),
+                schema=sql.SQL(_VECTOR_SCHEMA),
             ),
             sql.SQL("REVOKE ALL ON FUNCTION {} FROM PUBLIC").format(
                 sql.SQL("{}({})").format(function, sql.SQL(_types(signatures[name])))
