@@ -10,7 +10,8 @@ by the tenants' group only:
 
 - `seams.tenant_nearest(model, dimension, mode, collections, q, how_many)`: the nearest visible
   chunks among the caller's collections, each walked through its own HNSW index (the model's
-  index over that collection's rows, `vector_indexes`), merged by distance;
+  index over that collection's rows, `vector_indexes`; `default` has none, and is walked
+  through the model's index over every collection), merged by distance;
 - `seams.tenant_distances(model, mode, q, batch_keys, document_ids, chunk_ids)`: the exact
   distances of given visible chunks of the caller's collections.
 
