@@ -6,7 +6,9 @@ would say whether another tenant holds a lexeme, document id or chunk id, and na
 would spell them out. Every index of a protected table covers `collection`, and the tenant's
 condition is an index condition: these tests probe every indexed column of every protected
 table that way, as a tenant, and recover nothing of the other collections, while the same
-probes recover the tenant's own values (so the probe itself works).
+probes recover the tenant's own values (so the probe itself works). HNSW indexes answer only
+the ordering, so tenants cannot read or order by a chunk vector at all, and search through
+`seams.storage.tenant_search`'s functions, whose plans show nothing of other collections.
 
 Uses `test_tenants`' database: one row per collection in every table, with planted values
 (`doc-beta`, `beta-secret-lexeme`, ...).
@@ -245,9 +247,9 @@ SCAN_SETTINGS = (
 
 
 @contextlib.contextmanager
-def beta_holding(owner: psycopg.Connection[Any], copies: int) -> Iterator[None]:
-    """`beta` holds 1 + `copies` vectors of the serving model meanwhile, each collection with
-    the model's index over its own rows."""
+def beta_holding(owner: psycopg.Connection[Any], vectors: int) -> Iterator[None]:
+    """`beta` holds `vectors` vectors of the serving model meanwhile (0: its one row is of
+    another model), each collection with the model's index over its own rows."""
     columns = [c.name for c in schema.CHUNK_INDEX.columns]
     copied = ", ".join(
         "c.chunk_id || '-copy' || g" if name == "chunk_id" else f"c.{name}" for name in columns
@@ -258,12 +260,22 @@ def beta_holding(owner: psycopg.Connection[Any], copies: int) -> Iterator[None]:
         f"INSERT INTO seams.chunk_index ({', '.join(columns)}) SELECT {copied}"
         " FROM seams.chunk_index AS c, generate_series(1, %s) AS g"
         " WHERE c.collection = 'beta' AND c.chunk_id NOT LIKE '%%-copy%%'",
-        (copies,),
+        (max(0, vectors - 1),),
     )
+    if vectors == 0:
+        owner.execute(
+            "UPDATE seams.chunk_index SET model_id = 'parked' WHERE collection = 'beta'"
+            " AND model_id = %s",
+            (SERVING_MODEL,),
+        )
     try:
         yield
     finally:
         owner.execute("DELETE FROM seams.chunk_index WHERE chunk_id LIKE '%-copy%'")
+        owner.execute(
+            "UPDATE seams.chunk_index SET model_id = %s WHERE model_id = 'parked'",
+            (SERVING_MODEL,),
+        )
 
 
 def test_a_tenant_can_neither_read_nor_order_by_vectors(tenancy: Tenancy) -> None:
@@ -272,7 +284,7 @@ def test_a_tenant_can_neither_read_nor_order_by_vectors(tenancy: Tenancy) -> Non
     settings the tenant chose; every other column of the table still reads."""
     with psycopg.connect(tenancy.owner_url, autocommit=True) as owner:
         keys = dict(owner.execute("SELECT collection, key FROM seams.collection_keys"))
-        with beta_holding(owner, 6), psycopg.connect(tenancy.urls[tenancy.a]) as mine:
+        with beta_holding(owner, 7), psycopg.connect(tenancy.urls[tenancy.a]) as mine:
             for setting in SCAN_SETTINGS:
                 mine.execute(setting)
             crafted = [
@@ -296,12 +308,12 @@ def test_a_tenant_can_neither_read_nor_order_by_vectors(tenancy: Tenancy) -> Non
             ).fetchall() == [("chunk-alpha", "alpha"), ("chunk-alpha2", "alpha2")]
 
 
-def test_the_search_function_shows_the_same_whether_another_collection_holds_1_or_7(
+def test_the_search_function_shows_the_same_whether_another_collection_holds_0_1_or_7(
     tenancy: Tenancy,
 ) -> None:
     """The tenants' search function asked for another collection, for its own, or for both,
     with the tenant's own scan settings: the same plan, the same counts and the same rows
-    whether `beta` holds 1 vector or 7; another collection's rows never come back."""
+    whether `beta` holds no vector, 1 or 7; another collection's rows never come back."""
     asked = (["beta"], ["alpha"], ["alpha", "beta"], None)
 
     def explained(mine: psycopg.Connection[Any]) -> list[list[str]]:
@@ -316,9 +328,19 @@ def test_the_search_function_shows_the_same_whether_another_collection_holds_1_o
         return plans
 
     with psycopg.connect(tenancy.owner_url, autocommit=True) as owner:
-        seen = []
-        for copies in (0, 6):
-            with beta_holding(owner, copies), psycopg.connect(tenancy.urls[tenancy.a]) as mine:
+        seen, beta_sees = [], []
+        for held in (0, 1, 7):
+            with beta_holding(owner, held), psycopg.connect(tenancy.urls[tenancy.b]) as theirs:
+                beta_sees.append(
+                    len(
+                        theirs.execute(
+                            "SELECT * FROM seams.tenant_nearest(%s, 3, 'pooled', NULL,"
+                            " '[1,0,0]'::vector, 40)",
+                            (SERVING_MODEL,),
+                        ).fetchall()
+                    )
+                )
+            with beta_holding(owner, held), psycopg.connect(tenancy.urls[tenancy.a]) as mine:
                 rows = [
                     mine.execute(
                         "SELECT chunk_id FROM seams.tenant_nearest(%s, 3, 'pooled', %s,"
@@ -328,7 +350,8 @@ def test_the_search_function_shows_the_same_whether_another_collection_holds_1_o
                     for collections in asked
                 ]
                 seen.append((explained(mine), rows))
-        assert seen[0] == seen[1]
+        assert seen[0] == seen[1] == seen[2]
+        assert beta_sees == [0, 1, 7]  # what beta's tenant finds meanwhile: the rows are there
         plans, rows = seen[0]
         assert rows == [
             [],
@@ -368,7 +391,7 @@ def test_a_tenants_dense_search_is_the_owners_restricted_to_its_collections(
     url = tenancy.urls[tenancy.a] if through == "url" else tenancy.owner_url
     with (
         psycopg.connect(tenancy.owner_url, autocommit=True) as owner_setup,
-        beta_holding(owner_setup, 6),
+        beta_holding(owner_setup, 7),
         PostgresResource(url=tenancy.owner_url).connection() as owner,
         PostgresResource(url=url).connection() as mine,
     ):
@@ -416,7 +439,7 @@ def test_an_upgrade_takes_the_vectors_from_tenants_and_the_audit_accepts_only_it
             " would count other collections' rows): run `seams db upgrade`"
         ]
         keys = dict(owner.execute("SELECT collection, key FROM seams.collection_keys"))
-        with beta_holding(owner, 6), psycopg.connect(tenancy.urls[tenancy.a]) as mine:
+        with beta_holding(owner, 7), psycopg.connect(tenancy.urls[tenancy.a]) as mine:
             mine.execute("SET enable_seqscan = off")
             plan = "\n".join(
                 r[0]
