@@ -20,6 +20,9 @@ index walks on until the LIMIT is met by visible rows, so hidden rows cost tuple
 recall, and a search is one ANN probe whatever a writer is doing.
 
 Every function takes the connection of the answer's snapshot (`snapshot.published_snapshot`).
+A tenant's connection may not read the chunk vectors: its nearest vectors and distances come
+from `tenant_search`'s functions, which search its own collections only (`configure_scan` says
+which way a connection reads).
 """
 
 from __future__ import annotations
