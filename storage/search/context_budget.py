@@ -30,6 +30,7 @@ import operator
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from seams.errors import InputError
 
@@ -54,10 +55,10 @@ mean recall at 250, 500 and 1,000 tokens; docs/benchmarks-retrieval.md): every s
 out, and 0.7 has the best mean and the smallest loss against any set's own best (0.012)."""
 
 
-@dataclass(frozen=True)
-class Sentence:
+class Sentence(NamedTuple):
     """One sentence of a hit (`source[start:end]`, whole) with its evidence for the query: the
-    fused lexical + dense score of the sentence, comparable across the hits of one answer."""
+    fused lexical + dense score of the sentence, comparable across the hits of one answer (a
+    tuple: an answer weighed at many fusion weights makes many)."""
 
     start: int
     end: int
@@ -191,20 +192,30 @@ def pack_budget(
 
 def bound_to_next(sentences: Sequence[Sentence], binds: Sequence[bool]) -> tuple[Sentence, ...]:
     """`sentences` with each one that `binds` (a heading, a lead-in) joined to the one after it
-    into one unit scored by the better of the two: a passage that starts at a heading holds the
-    sentence it introduces. The last one has nothing after it in the hit and stays alone."""
-    out: list[Sentence] = []
-    pending: Sentence | None = None
-    for sentence, bound in zip(sentences, binds, strict=True):
-        if pending is not None:
-            score = max(pending.score, sentence.score)
-            sentence = Sentence(pending.start, sentence.end, score)
-        pending = sentence if bound else None
+    into one unit scored by the best of them (`bound_runs`)."""
+    if len(sentences) != len(binds):
+        raise ValueError(f"{len(sentences)} sentences, {len(binds)} binds")
+    return tuple(
+        Sentence(sentences[first].start, sentences[last].end,
+                 max(s.score for s in sentences[first : last + 1]))
+        for first, last in bound_runs(binds)
+    )  # fmt: skip
+
+
+def bound_runs(binds: Sequence[bool]) -> list[tuple[int, int]]:
+    """The units of a hit's sentences as (first, last) positions: each sentence that `binds` (a
+    heading, a lead-in) is one unit with the ones after it up to the first that does not, so a
+    passage that starts at a heading holds the sentence it introduces. The last one has nothing
+    after it in the hit and stays alone."""
+    out: list[tuple[int, int]] = []
+    first = 0
+    for position, bound in enumerate(binds):
         if not bound:
-            out.append(sentence)
-    if pending is not None:
-        out.append(pending)
-    return tuple(out)
+            out.append((first, position))
+            first = position + 1
+    if first < len(binds):
+        out.append((first, len(binds) - 1))
+    return out
 
 
 def best_sentence(sentences: Sequence[Sentence]) -> int:
@@ -236,6 +247,8 @@ def pack_passages(
     budget: int,
     count_tokens: TokenCounter,
     hit_share: float = GROWTH_HIT_SHARE,
+    *,
+    known: KnownText | None = None,
 ) -> PackedContext:
     """Passages of `items` (best first) that fit `budget` tokens: whole sentences of each hit
     around its best sentence, chosen by the value they add.
@@ -256,64 +269,88 @@ def pack_passages(
     skipped; growth: that side of the passage stops), never cut, so a span is always whole
     sentences; the total never exceeds the budget and no text is given twice. A hit without
     sentences is one unit (its whole span). Deterministic: ties go to the better rank, then the
-    seed before growth, then the left side."""
+    seed before growth, then the left side.
+
+    `known`: the `KnownText` of these items (any order) counted by `count_tokens`, for packings
+    of one set of hits that share their token counts; made here when None."""
     check_budget(budget)
-    packing = _Packing(_plan_of(items), budget, count_tokens)
+    if known is not None and known.count_tokens is not count_tokens:
+        raise ValueError("the known text counts tokens with another counter than count_tokens")
+    packing = _Packing(_plan_of(items, known, count_tokens), budget)
     packing.grow(hit_share)
     packing.give_covered_seeds()
     packing.note_unreached()
     return packing.packed()
 
 
-class _Plan:
-    """What packing `items` needs at any budget: each hit's units, its seed (best unit) and the
-    seeds' heap entries, and per document version the known text (`_Source`, made on first
-    use). It depends on the items alone, so one answer packed at several budgets plans once."""
+class KnownText:
+    """The text known around a set of items, per document version (each item's text and window,
+    looked up by position: `_Source`), with the token count of every stretch counted so far.
+    It depends on which items there are, not on their order or values, so the packings of one
+    set of hits at every budget and every fusion weight share one and count each stretch once."""
 
-    def __init__(self, items: Sequence[BudgetItem]) -> None:
-        self.items = tuple(items)
-        units = [_units(item) for item in self.items]
-        self.entries = [(i, u, best_sentence(u)) for i, u in zip(self.items, units, strict=True)]
-        """Per item position: the item, its units and its seed's position among them."""
-        self.heap = [
-            (-(item.value * u[seed].score), item.rank, 0, position)
-            for position, (item, u, seed) in enumerate(self.entries)
-        ]
-        heapq.heapify(self.heap)
-        self.pieces: dict[tuple[str, str], list[tuple[int, str]]] = {}
-        for item in self.items:  # every item's text and window: the known text around it
-            pieces = self.pieces.setdefault(item.group, [])
-            pieces += [(item.start_char, item.text), (item.window_start, item.window_text)]
-        self.sources: dict[tuple[str, str], _Source] = {}
+    def __init__(self, items: Sequence[BudgetItem], count_tokens: TokenCounter) -> None:
+        self.count_tokens = count_tokens
+        pieces: dict[tuple[str, str], list[tuple[int, str]]] = {}
+        for item in items:
+            known = pieces.setdefault(item.group, [])
+            known += [(item.start_char, item.text), (item.window_start, item.window_text)]
+        self._pieces = pieces
+        self._sources: dict[tuple[str, str], _Source] = {}
 
     def source(self, group: tuple[str, str]) -> _Source:
-        found = self.sources.get(group)
+        """The known text of one document version, made on first use."""
+        found = self._sources.get(group)
         if found is None:
-            found = self.sources[group] = _Source(self.pieces[group])
+            found = self._sources[group] = _Source(self._pieces[group], self.count_tokens)
         return found
+
+
+class _Plan:
+    """What packing `items` needs at any budget: each hit's units, its seed (best unit) and its
+    document version's known text, and the seeds' heap entries. It depends on the items alone,
+    so one answer packed at several budgets plans once."""
+
+    def __init__(self, items: Sequence[BudgetItem], known: KnownText) -> None:
+        self.items = tuple(items)
+        self.known = known
+        self.entries = []
+        """Per item position: the item, its units, its seed's position among them and the
+        known text of its document version."""
+        for item in self.items:
+            units = _units(item)
+            self.entries.append((item, units, best_sentence(units), known.source(item.group)))
+        self.heap = [
+            (-(item.value * units[seed].score), item.rank, 0, position)
+            for position, (item, units, seed, _) in enumerate(self.entries)
+        ]
+        heapq.heapify(self.heap)
 
 
 _last_plan: _Plan | None = None
 """The plan of the items packed last: an answer is packed at each budget in turn."""
 
 
-def _plan_of(items: Sequence[BudgetItem]) -> _Plan:
-    """The plan of `items`, the last one's when they are the very same items (a `BudgetItem` is
-    frozen, so the same objects in the same order plan the same)."""
+def _plan_of(
+    items: Sequence[BudgetItem], known: KnownText | None, count_tokens: TokenCounter
+) -> _Plan:
+    """The plan of `items`, the last one's when they are the very same items with the same
+    known text (a `BudgetItem` is frozen, so the same objects in the same order plan the same)."""
     global _last_plan
     last = _last_plan
-    same = last is not None and len(last.items) == len(items)
-    if last is not None and same and all(map(operator.is_, last.items, items)):
-        return last
-    _last_plan = plan = _Plan(items)
+    if last is not None and len(last.items) == len(items):
+        same = known is last.known if known is not None else last.known.count_tokens is count_tokens
+        if same and all(map(operator.is_, last.items, items)):
+            return last
+    _last_plan = plan = _Plan(items, known or KnownText(items, count_tokens))
     return plan
 
 
 class _Packing:
     """One packing of a plan into `budget` tokens, in named steps (see `pack_passages`)."""
 
-    def __init__(self, plan: _Plan, budget: int, count_tokens: TokenCounter) -> None:
-        self.plan, self.budget, self.count_tokens = plan, budget, count_tokens
+    def __init__(self, plan: _Plan, budget: int) -> None:
+        self.plan, self.budget = plan, budget
         self.used = 0
         self.spans: defaultdict[tuple[str, str], list[_Span]] = defaultdict(list)  # per version
         self.passages: dict[int, tuple[int, int]] = {}  # item position -> (first, last) unit
@@ -327,7 +364,7 @@ class _Packing:
         rest = 1 - hit_share
         while heap and self.used < budget:
             _, rank, side, position = heapq.heappop(heap)
-            item, units, seed = plan.entries[position]
+            item, units, seed, source = plan.entries[position]
             if side == 0:
                 first = last = seed
             elif side < 0:
@@ -336,7 +373,7 @@ class _Packing:
             else:
                 first, last = passages[position]
                 last += 1
-            span, cost = self._give(item.group, units[first].start, units[last].end)
+            span, cost = self._give(source, item.group, units[first].start, units[last].end)
             if span is None:  # a seed that does not fit skips its hit; growth stops that side
                 if side == 0:
                     self.left_out.append(LeftOut(rank, cost, budget - self.used))
@@ -353,10 +390,12 @@ class _Packing:
                 grown = item.value * (hit_share + rest * units[last + 1].score)
                 heapq.heappush(heap, (-grown, rank, 1, position))
 
-    def _give(self, group: tuple[str, str], start: int, end: int) -> tuple[_Span | None, int]:
-        """`source[start:end]` given: the span now holding it and what it cost, merged with the
-        spans it overlaps or touches and recounted; (None, cost) when it does not fit."""
-        source = self.plan.source(group)
+    def _give(
+        self, source: _Source, group: tuple[str, str], start: int, end: int
+    ) -> tuple[_Span | None, int]:
+        """`source[start:end]` (of document version `group`) given: the span now holding it and
+        what it cost, merged with the spans it overlaps or touches and recounted; (None, cost)
+        when it does not fit."""
         spans = self.spans[group]
         touching = ()
         if spans:
@@ -367,7 +406,7 @@ class _Packing:
             if s.start <= start and end <= s.end:
                 return s, 0  # already given: no new text, no cost
             low, high = min(low, s.start), max(high, s.end)
-        tokens = source.tokens(low, high, self.count_tokens)
+        tokens = source.tokens(low, high)
         cost = tokens - sum(s.tokens for s in touching) if touching else tokens
         if self.used + cost > self.budget:
             return None, cost
@@ -383,7 +422,7 @@ class _Packing:
     def give_covered_seeds(self) -> None:
         """A hit whose seed never had a turn but lies inside a given span is given: free."""
         for position in sorted(self.waiting):
-            item, units, seed = self.plan.entries[position]
+            item, units, seed, _ = self.plan.entries[position]
             for span in self.spans.get(item.group, ()):
                 if span.start <= units[seed].start and units[seed].end <= span.end:
                     span.add(item)
@@ -395,15 +434,12 @@ class _Packing:
         """Each hit ranked above the last one given whose seed never had a turn (the budget
         was full first) is left out, with the tokens its seed needs alone."""
         last_given = max(self.passages, default=-1)
-        unreached = [self.plan.entries[p] for p in sorted(self.waiting) if p < last_given]
-        texts = [
-            item.text[units[seed].start - item.start_char : units[seed].end - item.start_char]
-            for item, units, seed in unreached
-        ]
-        need = self.count_tokens(texts) if texts else []
         room = self.budget - self.used
-        for (item, _, _), tokens in zip(unreached, need, strict=True):
-            self.left_out.append(LeftOut(item.rank, tokens, room))
+        for position in sorted(self.waiting):
+            if position < last_given:
+                item, units, seed, source = self.plan.entries[position]
+                tokens = source.tokens(units[seed].start, units[seed].end)
+                self.left_out.append(LeftOut(item.rank, tokens, room))
 
     def packed(self) -> PackedContext:
         entries = self.plan.entries
@@ -413,7 +449,7 @@ class _Packing:
         }
         spans = [s for per_group in self.spans.values() for s in per_group]
         for span in spans:
-            span.text = self.plan.source(span.group).cover(span.start, span.end)
+            span.text = self.plan.known.source(span.group).cover(span.start, span.end)
         return _packed(spans, self.used, self.budget, given, self.left_out, len(entries))
 
 
@@ -450,7 +486,8 @@ class _Source:
     Two stretches touch when they overlap or only whitespace lies between them, as far as the
     known pieces show: `a` and a later `b` touch when `b.start <= reach(a.end)`."""
 
-    def __init__(self, pieces: Sequence[tuple[int, str]]) -> None:
+    def __init__(self, pieces: Sequence[tuple[int, str]], count_tokens: TokenCounter) -> None:
+        self.count_tokens = count_tokens
         ordered = sorted(pieces, key=lambda p: (p[0], -len(p[1])))
         self.offsets = [offset for offset, _ in ordered]
         self.furthest: list[tuple[int, int, str]] = []  # per prefix: (offset, end, text)
@@ -476,13 +513,13 @@ class _Source:
             found = self.reaches[position] = position + len(after) - len(after.lstrip())
         return found
 
-    def tokens(self, start: int, end: int, count_tokens: TokenCounter) -> int:
-        """The token count of `source[start:end]`, counted once: the packings of one plan
-        at several budgets try the same stretches."""
+    def tokens(self, start: int, end: int) -> int:
+        """The token count of `source[start:end]`, counted once: the packings of one set of
+        hits at several budgets and weights try the same stretches."""
         key = (start, end)
         found = self.counts.get(key)
         if found is None:
-            found = self.counts[key] = count_tokens([self.cover(start, end)])[0]
+            found = self.counts[key] = self.count_tokens([self.cover(start, end)])[0]
         return found
 
     def cover(self, start: int, end: int) -> str:

@@ -15,22 +15,21 @@ import time
 from collections.abc import Sequence
 from dataclasses import replace
 
-from seams.chunking.segment import BINDS_NEXT
 from seams.storage.connections import ConnectionSource
 from seams.storage.search.context_budget import (
     BudgetItem,
+    KnownText,
     PackedContext,
     Sentence,
     TokenCounter,
     best_passage,
-    bound_to_next,
     check_budget,
     pack_budget,
     pack_passages,
 )
 from seams.storage.search.dense import other_targets
 from seams.storage.search.fusion import LEXICAL_WEIGHT, check_lexical_weight, normalised
-from seams.storage.search.hit_context import HitRow, SentenceRow, hit_from_row
+from seams.storage.search.hit_context import HitRow, hit_from_row
 from seams.storage.search.hits import SearchHit, SearchResponse
 from seams.storage.search.pool import RankedEntry, ranked_entries, read_pool
 from seams.storage.search.query import QueryEmbedder, SearchKind
@@ -41,8 +40,9 @@ from seams.storage.search.request import (
     check_k,
     check_token_counter,
 )
-from seams.storage.search.sentence_rerank import SENTENCE_WEIGHT, sentence_evidence
+from seams.storage.search.sentence_rerank import SENTENCE_WEIGHT
 from seams.storage.search.snapshot import search_snapshot
+from seams.storage.search.weighing import Weighing
 
 
 def search_response(
@@ -94,7 +94,7 @@ def search_response(
     default the embedder's tokenizer (`embedder.count_tokens`).
 
     `passages` (default): each hit's sentences are scored by the same fused lexical + dense
-    evidence (`sentence_evidence`); with a budget each hit contributes whole sentences around its
+    evidence (`weighing`); with a budget each hit contributes whole sentences around its
     best one (`context_budget.pack_passages`), so more distinct evidence fits, and every hit
     given says which part of it was (`passage_start`, `passage_end`); without a budget the hits
     stay whole chunks with their best passage marked (`context_budget.best_passage`). False:
@@ -173,7 +173,7 @@ def ranked_response(
     `budget` (the options mean what they mean there), computed in memory: the pool ranked
     (`ranked_entries`), the top `k` visible entries (or, with a budget, all of them in rank
     order) as hits with both component scores, each hit's sentences weighed by the search's
-    evidence rule (`sentence_evidence`) and its best passage marked, and with a budget the hits
+    evidence rule (`weighing`) and its best passage marked, and with a budget the hits
     packed (`context_budget`). `search_response` answers the same way, so a reading answered
     here at any weight and budget is exactly what `seams search` gives for it.
 
@@ -192,24 +192,38 @@ def packed_contexts(
     reading: SearchReading,
     budgets: Sequence[int],
     *,
-    lexical_weight: float = LEXICAL_WEIGHT,
+    lexical_weights: Sequence[float] = (LEXICAL_WEIGHT,),
     count_tokens: TokenCounter | None = None,
-) -> dict[int, PackedContext | None]:
-    """Per budget, `ranked_response(reading, k, lexical_weight=..., budget=B,
-    count_tokens=...).context` (passages, any k: a budget ranks the whole pool), ranking the
-    reading once for all the budgets: what `seams eval` scores at every weight."""
-    check_lexical_weight(lexical_weight)
+) -> dict[float, dict[int, PackedContext | None]]:
+    """Per weight of `lexical_weights`, per budget: `ranked_response(reading, k,
+    lexical_weight=W, budget=B, count_tokens=...).context` (passages, any k: a budget ranks the
+    whole pool), for every weight and budget from one reading, as `seams eval` scores them.
+
+    A budget's answer holds every visible entry, whatever the weight, so what does not depend
+    on it is done once: the hits' sentences scaled and joined (`Weighing`), the known text and
+    the token count of each stretch tried (`KnownText`); each weight ranks, weighs and packs."""
+    for weight in lexical_weights:
+        check_lexical_weight(weight)
     for budget in budgets:
         check_budget(budget)
     count_tokens = check_token_counter(count_tokens)
-    if reading.pool.target is None:
-        return dict.fromkeys(budgets)
-    chosen = _visible(reading, ranked_entries(reading.pool, lexical_weight), None)
-    if reading.sentences is None:
-        raise ValueError("the reading holds no sentences: read it with passages=True")
-    sentences = _weighed(reading, chosen, lexical_weight) if chosen else []
-    items = _budget_items(chosen, sentences)
-    return {budget: pack_passages(items, budget, count_tokens) for budget in budgets}
+    out: dict[float, dict[int, PackedContext | None]] = {}
+    weighing: Weighing | None = None
+    known: KnownText | None = None
+    for weight in lexical_weights:
+        if reading.pool.target is None:
+            out[weight] = dict.fromkeys(budgets)
+            continue
+        chosen = _visible(reading, ranked_entries(reading.pool, weight), None)
+        rows = [row for _, row in chosen]
+        if weighing is None or weighing.keys != frozenset(row.key for row in rows):
+            weighing, known = Weighing(reading, rows), None
+        items = _budget_items(chosen, weighing.sentences(rows, weight))
+        known = known or KnownText(items, count_tokens)
+        out[weight] = {
+            budget: pack_passages(items, budget, count_tokens, known=known) for budget in budgets
+        }
+    return out
 
 
 Chosen = tuple[RankedEntry, HitRow]
@@ -249,9 +263,8 @@ def _answer(
     chosen = _visible(reading, ranked, None if budget is not None else k)
     sentences: list[tuple[Sentence, ...]] = [() for _ in chosen]
     if passages and chosen:
-        if reading.sentences is None:
-            raise ValueError("the reading holds no sentences: read it with passages=True")
-        sentences = _weighed(reading, chosen, lexical_weight)
+        rows = [row for _, row in chosen]
+        sentences = Weighing(reading, rows).sentences(rows, lexical_weight)
     if budget is None:
         spans = [_best_span(found) for found in sentences]
     else:
@@ -325,28 +338,6 @@ def _visible(reading: SearchReading, ranked: list[RankedEntry], k: int | None) -
         row = reading.rows[key]
         if row is not None:
             out.append((ranked_entry, row))
-    return out
-
-
-def _weighed(
-    reading: SearchReading, chosen: list[Chosen], lexical_weight: float
-) -> list[tuple[Sentence, ...]]:
-    """Per chosen hit, its sentences with their evidence for the query, fused over all the
-    answer's sentences by the search's own rule (`lexical_weight`; 0 for dense, 1 for
-    lexical); a heading or a lead-in is one unit with the sentence after it (`bound_to_next`),
-    so no passage is a heading alone."""
-    assert reading.sentences is not None
-    weight = {"dense": 0.0, "lexical": 1.0}.get(reading.pool.kind, lexical_weight)
-    rows: list[list[SentenceRow]] = [reading.sentences[row.key] for _, row in chosen]
-    flat = [row for per_hit in rows for row in per_hit]
-    evidence = sentence_evidence([r.cosine for r in flat], [r.idf for r in flat], weight)
-    out: list[tuple[Sentence, ...]] = []
-    position = 0
-    for per_hit in rows:
-        scores = evidence[position : position + len(per_hit)]
-        found = [Sentence(r.start, r.end, float(e)) for r, e in zip(per_hit, scores, strict=True)]
-        out.append(bound_to_next(found, [r.kind in BINDS_NEXT for r in per_hit]))
-        position += len(per_hit)
     return out
 
 

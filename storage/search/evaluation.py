@@ -247,9 +247,10 @@ def evaluate(
         document = sources[question.source]
         for kind, reading in readings.items():
             _same_publication(result.published_seq, reading.pool.published_seq)
-            for weight in weights if kind == "hybrid" else (lexical_weight,):
+            kind_weights = weights if kind == "hybrid" else (lexical_weight,)
+            packed = _contexts(reading, kind_weights, budgets, count_tokens)
+            for weight, contexts in zip(kind_weights, packed, strict=True):
                 target = result.by_weight[weight] if kind == "hybrid" else result.by_search[kind]
-                contexts = _contexts(reading, weight, budgets, count_tokens)
                 for budget, context in zip(budgets, contexts, strict=True):
                     target[budget].append(
                         context_recall(context, document.document_id, question.spans)
@@ -308,7 +309,7 @@ def narrowed(reading: SearchReading, kind: SearchKind) -> SearchReading:
     BM25 top `pool` (those with a `lexical_rank`; the rest of the BM25 side scores 0 and ranks
     nothing), read in one snapshot with every entry's hit row and sentences. A dense pool is its
     dense side without BM25 scores, a lexical pool its BM25 side without cosines; the sentences'
-    other score weighs 0 in a dense or lexical answer (`sentence_evidence`). So
+    other score weighs 0 in a dense or lexical answer (`weighing`). So
     `ranked_response(narrowed(r, kind), ...)` answers as a reading of a `kind` search does (its
     notes aside: a dense answer keeps the hybrid search's notes about BM25)."""
     if kind == "hybrid":
@@ -370,16 +371,19 @@ def _same_publication(expected: int | None, seen: int | None) -> None:
 
 def _contexts(
     reading: SearchReading,
-    lexical_weight: float,
+    lexical_weights: Sequence[float],
     budgets: Sequence[int],
     count_tokens: TokenCounter,
-) -> list[list[tuple[str, int, int]]]:
-    """Per budget, the (document_id, start, end) spans `seams search --budget` packs for the
-    reading (`engine.packed_contexts`: `ranked_response`'s context, ranked once)."""
+) -> list[list[list[tuple[str, int, int]]]]:
+    """Per weight, per budget, the (document_id, start, end) spans `seams search --budget` packs
+    for the reading (`engine.packed_contexts`: `ranked_response`'s contexts, from one reading)."""
     packed = packed_contexts(
-        reading, budgets, lexical_weight=lexical_weight, count_tokens=count_tokens
+        reading, budgets, lexical_weights=lexical_weights, count_tokens=count_tokens
     )
     return [
-        [(s.document_id, s.start_char, s.end_char) for s in context.spans] if context else []
-        for context in (packed[b] for b in budgets)
+        [
+            [(s.document_id, s.start_char, s.end_char) for s in context.spans] if context else []
+            for context in (packed[weight][b] for b in budgets)
+        ]
+        for weight in lexical_weights
     ]

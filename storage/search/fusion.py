@@ -58,5 +58,12 @@ def fuse_scores(
     lexical_weight: float = LEXICAL_WEIGHT,
 ) -> np.ndarray:
     """The hybrid score of every candidate of one query's pool (see the module doc)."""
+    return fuse_normalised(normalised(dense), normalised(lexical), lexical_weight)
+
+
+def fuse_normalised(
+    dense: np.ndarray, lexical: np.ndarray, lexical_weight: float = LEXICAL_WEIGHT
+) -> np.ndarray:
+    """`fuse_scores` of scores already `normalised`: a pool scaled once, fused at many weights."""
     weight = check_lexical_weight(lexical_weight)
-    return (1.0 - weight) * normalised(dense) + weight * normalised(lexical)
+    return (1.0 - weight) * dense + weight * lexical

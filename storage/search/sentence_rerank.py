@@ -23,7 +23,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from seams.errors import InputError
-from seams.storage.search.fusion import fuse_scores
+from seams.storage.search.fusion import normalised
 
 SENTENCE_WEIGHT = 0.7
 """Default share of the best sentence in a chunk's search score (seams.yaml
@@ -73,19 +73,18 @@ def rerank_order(
     return np.argsort(-scores, kind="stable"), scores
 
 
-def sentence_evidence(
-    dense: Sequence[float | None], lexical: Sequence[float], lexical_weight: float
-) -> np.ndarray:
-    """The evidence of each sentence of one answer's hits, comparable across its hits: the
-    hybrid rule of `fusion.fuse_scores` over the sentences (min-max of the cosine with the query
-    and of the summed IDF of the query lexemes a sentence holds, mixed by `lexical_weight`; 0
-    for dense search, 1 for lexical). A sentence without a vector of the query's model counts
-    as the least similar; a search without vectors therefore ranks sentences by their words."""
-    if not len(dense):
-        return np.zeros(0)
+def sentence_scales(
+    dense: Sequence[float | None], lexical: Sequence[float]
+) -> tuple[np.ndarray, np.ndarray]:
+    """The two scales of the evidence of each sentence of one answer's hits, comparable across
+    its hits: min-max of the cosine with the query and of the summed IDF of the query lexemes a
+    sentence holds, as `fusion.fuse_scores` scales a pool; `fusion.fuse_normalised` mixes them
+    by `lexical_weight` (0 for dense search, 1 for lexical; `weighing`). A sentence without a
+    vector of the query's model counts as the least similar; a search without vectors therefore
+    ranks sentences by their words."""
     cosines = np.array([np.nan if d is None else d for d in dense], dtype=np.float64)
-    if np.isnan(cosines).all():
+    if not len(cosines) or np.isnan(cosines).all():
         cosines = np.zeros_like(cosines)
     else:
         cosines = np.where(np.isnan(cosines), np.nanmin(cosines), cosines)
-    return fuse_scores(cosines, np.asarray(lexical, dtype=np.float64), lexical_weight)
+    return normalised(cosines), normalised(np.asarray(lexical, dtype=np.float64))
