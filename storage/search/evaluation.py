@@ -18,6 +18,7 @@ publishes meanwhile would mix two states of the corpus, so the run stops and say
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -191,6 +192,15 @@ class RememberedQueries:
         return RememberedQueries(self._embedder.for_model(model_id), self._vectors)
 
 
+def one_thread(embedder: QueryEmbedder) -> QueryEmbedder:
+    """`embedder` running each call on one onnxruntime thread, when it can (`with_changes`):
+    the readers embed one short query each, in parallel (`read_ahead`), and a pool of threads
+    per call would mostly wait and spin, taking the cores the readers and the database need.
+    The vectors are the same: the threads share out a call's work, not its sums."""
+    with_changes = getattr(embedder, "with_changes", None)
+    return embedder if with_changes is None else with_changes(intra_op_threads=1)
+
+
 Progress = Callable[[int, int], None]
 """Called with (questions done, questions in all) as the run goes."""
 
@@ -230,7 +240,7 @@ def evaluate(
     result = Evaluation(
         tuple(budgets), published_seq=published_seq, lexical_weight=float(lexical_weight)
     )
-    remembered = RememberedQueries(embedder)
+    remembered = RememberedQueries(one_thread(embedder))
     count_tokens = remembered_counts(count_tokens)
     if "hybrid" in measured:
         for weight in weights:
@@ -286,19 +296,26 @@ def _readings(
     return {kind: narrowed(hybrid, kind) for kind in kinds}
 
 
-def read_ahead(read: Callable[[T], R], things: Sequence[T]) -> Iterator[tuple[T, R]]:
-    """Each of `things` with `read(thing)`, in order, the next one read in a thread while the
-    caller works on the current one: a reading mostly waits for the database and the query
+READ_AHEAD = 2
+"""Questions read at once while one is scored: a reading mostly waits for the database and the
+query model, so two in flight keep both busy (one connection each)."""
+
+
+def read_ahead(
+    read: Callable[[T], R], things: Sequence[T], ahead: int = READ_AHEAD
+) -> Iterator[tuple[T, R]]:
+    """Each of `things` with `read(thing)`, in order, the next `ahead` read in threads while
+    the caller works on the current one: a reading mostly waits for the database and the query
     model, which then overlaps the scoring of the one before. An error of `read` is raised
     where its thing's turn comes."""
     if not things:
         return
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="seams-eval-read") as reader:
-        pending = reader.submit(read, things[0])
+    with ThreadPoolExecutor(max_workers=ahead, thread_name_prefix="seams-eval-read") as reader:
+        pending = deque(reader.submit(read, thing) for thing in things[:ahead])
         for position, thing in enumerate(things):
-            current = pending.result()
-            if position + 1 < len(things):
-                pending = reader.submit(read, things[position + 1])
+            current = pending.popleft().result()
+            if position + ahead < len(things):
+                pending.append(reader.submit(read, things[position + ahead]))
             yield thing, current
 
 

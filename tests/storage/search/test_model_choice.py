@@ -19,6 +19,7 @@ from seams.storage.search import (
     SearchKind,
     SearchReading,
     SearchResponse,
+    packed_contexts,
     ranked_response,
     read_search,
     search_response,
@@ -171,7 +172,8 @@ def test_one_reading_answers_every_weight_and_budget_as_search_response_does(
     postgres: PostgresResource, two_models: dict[str, np.ndarray], search: SearchKind
 ) -> None:
     """`seams eval` reads once and answers many weights and budgets with `ranked_response`;
-    each answer is `search_response`'s for the same options, hit for hit, span for span."""
+    each answer is `search_response`'s for the same options, hit for hit, span for span, and
+    `packed_contexts` packs all of them at once as `ranked_response` packs each one."""
     embedder = FixedQueries(QUERIES, SMALL)
     query = "chunk 7 of b1-doc-1"  # BM25 finds b1's chunks, the vectors b2's: both sides count
     for model_id in (None, PACKAGED):
@@ -186,6 +188,13 @@ def test_one_reading_answers_every_weight_and_budget_as_search_response_does(
                 assert expected.hits, (search, model_id, weight, budget)
                 answer = ranked_response(reading, 5, **options)
                 assert _answer(answer) == _answer(expected), (search, model_id, weight, budget)
+        weights = (0.0, 0.5, 1.0)
+        packed = packed_contexts(reading, (12, 40), lexical_weights=weights, count_tokens=words)
+        for weight in weights:
+            for budget in (12, 40):
+                options = {"lexical_weight": weight, "budget": budget, "count_tokens": words}
+                expected_context = ranked_response(reading, 5, **options).context
+                assert packed[weight][budget] == expected_context, (search, model_id, weight)
     narrow = search_response(postgres, embedder, query, 1, search=search)
     assert len(narrow.hits) == 1
     with pytest.raises(ValueError, match="read it with read_search"):
