@@ -488,7 +488,9 @@ class _Source:
 
     def __init__(self, pieces: Sequence[tuple[int, str]], count_tokens: TokenCounter) -> None:
         self.count_tokens = count_tokens
-        ordered = sorted(pieces, key=lambda p: (p[0], -len(p[1])))
+        # Pieces at one offset of one length are the same text; ordered by text too, so pieces
+        # that disagree (text edited under its offsets) read alike in any order of the hits.
+        ordered = sorted(pieces, key=lambda p: (p[0], -len(p[1]), p[1]))
         self.offsets = [offset for offset, _ in ordered]
         self.furthest: list[tuple[int, int, str]] = []  # per prefix: (offset, end, text)
         for offset, text in ordered:
