@@ -20,6 +20,7 @@ One job per module; each imports only modules above it in this list:
 - `pool`: a query's candidate pool, read complete, and the order that ranks it;
 - `hit_context`: ranked chunk keys to typed hit rows (parent, neighbours) and sentences, in SQL;
 - `reading`: what a search reads beside its pool;
+- `weighing`: the sentences of an answer's hits weighed at any fusion weight;
 - `engine`: the readers' entry points (`search_response`; `read_search`, then
   `ranked_response` or `packed_contexts` to answer one reading at many weights and budgets).
 """
