@@ -45,8 +45,10 @@ from seams.storage.tenant_tables import GROUP, ROLE_PREFIX
 log = logging.getLogger(__name__)
 
 LOCK_TIMEOUT = "10s"
-"""How long a writer's strong lock waits for a blocker that is not a tenant (a tenant's is
-ended at once)."""
+"""How long a writer's strong lock (a migration's DDL, an index drop, a publication) waits for a
+blocker that is not a tenant, such as a reader's long query, before it gives up: a migration is
+retried, an unused index is left for a later drop, a publication fails in one line. A tenant's
+blocker is ended at once."""
 POLL_S = 0.05
 """How often the watcher looks at what blocks the writer."""
 APPLICATION = "seams: lock watcher"
@@ -78,8 +80,8 @@ class Watch:
     others: dict[int, tuple[str, str]] = field(default_factory=dict)
     """pid -> (role, application) of every other session seen blocking the writer."""
 
-    def error(self, where: str, doing: str, timeout: str | None = None) -> LockError:
-        """The one line for a lock wait past `timeout` (`LOCK_TIMEOUT`) while `doing`."""
+    def error(self, where: str, doing: str, timeout: str) -> LockError:
+        """The one line for a lock wait past `timeout` while `doing`."""
         if self.others:
             held = "; ".join(
                 f"role {role or '?'}, application {app or '(none)'!r}, pid {pid}"
@@ -89,9 +91,9 @@ class Watch:
         else:
             held = "another session"
             fix = "find it in pg_stat_activity and end it, or let it finish"
-        waited = timeout or LOCK_TIMEOUT
         return LockError(
-            f"waited {waited} at {where} while {doing} for a lock held by {held}: {fix}, then rerun"
+            f"waited {timeout} at {where} while {doing} for a lock held by {held}: {fix}, "
+            "then rerun"
         )
 
 
@@ -140,16 +142,14 @@ def _watch(
 
 
 @contextlib.contextmanager
-def clearing_tenants(
-    conn: psycopg.Connection[Any], where: str, doing: str, timeout: str | None = None
-) -> Iterator[Watch]:
-    """While the block runs on `conn`: each lock wait bounded by `timeout` (`LOCK_TIMEOUT`
-    unless given; set for the session, restored after), and every tenant backend that blocks
+def clearing_tenants(conn: psycopg.Connection[Any], where: str, doing: str) -> Iterator[Watch]:
+    """While the block runs on `conn`: each lock wait bounded by `LOCK_TIMEOUT` (set for the
+    session, restored after), and every tenant backend that blocks
     `conn` ended as soon as it does. A lock wait past the timeout in the block (PostgreSQL's
     `LockNotAvailable`, or the `StorageError` of `connections.retrying` that gave up on one)
     means a session that is not a tenant's held the lock: it leaves as `LockError`, one line
     naming that session, `where` and what the writer was `doing`."""
-    timeout = timeout or LOCK_TIMEOUT
+    timeout = LOCK_TIMEOUT
     previous = conn.execute("SELECT current_setting('lock_timeout')").fetchone()
     set_timeout = sql.SQL("SELECT set_config('lock_timeout', {}, false)")
     conn.execute(set_timeout.format(sql.Literal(timeout)))

@@ -63,9 +63,6 @@ DDL_LOCK = writer_locks.DDL
 VERSION_TABLE = schema.SCHEMA_VERSION.name
 #: Bumped with a step in `STEPS` when a change moves data; additive DDL needs no bump.
 SCHEMA_NUMBER = 1
-#: How long one DDL statement may wait for a lock (readers' long queries) before the migration
-#: is retried: a writer waits for searches to finish, it never queues all of them behind it.
-LOCK_TIMEOUT = "10s"
 
 Step = Callable[[psycopg.Connection[Any]], None]
 #: `STEPS[n]` moves an existing database from number n-1 to n, before `ddl()` runs (a fresh
@@ -295,7 +292,7 @@ def migrate(target: str | psycopg.Connection[Any], *, redacted_url: str | None =
     code's schema version; nothing but one SELECT when it is there already.
 
     The migration is one transaction under `DDL_LOCK` (a concurrent migrator waits, then finds
-    the work done), each lock wait bounded by `LOCK_TIMEOUT`, and a tenant's session that
+    the work done), each lock wait bounded by `lock_waits.LOCK_TIMEOUT`, and a tenant's session that
     blocks it ended (`lock_waits.clearing_tenants`); an abort (deadlock, lock timeout) reruns it
     whole a few times, and past that is one line naming the abort, or the session that held
     the lock. Afterwards every
@@ -323,7 +320,7 @@ def _migrate(conn: psycopg.Connection[Any], where: str) -> Migration:
                 check_declared_columns(conn, where)
             return Migration(before, applied=False)
         started = time.perf_counter()
-        with lock_waits.clearing_tenants(conn, where, doing, LOCK_TIMEOUT):
+        with lock_waits.clearing_tenants(conn, where, doing):
             done = retrying(
                 where, doing, lambda: _apply(conn), also=(psycopg.errors.LockNotAvailable,)
             )
@@ -352,7 +349,9 @@ def _apply(conn: psycopg.Connection[Any]) -> tuple[int, ...] | None:
     ours, there was nothing left to do."""
     with conn.transaction():
         writer_locks.ddl_lock(conn)
-        conn.execute(sql.SQL("SET LOCAL lock_timeout = {}").format(sql.Literal(LOCK_TIMEOUT)))
+        conn.execute(
+            sql.SQL("SET LOCAL lock_timeout = {}").format(sql.Literal(lock_waits.LOCK_TIMEOUT))
+        )
         state = read_state(conn)
         if not state.needs_migration:
             return None

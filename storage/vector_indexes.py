@@ -33,8 +33,6 @@ log = logging.getLogger(__name__)
 INDEX_LOCK = "seams:chunk_index_hnsw"
 #: The writer lock of every giver of collection numbers (one number per collection, never two).
 KEYS_LOCK = "seams:collection-keys"
-#: How long a drop waits for the table's lock before it leaves the index for a later drop.
-DROP_LOCK_TIMEOUT = "10s"
 
 
 @dataclass(frozen=True)
@@ -268,7 +266,7 @@ def drop_model_indexes(conn: psycopg.Connection[Any], model_id: str) -> list[str
     `DROP INDEX CONCURRENTLY`: searches and writers never wait for it. Elsewhere it is a plain
     `DROP INDEX` in the caller's transaction, which waits for running searches. A tenant's
     session that blocks either is ended (`lock_waits.clearing_tenants`); a wait for any other
-    past `DROP_LOCK_TIMEOUT` leaves the index for the next call (logged), never an error: the
+    past `lock_waits.LOCK_TIMEOUT` leaves the index for the next call (logged), never an error: the
     index only costs its space until then.
     """
     indexes = [i for i in model_indexes(conn) if i.model_id == model_id]
@@ -293,9 +291,7 @@ def _drop(conn: psycopg.Connection[Any], index: ModelIndex) -> bool:
     name = sql.Identifier(schema.SCHEMA, index.name)
     concurrently = conn.autocommit and conn.info.transaction_status == TransactionStatus.IDLE
     try:
-        with lock_waits.clearing_tenants(
-            conn, describe_connection(conn), f"dropping {index.name}", DROP_LOCK_TIMEOUT
-        ):
+        with lock_waits.clearing_tenants(conn, describe_connection(conn), f"dropping {index.name}"):
             if concurrently:
                 conn.execute(sql.SQL("DROP INDEX CONCURRENTLY IF EXISTS {}").format(name))
             else:
