@@ -45,10 +45,10 @@ from seams.storage.tenant_tables import GROUP, ROLE_PREFIX
 log = logging.getLogger(__name__)
 
 LOCK_TIMEOUT = "10s"
-"""How long a writer's strong lock (a migration's DDL, an index drop, a publication) waits for a
-blocker that is not a tenant, such as a reader's long query, before it gives up: a migration is
-retried, an unused index is left for a later drop, a publication fails in one line. A tenant's
-blocker is ended at once."""
+"""How long a writer's strong lock (a migration's DDL, the tenants' grants and policies, an
+index drop) waits for a blocker that is not a tenant, such as a reader's long query, before it
+gives up: a migration is retried, an unused index is left for a later drop, the grants fail in
+one line. A tenant's blocker is ended at once."""
 POLL_S = 0.05
 """How often the watcher looks at what blocks the writer."""
 APPLICATION = "seams: lock watcher"
