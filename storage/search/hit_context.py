@@ -33,6 +33,13 @@ WITH ranked AS (
                       AND c.chunk_id = n.chunk_id AND c.generation <= cur.generation
     ORDER BY n.rank, c.document_id, c.chunk_index
     LIMIT %(k)s
+), texts AS MATERIALIZED (
+    -- Each document's text decompressed once (`|| ''`), not once per hit and substring: an
+    -- answer's hits mostly come from a few documents.
+    SELECT e.batch_key, e.document_id, v.published_generation, e.title, e.text || '' AS text
+    FROM (SELECT DISTINCT batch_key, document_id, published_generation FROM hits) AS v
+    JOIN {extracted} AS e ON e.batch_key = v.batch_key AND e.document_id = v.document_id
+                         AND e.generation <= v.published_generation
 )
 SELECT h.rank, h.batch_key, h.document_id, h.chunk_id, h.chunk_index, h.total_chunks,
        h.text, h.start_char, h.end_char, h.page_start, h.page_end, h.section,
@@ -48,8 +55,8 @@ SELECT h.rank, h.batch_key, h.document_id, h.chunk_id, h.chunk_index, h.total_ch
        h.published_generation, h.collection
 FROM hits AS h
 JOIN {documents} AS d ON d.batch_key = h.batch_key AND d.document_id = h.document_id
-JOIN {extracted} AS e ON e.batch_key = h.batch_key AND e.document_id = h.document_id
-                     AND e.generation <= h.published_generation
+JOIN texts AS e ON e.batch_key = h.batch_key AND e.document_id = h.document_id
+               AND e.published_generation = h.published_generation
 CROSS JOIN LATERAL (
     -- The parent (seams.chunk_parents' rule) over the hit's own build: its chunks share one
     -- generation, so the section's span never mixes versions or builds.
@@ -229,6 +236,9 @@ SELECT DISTINCT ON (h.pos, s.start_char)
 FROM hits AS h
 JOIN {boundaries} AS s ON s.batch_key = h.batch_key AND s.document_id = h.document_id
                       AND s.start_char >= h.start_char AND s.end_char <= h.end_char
+                      -- implied (a candidate ends after it starts), and bounds the index scan
+                      -- to the hit's span instead of the rest of its document
+                      AND s.start_char <= h.end_char
                       -- the candidates of the build the hit was read from, never an older one's
                       AND s.generation = (
                           SELECT max(b.generation) FROM {boundaries} AS b
