@@ -5,12 +5,13 @@ Per question the index is read once (`engine.read_search`: the candidate pool, e
 candidate's hit row and its sentences' raw scores). A hybrid pool is the union of the dense and
 the BM25 best chunks, each scored by both, so the dense and the lexical search's readings are
 parts of the hybrid one (`narrowed`) and need no reading of their own. Every `lexical_weight`
-and every budget is then answered from the readings in memory by `engine.ranked_response`, the
-very function `search_response` answers with, and the packed context scored by
+and every budget is then answered from each reading in memory by `engine.packed_contexts`,
+which packs as `ranked_response` (the function `search_response` answers with) does, doing
+once per reading what no weight changes, and the packed context is scored by
 `budget_recall.context_recall`; token counts are remembered per text, since the same passages
-recur across weights and budgets. The figures are those of `seams search` by construction. The
-next question is read in a thread while the current one is scored (`read_ahead`): a reading
-mostly waits for the database and the query model.
+recur across readings. The figures are those of `seams search` by construction. The next
+questions are read in threads while the current one is scored (`read_ahead`): a reading mostly
+waits for the database and the query model.
 
 All answers must come from the publication the sources were read from: a `seams run` that
 publishes meanwhile would mix two states of the corpus, so the run stops and says so.
