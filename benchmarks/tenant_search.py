@@ -40,6 +40,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from benchmarks.database import benchmark_server  # noqa: E402
+from benchmarks.vector_probes import MODE, MODEL, POOL, corpus_arguments, probes  # noqa: E402
 from seams.resources.database import DATA_DATABASE, database_url_for  # noqa: E402
 from seams.resources.postgres import PostgresResource, close_pool  # noqa: E402
 from seams.storage import tenants  # noqa: E402
@@ -48,10 +49,7 @@ from seams.storage.search.signal_dense import read_dense  # noqa: E402
 from tests.storage.test_collection_vector_indexes import publish_in  # noqa: E402
 from tests.storage.test_vector_indexes import unit_vectors  # noqa: E402
 
-MODEL = "bench-model"
-MODE = "text"
 TENANT = "tenant"
-POOL = 40
 WAYS = ("owner", "tenant, direct", "tenant, functions")
 
 
@@ -82,19 +80,14 @@ def vectors_granted(owner: psycopg.Connection[Any], granted: bool) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rows", type=int, default=50_000)
-    parser.add_argument("--share", type=float, default=0.02)
-    parser.add_argument("--dimension", type=int, default=384)
-    parser.add_argument("--queries", type=int, default=30)
+    corpus_arguments(parser)
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
     own = max(POOL * 3, round(args.rows * args.share))
     others = unit_vectors(args.rows - 2 * own, args.dimension, seed=1)
     mine = unit_vectors(own, args.dimension, seed=2)
     rival = unit_vectors(own, args.dimension, seed=4)
-    noise = unit_vectors(args.queries, args.dimension, seed=3)
-    queries = mine[np.arange(args.queries) * 7 % own] + 0.5 * noise
-    queries = (queries / np.linalg.norm(queries, axis=1, keepdims=True)).astype(np.float32)
+    queries = probes(mine, args.queries, args.dimension)
 
     with benchmark_server("seams-tenant-search-") as server:
         url = database_url_for(server.start(), DATA_DATABASE)

@@ -29,6 +29,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from benchmarks.database import benchmark_server  # noqa: E402
+from benchmarks.vector_probes import MODE, MODEL, POOL, corpus_arguments, probes  # noqa: E402
 from seams.resources.database import DATA_DATABASE, database_url_for  # noqa: E402
 from seams.resources.postgres import PostgresResource  # noqa: E402
 from seams.storage import schema, vector_indexes  # noqa: E402
@@ -36,10 +37,7 @@ from seams.storage.search.dense import IndexTarget, configure_scan, nearest_vect
 from tests.storage.test_collection_vector_indexes import publish_in  # noqa: E402
 from tests.storage.test_vector_indexes import unit_vectors  # noqa: E402
 
-MODEL = "bench-model"
-MODE = "text"
 TENANT = "tenant"
-POOL = 40
 
 
 def publish(postgres: PostgresResource, collection: str, key: str, vectors: np.ndarray) -> None:
@@ -74,17 +72,12 @@ def timed(
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rows", type=int, default=50_000)
-    parser.add_argument("--share", type=float, default=0.02)
-    parser.add_argument("--dimension", type=int, default=384)
-    parser.add_argument("--queries", type=int, default=30)
+    corpus_arguments(parser)
     args = parser.parse_args()
     own = max(1, round(args.rows * args.share))
     others = unit_vectors(args.rows - own, args.dimension, seed=1)
     tenant = unit_vectors(own, args.dimension, seed=2)
-    noise = unit_vectors(args.queries, args.dimension, seed=3)
-    queries = tenant[np.arange(args.queries) * 7 % own] + 0.5 * noise
-    queries = (queries / np.linalg.norm(queries, axis=1, keepdims=True)).astype(np.float32)
+    queries = probes(tenant, args.queries, args.dimension)
 
     with benchmark_server("seams-collection-hnsw-") as server:
         url = database_url_for(server.start(), DATA_DATABASE)

@@ -1,0 +1,32 @@
+"""A synthetic vector corpus for dense-search benchmarks: its size arguments, and queries that
+land near one collection's vectors (each one of them plus noise, normalised), so a search of that
+collection has true neighbours to find."""
+
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+
+from tests.storage.test_vector_indexes import unit_vectors
+
+MODEL = "bench-model"
+MODE = "text"
+POOL = 40
+"""The pool of nearest chunks a search reads."""
+
+
+def corpus_arguments(parser: argparse.ArgumentParser) -> None:
+    """`--rows` vectors of `--dimension`, `--share` of them in the searched collection, and
+    `--queries` queries."""
+    parser.add_argument("--rows", type=int, default=50_000)
+    parser.add_argument("--share", type=float, default=0.02)
+    parser.add_argument("--dimension", type=int, default=384)
+    parser.add_argument("--queries", type=int, default=30)
+
+
+def probes(own: np.ndarray, count: int, dimension: int) -> np.ndarray:
+    """`count` unit queries, each near one of `own`'s vectors."""
+    noise = unit_vectors(count, dimension, seed=3)
+    queries = own[np.arange(count) * 7 % len(own)] + 0.5 * noise
+    return (queries / np.linalg.norm(queries, axis=1, keepdims=True)).astype(np.float32)
