@@ -39,9 +39,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from benchmarks.database import benchmark_server  # noqa: E402
-from benchmarks.vector_probes import MODE, MODEL, POOL, corpus_arguments, probes  # noqa: E402
-from seams.resources.database import DATA_DATABASE, database_url_for  # noqa: E402
+from benchmarks import vector_probes as corpus  # noqa: E402
 from seams.resources.postgres import PostgresResource, close_pool  # noqa: E402
 from seams.storage import tenants  # noqa: E402
 from seams.storage.search.dense import IndexTarget  # noqa: E402
@@ -57,14 +55,14 @@ def dense_signal(
     conn: psycopg.Connection[Any], query: np.ndarray, extra: list[tuple[str, str, str]]
 ) -> float:
     """ms of one dense signal read as search reads it, in its own transaction."""
-    target = IndexTarget(MODE, MODEL)
+    target = IndexTarget(corpus.MODE, corpus.MODEL)
     started = time.perf_counter()
     with conn.transaction():
-        signal = read_dense(conn, target, query, POOL, [TENANT], 0.0)
+        signal = read_dense(conn, target, query, corpus.POOL, [TENANT], 0.0)
         keys = [*signal.top, *(k for k in extra if k not in set(signal.top))]
         scores = signal.scored(conn, keys)
     elapsed = (time.perf_counter() - started) * 1000
-    assert len(signal.nearest) == POOL and len(scores.scores) == len(keys)
+    assert len(signal.nearest) == corpus.POOL and len(scores.scores) == len(keys)
     return elapsed
 
 
@@ -80,26 +78,23 @@ def vectors_granted(owner: psycopg.Connection[Any], granted: bool) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    corpus_arguments(parser)
+    corpus.arguments(parser)
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
-    own = max(POOL * 3, round(args.rows * args.share))
+    own = max(corpus.POOL * 3, round(args.rows * args.share))
     others = unit_vectors(args.rows - 2 * own, args.dimension, seed=1)
     mine = unit_vectors(own, args.dimension, seed=2)
     rival = unit_vectors(own, args.dimension, seed=4)
-    queries = probes(mine, args.queries, args.dimension)
+    queries = corpus.probes(mine, args.queries, args.dimension)
 
-    with benchmark_server("seams-tenant-search-") as server:
-        url = database_url_for(server.start(), DATA_DATABASE)
-        owner_resource = PostgresResource(url=url, max_connections=1)
-        owner_resource.ensure_schema()
+    with corpus.database("seams-tenant-search-") as (url, owner_resource):
         started = time.perf_counter()
         for collection, key, vectors in (
             ("default", "b0", others),
             (TENANT, "b1", mine),
             ("rival", "b2", rival),
         ):
-            written = publish_in(owner_resource, collection, key, MODEL, vectors)
+            written = publish_in(owner_resource, collection, key, corpus.MODEL, vectors)
             assert key in written["published"], written["held"]
         with psycopg.connect(url, autocommit=True) as owner:
             tenants.sync_tenants(owner, {TENANT: "acme", "rival": "rival", "default": None})
@@ -107,7 +102,7 @@ def main() -> int:
             extra = owner.execute(
                 "SELECT batch_key, document_id, chunk_id FROM seams.chunk_index"
                 " WHERE collection = %s ORDER BY chunk_id OFFSET %s LIMIT %s",
-                (TENANT, POOL, POOL),
+                (TENANT, corpus.POOL, corpus.POOL),
             ).fetchall()
         print(f"wrote {args.rows:,} vectors ({own:,} in {TENANT}) in "
               f"{time.perf_counter() - started:.0f} s")  # fmt: skip
@@ -132,10 +127,10 @@ def main() -> int:
                 vectors_granted(owner, False)
         finally:
             close_pool(tenant_resource.url)
-            close_pool(owner_resource.url)
     print(
         f"dense signal among one collection ({own:,} of {args.rows:,} vectors, {args.dimension}-d;"
-        f" pool {POOL} + {POOL} exact distances), {args.rounds} rounds x {args.queries} queries:"
+        f" pool {corpus.POOL} + {corpus.POOL} exact distances), {args.rounds} rounds x "
+        f"{args.queries} queries:"
     )
     for way in WAYS:
         spread = ", ".join(f"{m:.2f}" for m in per_round[way])

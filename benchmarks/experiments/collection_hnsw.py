@@ -28,9 +28,7 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from benchmarks.database import benchmark_server  # noqa: E402
-from benchmarks.vector_probes import MODE, MODEL, POOL, corpus_arguments, probes  # noqa: E402
-from seams.resources.database import DATA_DATABASE, database_url_for  # noqa: E402
+from benchmarks import vector_probes as corpus  # noqa: E402
 from seams.resources.postgres import PostgresResource  # noqa: E402
 from seams.storage import schema, vector_indexes  # noqa: E402
 from seams.storage.search.dense import IndexTarget, configure_scan, nearest_vectors  # noqa: E402
@@ -43,7 +41,7 @@ TENANT = "tenant"
 def publish(postgres: PostgresResource, collection: str, key: str, vectors: np.ndarray) -> None:
     """Batch `key` of `collection`: its chunks, then their vectors (which publishes it); no
     index yet (each is built and timed on its own)."""
-    written = publish_in(postgres, collection, key, MODEL, vectors, make_indexes=False)
+    written = publish_in(postgres, collection, key, corpus.MODEL, vectors, make_indexes=False)
     assert key in written["published"], written["held"]
 
 
@@ -51,15 +49,15 @@ def timed(
     postgres: PostgresResource, queries: np.ndarray, tenant: np.ndarray
 ) -> tuple[float, float]:
     """Median ms of one collection's nearest-vector probe, and its mean recall@10."""
-    target = IndexTarget(MODE, MODEL)
+    target = IndexTarget(corpus.MODE, corpus.MODEL)
     times, recalls = [], []
     with postgres.connection() as conn:
         for warm in (True, False):
             for query in queries:
                 with conn.transaction():
-                    configure_scan(conn, POOL)
+                    configure_scan(conn, corpus.POOL)
                     started = time.perf_counter()
-                    found = nearest_vectors(conn, query, target, POOL, [TENANT])
+                    found = nearest_vectors(conn, query, target, corpus.POOL, [TENANT])
                     elapsed = (time.perf_counter() - started) * 1000
                 if warm:
                     continue
@@ -72,17 +70,14 @@ def timed(
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    corpus_arguments(parser)
+    corpus.arguments(parser)
     args = parser.parse_args()
     own = max(1, round(args.rows * args.share))
     others = unit_vectors(args.rows - own, args.dimension, seed=1)
     tenant = unit_vectors(own, args.dimension, seed=2)
-    queries = probes(tenant, args.queries, args.dimension)
+    queries = corpus.probes(tenant, args.queries, args.dimension)
 
-    with benchmark_server("seams-collection-hnsw-") as server:
-        url = database_url_for(server.start(), DATA_DATABASE)
-        postgres = PostgresResource(url=url, max_connections=1)
-        postgres.ensure_schema()
+    with corpus.database("seams-collection-hnsw-") as (_, postgres):
         started = time.perf_counter()
         publish(postgres, schema.DEFAULT_COLLECTION, "b0", others)
         publish(postgres, TENANT, "b1", tenant)
@@ -90,20 +85,22 @@ def main() -> int:
               f"{time.perf_counter() - started:.0f} s")  # fmt: skip
         with postgres.connection() as conn:
             started = time.perf_counter()
-            vector_indexes.ensure_model_index(conn, MODEL, args.dimension)
+            vector_indexes.ensure_model_index(conn, corpus.MODEL, args.dimension)
             model_seconds = time.perf_counter() - started
             started = time.perf_counter()
-            vector_indexes.ensure_model_index(conn, MODEL, args.dimension, collection=TENANT)
+            vector_indexes.ensure_model_index(conn, corpus.MODEL, args.dimension, collection=TENANT)
             own_seconds = time.perf_counter() - started
             conn.execute("ANALYZE seams.chunk_index")
         with_ms, with_recall = timed(postgres, queries, tenant)
         with postgres.connection() as conn:
-            name = vector_indexes.index_name(conn, MODEL, args.dimension, TENANT)
+            name = vector_indexes.index_name(conn, corpus.MODEL, args.dimension, TENANT)
             assert name is not None
             conn.execute(sql.SQL("DROP INDEX {}").format(sql.Identifier(schema.SCHEMA, name)))
         without_ms, without_recall = timed(postgres, queries, tenant)
     print(f"HNSW build: model's index {model_seconds:.1f} s, the collection's {own_seconds:.2f} s")
-    print(f"one-collection probe (pool {POOL}, median of {args.queries}, recall@10 vs exact):")
+    print(
+        f"one-collection probe (pool {corpus.POOL}, median of {args.queries}, recall@10 vs exact):"
+    )
     print(f"  collection's own index: {with_ms:.2f} ms (recall {with_recall:.3f})")
     print(f"  model's index, filtered: {without_ms:.2f} ms (recall {without_recall:.3f})")
     print(f"  ratio: {without_ms / with_ms:.1f}x")
