@@ -24,7 +24,6 @@ The total of the spans' token counts never exceeds the budget.
 
 from __future__ import annotations
 
-import bisect
 import heapq
 import operator
 from collections import defaultdict
@@ -33,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from seams.errors import InputError
+from seams.storage.search.known_source import KnownSource
 
 TokenCounter = Callable[[list[str]], list[int]]
 """Token counts of texts (a `TokenizerCounter`, or any function of that shape)."""
@@ -260,9 +260,12 @@ def pack_passages(
     sentences that hold evidence. The packer takes the most valuable step that still fits, so
     the best hit's answer grows before a weak sentence of a tenth hit is given, and a strong
     sentence of a later hit beats padding around a weak one. Growth "pays" exactly while it is
-    the best use of the next tokens. What was left out is recorded (`left_out`): each seed that
-    did not fit at its turn, and each hit ranked above the last one given whose seed never had
-    a turn before the budget was full, with the tokens it needed alone.
+    the best use of the next tokens, with one exception: a step of a hit that would merge into a
+    better hit's span waits while it would leave too little room for the seed of a better hit
+    not yet tried, so a hit is never displaced by a lower-ranked neighbour (a merged span saves
+    tokens only for hits that earned their place). What was left out is recorded (`left_out`):
+    each seed that did not fit at its turn, and each hit ranked above the last one given whose
+    seed never had a turn before the budget was full, with the tokens it needed alone.
 
     As in `pack_budget`: passages of one document version that overlap or touch merge into one
     span whose tokens are recounted; a step that does not fit is dropped (a seed: the hit is
@@ -285,7 +288,7 @@ def pack_passages(
 
 class KnownText:
     """The text known around a set of items, per document version (each item's text and window,
-    looked up by position: `_Source`), with the token count of every stretch counted so far.
+    looked up by position: `KnownSource`), with the token count of every stretch counted so far.
     It depends on which items there are, not on their order or values, so the packings of one
     set of hits at every budget and every fusion weight share one and count each stretch once."""
 
@@ -296,13 +299,13 @@ class KnownText:
             known = pieces.setdefault(item.group, [])
             known += [(item.start_char, item.text), (item.window_start, item.window_text)]
         self._pieces = pieces
-        self._sources: dict[tuple[str, str], _Source] = {}
+        self._sources: dict[tuple[str, str], KnownSource] = {}
 
-    def source(self, group: tuple[str, str]) -> _Source:
+    def source(self, group: tuple[str, str]) -> KnownSource:
         """The known text of one document version, made on first use."""
         found = self._sources.get(group)
         if found is None:
-            found = self._sources[group] = _Source(self._pieces[group], self.count_tokens)
+            found = self._sources[group] = KnownSource(self._pieces[group], self.count_tokens)
         return found
 
 
@@ -358,12 +361,16 @@ class _Packing:
         self.waiting = set(range(len(plan.items)))  # positions whose seed has not had its turn
 
     def grow(self, hit_share: float) -> None:
-        """Take the most valuable step that fits, seed or growth, until the budget is full."""
+        """Take the most valuable step that fits, seed or growth, until the budget is full. A
+        step that would crowd out a better hit's seed by merging into a better hit's span waits
+        (`_crowds`) until a seed has had its turn, then is tried again."""
         plan, passages, waiting, budget = self.plan, self.passages, self.waiting, self.budget
         heap = list(plan.heap)
+        held: list[tuple[float, int, int, int]] = []
         rest = 1 - hit_share
         while heap and self.used < budget:
-            _, rank, side, position = heapq.heappop(heap)
+            step = heapq.heappop(heap)
+            _, rank, side, position = step
             item, units, seed, source = plan.entries[position]
             if side == 0:
                 first = last = seed
@@ -373,15 +380,22 @@ class _Packing:
             else:
                 first, last = passages[position]
                 last += 1
-            span, cost = self._give(source, item.group, units[first].start, units[last].end)
+            start, end = units[first].start, units[last].end
+            if self._crowds(position, source, item.group, start, end):
+                held.append(step)
+                continue
+            span, cost = self._give(source, item.group, start, end)
+            if side == 0:  # the seed had its turn: held steps are tried again
+                waiting.discard(position)
+                for waited in held:
+                    heapq.heappush(heap, waited)
+                held.clear()
             if span is None:  # a seed that does not fit skips its hit; growth stops that side
                 if side == 0:
                     self.left_out.append(LeftOut(rank, cost, budget - self.used))
-                    waiting.discard(position)
                 continue
             if side == 0:  # growth keeps the hit in the span that holds it
                 span.add(item)
-                waiting.discard(position)
             passages[position] = (first, last)
             if side <= 0 and first > 0:
                 grown = item.value * (hit_share + rest * units[first - 1].score)
@@ -390,17 +404,49 @@ class _Packing:
                 grown = item.value * (hit_share + rest * units[last + 1].score)
                 heapq.heappush(heap, (-grown, rank, 1, position))
 
+    def _crowds(
+        self, position: int, source: KnownSource, group: tuple[str, str], start: int, end: int
+    ) -> bool:
+        """Whether giving `source[start:end]` of the hit at `position` would merge it into the
+        span of a better hit and leave too little room for the seed of a better hit that has
+        not had its turn and fits now: a hit is never displaced by a lower-ranked neighbour,
+        and merging saves tokens only for hits that earned their place."""
+        better = [p for p in self.waiting if p < position]
+        touching = self._touching(source, group, start, end) if better else ()
+        rank = self.plan.entries[position][0].rank
+        if not any(r < rank for s in touching for r, _ in s.members):
+            return False
+        if any(s.start <= start and end <= s.end for s in touching):
+            return False  # already given: it costs nothing
+        low, high = min(start, *(s.start for s in touching)), max(end, *(s.end for s in touching))
+        cost = source.tokens(low, high) - sum(s.tokens for s in touching)
+        room = self.budget - self.used
+        needs = (self._seed_tokens(p) for p in better)
+        return cost <= room and any(cost + need > room for need in needs if need <= room)
+
+    def _seed_tokens(self, position: int) -> int:
+        """The tokens the seed of the hit at `position` needs alone."""
+        _, units, seed, source = self.plan.entries[position]
+        return source.tokens(units[seed].start, units[seed].end)
+
+    def _touching(
+        self, source: KnownSource, group: tuple[str, str], start: int, end: int
+    ) -> list[_Span]:
+        """The spans of document version `group` that `source[start:end]` overlaps or touches."""
+        spans = self.spans.get(group)
+        if not spans:
+            return []
+        reach = source.reach(end)
+        return [s for s in spans if start <= s.reach and s.start <= reach]
+
     def _give(
-        self, source: _Source, group: tuple[str, str], start: int, end: int
+        self, source: KnownSource, group: tuple[str, str], start: int, end: int
     ) -> tuple[_Span | None, int]:
         """`source[start:end]` (of document version `group`) given: the span now holding it and
         what it cost, merged with the spans it overlaps or touches and recounted; (None, cost)
         when it does not fit."""
         spans = self.spans[group]
-        touching = ()
-        if spans:
-            reach = source.reach(end)
-            touching = [s for s in spans if start <= s.reach and s.start <= reach]
+        touching = self._touching(source, group, start, end)
         low, high = start, end
         for s in touching:
             if s.start <= start and end <= s.end:
@@ -437,9 +483,8 @@ class _Packing:
         room = self.budget - self.used
         for position in sorted(self.waiting):
             if position < last_given:
-                item, units, seed, source = self.plan.entries[position]
-                tokens = source.tokens(units[seed].start, units[seed].end)
-                self.left_out.append(LeftOut(item.rank, tokens, room))
+                rank = self.plan.entries[position][0].rank
+                self.left_out.append(LeftOut(rank, self._seed_tokens(position), room))
 
     def packed(self) -> PackedContext:
         entries = self.plan.entries
@@ -478,71 +523,11 @@ def _units(item: BudgetItem) -> tuple[Sentence, ...]:
     return item.sentences or (Sentence(item.start_char, item.end_char, 0.0),)
 
 
-class _Source:
-    """The known pieces `(offset, source[offset:offset+len])` of one document version, looked up
-    by position: the piece reaching furthest among those starting at or before a position
-    holds it if any piece does, so a lookup is a binary search, not a scan of the pieces.
-
-    Two stretches touch when they overlap or only whitespace lies between them, as far as the
-    known pieces show: `a` and a later `b` touch when `b.start <= reach(a.end)`."""
-
-    def __init__(self, pieces: Sequence[tuple[int, str]], count_tokens: TokenCounter) -> None:
-        self.count_tokens = count_tokens
-        # Pieces at one offset of one length are the same text; ordered by text too, so pieces
-        # that disagree (text edited under its offsets) read alike in any order of the hits.
-        ordered = sorted(pieces, key=lambda p: (p[0], -len(p[1]), p[1]))
-        self.offsets = [offset for offset, _ in ordered]
-        self.furthest: list[tuple[int, int, str]] = []  # per prefix: (offset, end, text)
-        for offset, text in ordered:
-            if not self.furthest or offset + len(text) > self.furthest[-1][1]:
-                self.furthest.append((offset, offset + len(text), text))
-            else:
-                self.furthest.append(self.furthest[-1])
-        self.reaches: dict[int, int] = {}
-        self.counts: dict[tuple[int, int], int] = {}
-
-    def _reaching(self, position: int) -> tuple[int, int, str]:
-        at = bisect.bisect_right(self.offsets, position) - 1
-        return self.furthest[at] if at >= 0 else (position, position, "")
-
-    def reach(self, position: int) -> int:
-        """The end of the known whitespace that follows `position` (`position` itself when a
-        non-blank character or the end of what is known follows)."""
-        found = self.reaches.get(position)
-        if found is None:
-            offset, stop, text = self._reaching(position)
-            after = text[position - offset : stop - offset]
-            found = self.reaches[position] = position + len(after) - len(after.lstrip())
-        return found
-
-    def tokens(self, start: int, end: int) -> int:
-        """The token count of `source[start:end]`, counted once: the packings of one set of
-        hits at several budgets and weights try the same stretches."""
-        key = (start, end)
-        found = self.counts.get(key)
-        if found is None:
-            found = self.counts[key] = self.count_tokens([self.cover(start, end)])[0]
-        return found
-
-    def cover(self, start: int, end: int) -> str:
-        """`source[start:end]` assembled from the known pieces."""
-        out: list[str] = []
-        position = start
-        while position < end:
-            offset, stop, text = self._reaching(position)
-            if stop <= position:  # cannot happen for touching spans
-                raise ValueError(f"no known text covers position {position} of {start}:{end}")
-            stop = min(end, stop)
-            out.append(text[position - offset : stop - offset])
-            position = stop
-        return out[0] if len(out) == 1 else "".join(out)
-
-
 class _Span:
     def __init__(self, group: tuple[str, str], start: int, end: int, text: str, tokens: int):
         self.group, self.start, self.end, self.text, self.tokens = group, start, end, text, tokens
         self.reach = end
-        """Where a stretch after it may start and still touch it (`_Source.reach`)."""
+        """Where a stretch after it may start and still touch it (`KnownSource.reach`)."""
         self.members: list[tuple[int, str]] = []
 
     def add(self, item: BudgetItem) -> None:

@@ -72,16 +72,33 @@ HITS = [
 ]
 
 
-def test_the_context_says_which_better_hits_it_left_out_and_what_they_needed() -> None:
-    """At 58 words the strong IVF sentence (hit 5) is worth more than the list's lead-in (hit
-    4) and is given; hits 3 and 4 are then said to be left out, each with what it needed."""
+def test_a_lower_ranked_neighbour_never_takes_the_room_of_a_better_hit() -> None:
+    """At 58 words hit 5 would grow into hit 2's span by its IVF sentence, worth more than the
+    list's lead-in (hit 4) but leaving hit 4 no room: the growth waits for hit 4's turn, so
+    hit 4 is given and hit 5 stays its best sentence. Hit 3 is said to be left out, with what
+    it needed."""
     packed = pack_passages(HITS, 58, _count)
-    assert packed.given == (1, 2, 5)
+    assert packed.given == (1, 2, 4, 5)
     assert packed.tokens <= 58
+    assert GUIDE[packed.passages[5][0] :].startswith("Tune its nprobe")
     left = {x.rank: x for x in packed.left_out}
-    assert set(left) == {3, 4}
-    assert all(x.tokens > x.room for x in left.values())
+    assert set(left) == {3}
+    assert left[3].tokens > left[3].room
     assert packed.unreached == 0 and packed.offered == 5
+
+
+def test_only_value_not_a_merge_puts_a_neighbour_before_a_better_hit() -> None:
+    """From 40 to 80 words the list (hit 4) is given except at 48-51, where hit 5's best
+    sentence alone, not touching hit 2's span, is worth more than the list's lead-in: the
+    seeds' own values order them. Wherever hit 5 grows into hit 2's span, hit 4 is given."""
+    missing = []
+    for budget in range(40, 81):
+        packed = pack_passages(HITS, budget, _count)
+        if 4 not in packed.given:
+            missing.append(budget)
+        if 5 in packed.given and GUIDE[packed.passages[5][0] :].startswith("IVF clusters"):
+            assert 4 in packed.given, budget
+    assert missing == [48, 49, 50, 51]
 
 
 def test_every_better_hit_not_given_is_said_to_be_left_out() -> None:
