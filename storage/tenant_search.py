@@ -47,6 +47,7 @@ _NEAREST_ARGS = (
 _DISTANCES_ARGS = (
     "model text, mode text, q vector, batch_keys text[], document_ids text[], chunk_ids text[]"
 )
+_ARGS = {NEAREST: _NEAREST_ARGS, DISTANCES: _DISTANCES_ARGS}
 _RETURNS = "TABLE (batch_key text, document_id text, chunk_id text, distance double precision)"
 
 
@@ -171,7 +172,6 @@ def ddl() -> list[sql.Composable]:
     name it), executable by nobody but their owner until the tenants' group is granted them
     (`grants`)."""
     statements: list[sql.Composable] = []
-    signatures = {NEAREST: _NEAREST_ARGS, DISTANCES: _DISTANCES_ARGS}
     for name, body in bodies().items():
         function = sql.Identifier(schema.SCHEMA, name)
         create = sql.SQL(
@@ -180,7 +180,7 @@ def ddl() -> list[sql.Composable]:
             " AS {body}"
         ).format(
             function=function,
-            args=sql.SQL(signatures[name]),
+            args=sql.SQL(_ARGS[name]),
             returns=sql.SQL(_RETURNS),
             path=sql.SQL(SEARCH_PATH),
             body=sql.Literal(body),
@@ -198,24 +198,21 @@ def ddl() -> list[sql.Composable]:
                 schema=sql.SQL(_VECTOR_SCHEMA),
             ),
             sql.SQL("REVOKE ALL ON FUNCTION {} FROM PUBLIC").format(
-                sql.SQL("{}({})").format(function, sql.SQL(_types(signatures[name])))
+                sql.SQL("{}({})").format(function, sql.SQL(_types(name)))
             ),
         ]
     return statements
 
 
-def _types(args: str) -> str:
-    """`text, integer, ...` of an argument list `model text, dimension integer, ...`."""
-    return ", ".join(arg.split()[-1] for arg in args.split(", "))
+def _types(name: str) -> str:
+    """`text, integer, ...`: the argument types of function `name`."""
+    return ", ".join(arg.split()[-1] for arg in _ARGS[name].split(", "))
 
 
 def signatures() -> list[str]:
     """`seams.tenant_nearest(text, integer, ...)`: each function's signature, for grants and
     `to_regprocedure`."""
-    return [
-        f"{schema.SCHEMA}.{name}({_types(args)})"
-        for name, args in ((NEAREST, _NEAREST_ARGS), (DISTANCES, _DISTANCES_ARGS))
-    ]
+    return [f"{schema.SCHEMA}.{name}({_types(name)})" for name in _ARGS]
 
 
 def grants(group: str) -> list[sql.Composable]:

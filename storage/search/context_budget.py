@@ -416,10 +416,9 @@ class _Packing:
         rank = self.plan.entries[position][0].rank
         if not any(r < rank for s in touching for r, _ in s.members):
             return False
-        if any(s.start <= start and end <= s.end for s in touching):
+        if _holding(touching, start, end) is not None:
             return False  # already given: it costs nothing
-        low, high = min(start, *(s.start for s in touching)), max(end, *(s.end for s in touching))
-        cost = source.tokens(low, high) - sum(s.tokens for s in touching)
+        _, _, _, cost = _merged(source, touching, start, end)
         room = self.budget - self.used
         needs = (self._seed_tokens(p) for p in better)
         return cost <= room and any(cost + need > room for need in needs if need <= room)
@@ -447,13 +446,10 @@ class _Packing:
         when it does not fit."""
         spans = self.spans[group]
         touching = self._touching(source, group, start, end)
-        low, high = start, end
-        for s in touching:
-            if s.start <= start and end <= s.end:
-                return s, 0  # already given: no new text, no cost
-            low, high = min(low, s.start), max(high, s.end)
-        tokens = source.tokens(low, high)
-        cost = tokens - sum(s.tokens for s in touching) if touching else tokens
+        holder = _holding(touching, start, end)
+        if holder is not None:
+            return holder, 0  # already given: no new text, no cost
+        low, high, tokens, cost = _merged(source, touching, start, end)
         if self.used + cost > self.budget:
             return None, cost
         self.used += cost
@@ -516,6 +512,22 @@ def _packed(
         left_out=tuple(left_out),
         offered=offered,
     )
+
+
+def _holding(spans: Sequence[_Span], start: int, end: int) -> _Span | None:
+    """The first of `spans` that already holds `start:end`."""
+    return next((s for s in spans if s.start <= start and end <= s.end), None)
+
+
+def _merged(
+    source: KnownSource, touching: Sequence[_Span], start: int, end: int
+) -> tuple[int, int, int, int]:
+    """`start:end` merged with the `touching` spans: (start, end, tokens, cost), the cost
+    being the tokens the merged span adds to those spans'."""
+    low = min([start, *(s.start for s in touching)])
+    high = max([end, *(s.end for s in touching)])
+    tokens = source.tokens(low, high)
+    return low, high, tokens, tokens - sum(s.tokens for s in touching)
 
 
 def _units(item: BudgetItem) -> tuple[Sentence, ...]:

@@ -224,7 +224,7 @@ def nearest_vectors(
             return tenant_search.nearest_vectors(
                 conn, vector, target.model_id, target.mode, fetch, collections
             )
-        return _nearest_direct(conn, vector, target, fetch, collections)
+        return _nearest_direct(conn, vector, dimension, target, fetch, collections)
     except psycopg.errors.DataException as exc:
         if "dimensions" not in str(exc):
             raise
@@ -238,6 +238,7 @@ def nearest_vectors(
 def _nearest_direct(
     conn: psycopg.Connection[Any],
     vector: np.ndarray,
+    dimension: int,
     target: IndexTarget,
     fetch: int,
     collections: Sequence[str] | None,
@@ -255,7 +256,7 @@ def _nearest_direct(
         key = vector_indexes.collection_key(conn, collection)
     statement = nearest_statement(
         target.model_id,
-        int(np.shape(vector)[-1]),
+        dimension,
         among=collections is not None,
         collection=collection,
         collection_key=key,
